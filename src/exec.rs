@@ -1,0 +1,303 @@
+//! The exec stage: forks the child, has it apply the sandbox and `execve` the command,
+//! hands its seccomp listener to the supervisor, forwards signals, and reaps it.
+//!
+//! Behaves like a shell running one foreground command: the child stays in sandgate's
+//! process group and session, so the terminal, job control (Ctrl-Z, `fg`) and terminal
+//! signals reach it directly. Signals *sent to sandgate* (by `kill`, a CI runner, a
+//! timeout) are forwarded to the child; terminal-generated ones are not forwarded, since
+//! the child already received them from the terminal. If sandgate dies, the child gets
+//! SIGKILL (PR_SET_PDEATHSIG), so nothing is left running unsupervised.
+
+use std::ffi::{CString, OsStr, OsString};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use nix::sys::signal::{kill, SigSet, SigmaskHow, Signal};
+use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::{getpid, getppid, pipe2, Pid};
+
+use crate::sandbox::{Prepared, Step};
+use crate::{supervisor, sys};
+
+/// Why the command did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    #[error("{}: command not found", .0.to_string_lossy())]
+    NotFound(OsString),
+    #[error("{}: {source}", program.to_string_lossy())]
+    NotExecutable {
+        program: OsString,
+        source: io::Error,
+    },
+    #[error("argument or environment contains a NUL byte")]
+    Nul,
+    #[error("the sandbox could not be applied: {} failed: {source}", step.describe())]
+    Setup { step: Step, source: io::Error },
+    #[error("{0}")]
+    Io(#[from] io::Error),
+}
+
+impl From<nix::Error> for ExecError {
+    fn from(e: nix::Error) -> Self {
+        ExecError::Io(e.into())
+    }
+}
+
+/// Signals sandgate waits for instead of acting on them.
+const WAITED: [Signal; 8] = [
+    Signal::SIGCHLD,
+    Signal::SIGINT,
+    Signal::SIGTERM,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+    Signal::SIGWINCH,
+    Signal::SIGUSR1,
+    Signal::SIGUSR2,
+];
+
+/// What to run and how.
+pub struct Launch<'a> {
+    pub command: &'a [OsString],
+    /// Variables added to the command's environment.
+    pub extra_env: Vec<(&'static str, OsString)>,
+    pub sandbox: Prepared,
+    /// The writable roots as the supervisor checks unix socket paths against them.
+    pub socket_roots: Vec<PathBuf>,
+}
+
+/// Runs the command to completion and returns sandgate's exit status for it: the
+/// command's own, or 128+N when it died of signal N.
+///
+/// # Errors
+/// See [`ExecError`]: the command could not be found or executed, or the sandbox could not
+/// be applied (the child then never ran the command).
+pub fn run(launch: Launch<'_>) -> Result<i32, ExecError> {
+    let Some(program) = launch.command.first() else {
+        return Err(ExecError::NotFound(OsString::new()));
+    };
+    let path = find_program(program)?;
+    let path = cstring(path.as_os_str())?;
+    let argv: Vec<CString> = launch
+        .command
+        .iter()
+        .map(|a| cstring(a))
+        .collect::<Result<_, _>>()?;
+    let mut env: Vec<CString> = std::env::vars_os()
+        .filter(|(k, _)| !launch.extra_env.iter().any(|(e, _)| OsStr::new(e) == k))
+        .chain(
+            launch
+                .extra_env
+                .iter()
+                .map(|(k, v)| (OsString::from(k), v.clone())),
+        )
+        .map(|(k, v)| {
+            let mut kv = k;
+            kv.push("=");
+            kv.push(v);
+            cstring(&kv)
+        })
+        .collect::<Result<_, _>>()?;
+    env.shrink_to_fit();
+    let argv_ptrs = null_terminated(&argv);
+    let env_ptrs = null_terminated(&env);
+
+    let (err_r, err_w) = pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    let fd_channel = if launch.sandbox.is_restricted() {
+        Some(socketpair(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )?)
+    } else {
+        None
+    };
+    let mut waited = SigSet::empty();
+    WAITED.iter().for_each(|s| waited.add(*s));
+    let old_mask = waited.thread_swap_mask(SigmaskHow::SIG_BLOCK)?;
+    let parent = getpid();
+
+    // sandgate is single-threaded here: the supervisor thread is only started below.
+    let pid = sys::fork()?;
+    if pid == 0 {
+        let send = fd_channel
+            .as_ref()
+            .map(|(_, child_end)| child_end.as_raw_fd());
+        child(
+            launch.sandbox,
+            &path,
+            &argv_ptrs,
+            &env_ptrs,
+            err_w.as_raw_fd(),
+            send,
+            parent,
+            &old_mask,
+        );
+    }
+    let child = Pid::from_raw(pid);
+    drop(err_w);
+    let listener = match fd_channel {
+        Some((ours, theirs)) => {
+            drop(theirs);
+            sys::recv_fd(ours.as_fd())?
+        }
+        None => None,
+    };
+    if let Some((step, errno)) = read_failure(err_r)? {
+        // The child exits right after reporting; reap it so it does not linger.
+        let _ = waitpid(child, None);
+        let source = io::Error::from_raw_os_error(errno);
+        return Err(match (step, errno) {
+            (Step::Exec, libc::ENOENT) => ExecError::NotFound(program.clone()),
+            (Step::Exec, _) => ExecError::NotExecutable {
+                program: program.clone(),
+                source,
+            },
+            (step, _) => ExecError::Setup { step, source },
+        });
+    }
+    if let Some(listener) = listener {
+        supervisor::spawn(listener, child, launch.socket_roots)?;
+    }
+    supervise(child, &waited)
+}
+
+/// Finds `program` on PATH the way `execvp` would; a name with a slash is used as is.
+fn find_program(program: &OsStr) -> Result<PathBuf, ExecError> {
+    if program.as_bytes().contains(&b'/') {
+        return Ok(PathBuf::from(program));
+    }
+    if program.is_empty() {
+        return Err(ExecError::NotFound(program.to_owned()));
+    }
+    let search = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    let mut denied = None;
+    for dir in std::env::split_paths(&search) {
+        let candidate = Path::new(if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            &dir
+        })
+        .join(program);
+        if !candidate.metadata().is_ok_and(|m| m.is_file()) {
+            continue;
+        }
+        match nix::unistd::access(&candidate, nix::unistd::AccessFlags::X_OK) {
+            Ok(()) => return Ok(candidate),
+            Err(e) => denied = Some(io::Error::from(e)),
+        }
+    }
+    Err(match denied {
+        Some(source) => ExecError::NotExecutable {
+            program: program.to_owned(),
+            source,
+        },
+        None => ExecError::NotFound(program.to_owned()),
+    })
+}
+
+fn cstring(s: &OsStr) -> Result<CString, ExecError> {
+    CString::new(s.as_bytes()).map_err(|_| ExecError::Nul)
+}
+
+fn null_terminated(strings: &[CString]) -> Vec<*const libc::c_char> {
+    strings
+        .iter()
+        .map(|s| s.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect()
+}
+
+/// The forked child: applies the sandbox and executes the command; on any failure it
+/// reports `(step, errno)` through `err_w` and exits 125. Makes only async-signal-safe
+/// calls apart from what `Prepared::apply` documents.
+#[allow(clippy::too_many_arguments)]
+fn child(
+    sandbox: Prepared,
+    path: &CString,
+    argv: &[*const libc::c_char],
+    env: &[*const libc::c_char],
+    err_w: RawFd,
+    send: Option<RawFd>,
+    parent: Pid,
+    old_mask: &SigSet,
+) -> ! {
+    let report = |step: Step, err: io::Error| -> ! {
+        let mut msg = [0u8; 8];
+        msg[..4].copy_from_slice(&(step as u32).to_ne_bytes());
+        msg[4..].copy_from_slice(&err.raw_os_error().unwrap_or(libc::EIO).to_ne_bytes());
+        // SAFETY-free: a borrowed write on our own pipe end; failure leaves only exit 125.
+        let _ = nix::unistd::write(sys::borrow_raw(err_w), &msg);
+        sys::exit_immediately(125)
+    };
+    if let Err(e) = old_mask.thread_set_mask() {
+        report(Step::Exec, e.into());
+    }
+    sys::default_sigpipe();
+    match sandbox.apply() {
+        Err((step, err)) => report(step, err),
+        Ok(Some(listener)) => {
+            let Some(sock) = send else {
+                report(Step::Supervisor, io::Error::from_raw_os_error(libc::EBADF))
+            };
+            if let Err(e) = sys::send_fd(sys::borrow_raw(sock), listener.as_fd()) {
+                report(Step::Supervisor, e);
+            }
+            drop::<OwnedFd>(listener);
+        }
+        Ok(None) => {}
+    }
+    if let Err(e) = sys::set_parent_death_signal(libc::SIGKILL) {
+        report(Step::Exec, e);
+    }
+    if getppid() != parent {
+        // sandgate died before PDEATHSIG was armed.
+        sys::exit_immediately(125);
+    }
+    report(Step::Exec, sys::execve(path, argv, env))
+}
+
+/// Reads the child's failure report: `None` when the pipe closed on a successful exec.
+fn read_failure(err_r: OwnedFd) -> io::Result<Option<(Step, i32)>> {
+    let mut msg = [0u8; 8];
+    let mut got = 0;
+    while got < msg.len() {
+        match nix::unistd::read(err_r.as_fd(), &mut msg[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if got < msg.len() {
+        return Ok(None);
+    }
+    let step = u32::from_ne_bytes([msg[0], msg[1], msg[2], msg[3]]);
+    let errno = i32::from_ne_bytes([msg[4], msg[5], msg[6], msg[7]]);
+    Ok(Some((Step::from_u32(step).unwrap_or(Step::Exec), errno)))
+}
+
+/// Waits for the child, forwarding signals sent to sandgate; returns the exit status.
+fn supervise(child: Pid, waited: &SigSet) -> Result<i32, ExecError> {
+    loop {
+        let (signo, code) = sys::sigwaitinfo(waited)?;
+        if signo == libc::SIGCHLD {
+            match waitpid(child, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::Exited(_, status)) => return Ok(status),
+                Ok(WaitStatus::Signaled(_, signal, _)) => return Ok(128 + signal as i32),
+                Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        // si_code <= 0: sent by a process (kill, sigqueue, tgkill). SI_KERNEL: generated
+        // by the terminal for the whole foreground group, the child included.
+        if code <= 0 {
+            if let Ok(signal) = Signal::try_from(signo) {
+                let _ = kill(child, signal);
+            }
+        }
+    }
+}

@@ -1,0 +1,16 @@
+//! sandgate: run one command under a kernel-enforced sandbox profile.
+//!
+//! The pipeline (DESIGN §1), one module per stage:
+//! `cli` → `policy` → `sandbox` → `exec` (+ `supervisor`) → `denial`.
+//! `main.rs` only calls [`app::main`].
+
+pub mod app;
+pub mod cli;
+pub mod denial;
+pub mod doctor;
+pub mod error;
+pub mod exec;
+pub mod policy;
+pub mod sandbox;
+pub mod supervisor;
+mod sys;

@@ -1,0 +1,298 @@
+//! The policy stage: turns raw arguments and the environment into a `Plan` — the mode for
+//! this call and, for restricted modes, exactly which paths each enforcement layer covers.
+//!
+//! Pure apart from reading the filesystem to canonicalise paths: it never touches the
+//! kernel's sandboxing facilities (that is `sandbox`'s job), so it runs the same anywhere.
+
+mod mode;
+pub mod profile;
+mod protected;
+mod workspace;
+
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+pub use mode::Mode;
+pub use profile::Network;
+use profile::{Placeholders, ProfileSpec};
+
+/// Environment variable a restricted sandgate sets for its command, naming its mode, so a
+/// nested sandgate knows it cannot run wider. It is only a hint: the parent's kernel-enforced
+/// layers bind the nested call whether or not the variable is honest.
+pub const PARENT_MODE_ENV: &str = "SANDGATE_PARENT_MODE";
+/// Companion of [`PARENT_MODE_ENV`]: the parent's workspace.
+pub const PARENT_WORKSPACE_ENV: &str = "SANDGATE_PARENT_WORKSPACE";
+
+/// Why a call cannot be planned.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error("no command given: usage: sandgate [OPTIONS] -- CMD [ARGS...]")]
+    NoCommand,
+    #[error("cannot use workspace {}: {source}", path.display())]
+    Workspace {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("workspace {} is not a directory", .0.display())]
+    WorkspaceNotDir(PathBuf),
+    #[error("refusing / as the workspace: a writable / is full access; pass --workspace DIR")]
+    WorkspaceIsRoot,
+    #[error("refusing writable root / (from {origin}): that is full access; use --sandbox full-access if you mean it")]
+    WritableRootIsRoot { origin: &'static str },
+    #[error("cannot use writable root {}: {source}", path.display())]
+    WritableRoot {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot read the current directory: {0}")]
+    Cwd(std::io::Error),
+    #[error("the shipped {mode} profile is invalid: {reason}")]
+    BadProfile { mode: Mode, reason: String },
+}
+
+/// What the environment contributes to a plan, read once by the caller.
+#[derive(Debug, Clone, Default)]
+pub struct Env {
+    pub cwd: PathBuf,
+    pub tmpdir: Option<PathBuf>,
+    /// Terminal devices behind stdin/stdout/stderr.
+    pub ptys: Vec<PathBuf>,
+    /// Set when this sandgate runs inside another sandgate's sandbox.
+    pub parent: Option<Parent>,
+}
+
+/// The enclosing sandgate sandbox, as its environment hint describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Parent {
+    pub mode: Mode,
+    pub workspace: PathBuf,
+}
+
+/// The request the command line makes, after clap.
+#[derive(Debug, Clone, Default)]
+pub struct Request {
+    pub mode: Option<Mode>,
+    pub workspace: Option<PathBuf>,
+    pub writable_roots: Vec<PathBuf>,
+    pub allow_degraded: bool,
+    pub command: Vec<OsString>,
+}
+
+/// Everything the later stages need to run one call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub mode: Mode,
+    pub workspace: PathBuf,
+    /// The working directory the command starts in.
+    pub cwd: PathBuf,
+    /// Never empty: `resolve` refuses an empty command.
+    pub command: Vec<OsString>,
+    pub confinement: Confinement,
+    pub allow_degraded: bool,
+    /// Set when the requested mode was wider than an enclosing sandgate's and was narrowed.
+    pub narrowed_from: Option<Mode>,
+}
+
+/// Whether and how the command is confined.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Confinement {
+    /// `full-access`: no layer applies.
+    None,
+    /// `read-only` or `workspace-write`: every layer applies.
+    Restricted(Restrictions),
+}
+
+/// The paths and switches of a restricted profile for one call, all canonical.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restrictions {
+    pub writable_roots: BTreeSet<PathBuf>,
+    /// Bound read-only inside the writable roots.
+    pub protected: BTreeSet<PathBuf>,
+    /// Bound onto themselves so they cannot be renamed or replaced (the `.git` directory).
+    pub pinned: BTreeSet<PathBuf>,
+    /// Device nodes the command may write (and ioctl).
+    pub devices: BTreeSet<PathBuf>,
+    pub private_tmp: bool,
+    pub network: Network,
+    pub mounts: MountSource,
+}
+
+/// Who provides the mount namespace of a restricted call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MountSource {
+    /// sandgate makes a private one for this call.
+    Own,
+    /// A nested call in the same mode and workspace as its parent: the parent's namespace
+    /// already holds every read-only mount this call would make, and a sandboxed process
+    /// cannot make new ones.
+    Parent,
+}
+
+/// Resolves a request into a plan.
+///
+/// # Errors
+/// See [`PolicyError`]: no command, an unusable workspace or writable root.
+pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
+    if request.command.is_empty() {
+        return Err(PolicyError::NoCommand);
+    }
+    let workspace = workspace::resolve(request.workspace.as_deref(), &env.cwd)?;
+    let asked = request.mode.unwrap_or(Mode::WorkspaceWrite);
+    let (mode, narrowed_from) = match &env.parent {
+        Some(parent) if asked > parent.mode => (parent.mode, Some(asked)),
+        _ => (asked, None),
+    };
+    let confinement = match profile::shipped(mode)? {
+        ProfileSpec::None { .. } => Confinement::None,
+        ProfileSpec::Restricted(spec) => {
+            let placeholders = Placeholders {
+                workspace: &workspace,
+                tmpdir: env.tmpdir.clone(),
+                ptys: env.ptys.clone(),
+            };
+            let mut writable_roots = placeholders.existing(&spec.writable_roots);
+            if mode == Mode::WorkspaceWrite {
+                for extra in &request.writable_roots {
+                    let path = env.cwd.join(extra);
+                    let canonical = std::fs::canonicalize(&path)
+                        .map_err(|source| PolicyError::WritableRoot { path, source })?;
+                    writable_roots.insert(canonical);
+                }
+            }
+            if writable_roots.contains(Path::new("/")) {
+                return Err(PolicyError::WritableRootIsRoot {
+                    origin: "$TMPDIR or --writable-root",
+                });
+            }
+            let protected = protected::resolve(&workspace, &spec.protected_subpaths);
+            let under_roots = |p: &PathBuf| writable_roots.iter().any(|r| p.starts_with(r));
+            let mounts = match &env.parent {
+                Some(parent) if parent.mode == mode && parent.workspace == workspace => {
+                    MountSource::Parent
+                }
+                _ => MountSource::Own,
+            };
+            Confinement::Restricted(Restrictions {
+                protected: protected
+                    .read_only
+                    .iter()
+                    .filter(|p| under_roots(p))
+                    .cloned()
+                    .collect(),
+                pinned: protected
+                    .pinned
+                    .iter()
+                    .filter(|p| under_roots(p))
+                    .cloned()
+                    .collect(),
+                writable_roots,
+                devices: placeholders.existing(&spec.devices),
+                private_tmp: spec.private_tmp,
+                network: spec.network,
+                mounts,
+            })
+        }
+    };
+    Ok(Plan {
+        mode,
+        workspace,
+        cwd: env.cwd.clone(),
+        command: request.command,
+        confinement,
+        allow_degraded: request.allow_degraded,
+        narrowed_from,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env_in(dir: &Path) -> Env {
+        Env {
+            cwd: dir.to_path_buf(),
+            tmpdir: None,
+            ptys: vec![],
+            parent: None,
+        }
+    }
+
+    fn request(mode: Mode) -> Request {
+        Request {
+            mode: Some(mode),
+            command: vec!["true".into()],
+            ..Request::default()
+        }
+    }
+
+    #[test]
+    fn workspace_write_makes_the_workspace_and_tmp_writable(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let ws = tempfile::tempdir()?;
+        let plan = resolve(request(Mode::WorkspaceWrite), &env_in(ws.path()))?;
+        let Confinement::Restricted(r) = plan.confinement else {
+            panic!("restricted")
+        };
+        assert!(r
+            .writable_roots
+            .contains(&std::fs::canonicalize(ws.path())?));
+        assert!(r.writable_roots.contains(&std::fs::canonicalize("/tmp")?));
+        assert!(!r.private_tmp);
+        Ok(())
+    }
+
+    #[test]
+    fn read_only_writes_nowhere_and_ignores_extra_roots() -> Result<(), Box<dyn std::error::Error>>
+    {
+        let ws = tempfile::tempdir()?;
+        let mut req = request(Mode::ReadOnly);
+        req.writable_roots = vec![ws.path().to_path_buf()];
+        let plan = resolve(req, &env_in(ws.path()))?;
+        let Confinement::Restricted(r) = plan.confinement else {
+            panic!("restricted")
+        };
+        assert!(r.writable_roots.is_empty());
+        assert!(r.private_tmp);
+        Ok(())
+    }
+
+    #[test]
+    fn tmpdir_of_root_is_refused() -> Result<(), Box<dyn std::error::Error>> {
+        let ws = tempfile::tempdir()?;
+        let mut env = env_in(ws.path());
+        env.tmpdir = Some("/".into());
+        assert!(matches!(
+            resolve(request(Mode::WorkspaceWrite), &env),
+            Err(PolicyError::WritableRootIsRoot { .. })
+        ));
+        Ok(())
+    }
+
+    #[test]
+    fn a_nested_call_never_runs_wider_than_its_parent() -> Result<(), Box<dyn std::error::Error>> {
+        let ws = tempfile::tempdir()?;
+        let mut env = env_in(ws.path());
+        let workspace = std::fs::canonicalize(ws.path())?;
+        env.parent = Some(Parent {
+            mode: Mode::ReadOnly,
+            workspace,
+        });
+        let plan = resolve(request(Mode::FullAccess), &env)?;
+        assert_eq!(plan.mode, Mode::ReadOnly);
+        assert_eq!(plan.narrowed_from, Some(Mode::FullAccess));
+        let Confinement::Restricted(r) = plan.confinement else {
+            panic!("restricted")
+        };
+        assert_eq!(r.mounts, MountSource::Parent);
+        Ok(())
+    }
+
+    #[test]
+    fn no_command_is_refused() {
+        assert!(matches!(
+            resolve(Request::default(), &Env::default()),
+            Err(PolicyError::NoCommand)
+        ));
+    }
+}

@@ -1,0 +1,63 @@
+//! Finds the workspace for a call: the explicit one, else the git top-level of the current
+//! directory, else the current directory (DESIGN §8).
+//!
+//! The git top-level is found by walking up for a `.git` entry rather than by running
+//! `git rev-parse`: sandgate starts before every command an agent runs, and a child process
+//! here would cost more than the rest of the policy stage together.
+
+use std::path::{Path, PathBuf};
+
+use super::PolicyError;
+
+/// Returns the canonical workspace, refusing `/`.
+///
+/// # Errors
+/// The workspace must exist, be a directory, and not be `/` (a writable `/` is full access
+/// under another name).
+pub fn resolve(explicit: Option<&Path>, cwd: &Path) -> Result<PathBuf, PolicyError> {
+    let candidate = match explicit {
+        Some(dir) => cwd.join(dir),
+        None => git_toplevel(cwd).unwrap_or_else(|| cwd.to_path_buf()),
+    };
+    let canonical = std::fs::canonicalize(&candidate).map_err(|source| PolicyError::Workspace {
+        path: candidate.clone(),
+        source,
+    })?;
+    if !canonical.is_dir() {
+        return Err(PolicyError::WorkspaceNotDir(canonical));
+    }
+    if canonical == Path::new("/") {
+        return Err(PolicyError::WorkspaceIsRoot);
+    }
+    Ok(canonical)
+}
+
+/// Returns the nearest ancestor of `cwd` (itself included) that holds a `.git` entry.
+fn git_toplevel(cwd: &Path) -> Option<PathBuf> {
+    cwd.ancestors()
+        .find(|dir| dir.join(".git").symlink_metadata().is_ok())
+        .map(Path::to_path_buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn root_is_refused_as_a_workspace() {
+        assert!(matches!(
+            resolve(Some(Path::new("/")), Path::new("/")),
+            Err(PolicyError::WorkspaceIsRoot)
+        ));
+    }
+
+    #[test]
+    fn git_toplevel_is_found_from_a_subdirectory() -> std::io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        std::fs::create_dir_all(dir.path().join(".git"))?;
+        std::fs::create_dir_all(dir.path().join("a/b"))?;
+        let found = resolve(None, &dir.path().join("a/b")).map_err(std::io::Error::other)?;
+        assert_eq!(found, std::fs::canonicalize(dir.path())?);
+        Ok(())
+    }
+}

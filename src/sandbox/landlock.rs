@@ -1,0 +1,103 @@
+//! The landlock layer: read and execute everywhere; write only beneath the writable roots
+//! and on the allowed device nodes; no TCP bind or connect; abstract unix sockets and
+//! signals scoped to the sandbox.
+//!
+//! Access rights are requested at the newest ABI the crate knows, best effort: the crate
+//! drops what the running kernel does not know, so every right the kernel *does* know is
+//! handled. Whether that is enough for the profile is decided up front from the kernel's
+//! ABI (`probe`), not discovered here.
+//!
+//! The ruleset is created in sandgate (opening the rule paths there), and finished and
+//! applied in the child: the private `/tmp` of `read-only` exists only after the child has
+//! mounted it, so its rule can only be added then.
+
+use std::os::fd::OwnedFd;
+use std::path::Path;
+
+use landlock::{
+    Access, AccessFs, AccessNet, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr,
+    RulesetCreated, RulesetCreatedAttr, RulesetError, RulesetStatus, Scope, ABI,
+};
+
+use crate::policy::Restrictions;
+
+/// The newest ABI this build knows; see the module docs for why it is not the kernel's.
+const NEWEST: ABI = ABI::V10;
+
+/// Rights granted beneath a writable directory: everything but creating device nodes
+/// (which would need CAP_MKNOD anyway).
+fn writable_dir() -> BitFlags<AccessFs> {
+    AccessFs::from_all(NEWEST) & !(AccessFs::MakeChar | AccessFs::MakeBlock)
+}
+
+/// Rights granted on an allowed device node: read, write, truncate (`> /dev/null` opens
+/// with O_TRUNC) and ioctl (terminals need it), never execute.
+fn device() -> BitFlags<AccessFs> {
+    AccessFs::from_file(NEWEST) & !AccessFs::Execute
+}
+
+/// Why the ruleset could not be prepared.
+#[derive(Debug, thiserror::Error)]
+pub enum LandlockError {
+    #[error(transparent)]
+    Path(#[from] landlock::PathFdError),
+    #[error(transparent)]
+    Ruleset(#[from] RulesetError),
+}
+
+/// A ruleset ready to be applied in the child.
+pub struct Prepared(RulesetCreated);
+
+/// Creates the ruleset for `r` and adds every rule whose path exists now.
+///
+/// # Errors
+/// A rule path that cannot be opened, or a landlock syscall failure.
+pub fn prepare(r: &Restrictions) -> Result<Prepared, LandlockError> {
+    let mut ruleset = Ruleset::default()
+        .handle_access(AccessFs::from_all(NEWEST))?
+        .handle_access(AccessNet::from_all(NEWEST))?
+        .scope(Scope::from_all(NEWEST))?
+        .create()?
+        .add_rule(PathBeneath::new(
+            PathFd::new("/")?,
+            AccessFs::from_read(NEWEST),
+        ))?;
+    for root in &r.writable_roots {
+        ruleset = ruleset.add_rule(PathBeneath::new(PathFd::new(root)?, rights_for(root)))?;
+    }
+    for dev in &r.devices {
+        ruleset = ruleset.add_rule(PathBeneath::new(PathFd::new(dev)?, device()))?;
+    }
+    Ok(Prepared(ruleset))
+}
+
+fn rights_for(path: &Path) -> BitFlags<AccessFs> {
+    if path.is_dir() {
+        writable_dir()
+    } else {
+        AccessFs::from_file(NEWEST)
+    }
+}
+
+impl Prepared {
+    /// Adds the private `/tmp` (when given) and restricts the calling thread, which also
+    /// sets no_new_privs. Runs in the child.
+    ///
+    /// # Errors
+    /// Fails when the kernel refuses (the errno is all the child can report), or with
+    /// `ENOSYS` when it enforced nothing at all.
+    pub fn apply(self, private_tmp: Option<OwnedFd>) -> std::io::Result<()> {
+        let as_io = |e: RulesetError| std::io::Error::other(e.to_string());
+        let mut ruleset = self.0;
+        if let Some(tmp) = private_tmp {
+            ruleset = ruleset
+                .add_rule(PathBeneath::new(tmp, writable_dir()))
+                .map_err(as_io)?;
+        }
+        let status = ruleset.restrict_self().map_err(as_io)?;
+        if status.ruleset == RulesetStatus::NotEnforced {
+            return Err(std::io::Error::from_raw_os_error(libc::ENOSYS));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,220 @@
+//! The sandbox stage: turns a `Plan` into kernel objects in sandgate (`prepare`), then
+//! applies them in the forked child right before `execve` (`Prepared::apply`).
+//!
+//! Preparing first means the child only makes syscalls on values built beforehand, and
+//! that a broken profile fails in sandgate with a clear error instead of in the child.
+
+mod caps;
+pub mod landlock;
+pub mod mounts;
+pub mod probe;
+pub mod seccomp;
+
+use std::io;
+use std::os::fd::{OwnedFd, RawFd};
+
+use crate::policy::{Confinement, MountSource, Plan};
+use crate::sys;
+pub use probe::{Features, Guarantee};
+
+/// Why the sandbox for a call cannot be prepared in sandgate.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("cannot prepare the landlock ruleset: {0}")]
+    Landlock(#[from] landlock::LandlockError),
+    #[error(transparent)]
+    Seccomp(#[from] seccomp::BuildError),
+    #[error("cannot prepare the mount namespace: {0}")]
+    Mounts(io::Error),
+}
+
+/// The step of the child's setup that failed, reported to sandgate through a pipe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Step {
+    MountNamespace = 1,
+    Capabilities = 2,
+    NoNewPrivs = 3,
+    Landlock = 4,
+    Seccomp = 5,
+    Supervisor = 6,
+    Exec = 7,
+}
+
+impl Step {
+    /// Decodes a step number sent by the child.
+    pub fn from_u32(n: u32) -> Option<Step> {
+        [
+            Step::MountNamespace,
+            Step::Capabilities,
+            Step::NoNewPrivs,
+            Step::Landlock,
+            Step::Seccomp,
+            Step::Supervisor,
+            Step::Exec,
+        ]
+        .into_iter()
+        .find(|s| *s as u32 == n)
+    }
+
+    /// Returns the guarantee a failure at this step leaves unenforced.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Step::MountNamespace => {
+                "the private mount namespace (read-only view, protected paths, private /tmp)"
+            }
+            Step::Capabilities => "dropping every capability",
+            Step::NoNewPrivs => "no_new_privs",
+            Step::Landlock => "the landlock ruleset",
+            Step::Seccomp => "the seccomp filters",
+            Step::Supervisor => "handing the seccomp listener to the supervisor",
+            Step::Exec => "executing the command",
+        }
+    }
+}
+
+/// The layers to apply to one restricted call.
+struct Layers {
+    mounts: Option<mounts::MountPlan>,
+    landlock: Option<landlock::Prepared>,
+    seccomp: Option<seccomp::Prepared>,
+    last_cap: u32,
+    /// Inherited sockets that could reach an address the sandbox refuses.
+    close_on_exec: Vec<RawFd>,
+}
+
+/// Everything the child applies before `execve`; `None` for full access.
+pub struct Prepared(Option<Layers>);
+
+/// Prepares the layers `plan` needs, leaving out those listed in `skip` (a degraded run).
+///
+/// # Errors
+/// See [`SandboxError`].
+pub fn prepare(
+    plan: &Plan,
+    features: &Features,
+    skip: &[Guarantee],
+) -> Result<Prepared, SandboxError> {
+    let Confinement::Restricted(r) = &plan.confinement else {
+        return Ok(Prepared(None));
+    };
+    let mounts = match (r.mounts, skip.contains(&Guarantee::MountNamespace)) {
+        (MountSource::Own, false) => {
+            Some(mounts::MountPlan::build(r, &plan.cwd).map_err(SandboxError::Mounts)?)
+        }
+        _ => None,
+    };
+    let landlock = (features.landlock_abi > 0)
+        .then(|| landlock::prepare(r))
+        .transpose()?;
+    let seccomp = features
+        .seccomp
+        .then(|| seccomp::prepare(features.seccomp_user_notif))
+        .transpose()?;
+    Ok(Prepared(Some(Layers {
+        mounts,
+        landlock,
+        seccomp,
+        last_cap: last_cap(),
+        close_on_exec: risky_inherited_sockets(),
+    })))
+}
+
+/// Reads the highest capability number the kernel knows.
+fn last_cap() -> u32 {
+    std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(63)
+}
+
+/// Returns inherited fds that are sockets other than unix stream/seqpacket ones. A
+/// datagram or IP socket handed in by the caller could send to addresses the sandbox
+/// refuses, so such fds are not passed into a restricted sandbox.
+fn risky_inherited_sockets() -> Vec<RawFd> {
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+        return vec![];
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<RawFd>().ok())
+        .filter(|fd| match sys::socket_kind(*fd) {
+            Some((libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_SEQPACKET)) | None => false,
+            Some(_) => true,
+        })
+        .collect()
+}
+
+impl Prepared {
+    /// Returns true when the call is confined at all.
+    pub fn is_restricted(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// Applies every layer to the calling (forked, single-threaded) child, in this order:
+    /// 1. the mount namespace (needs the capabilities dropped in 2);
+    /// 2. capabilities: bounding, ambient, then inheritable/permitted/effective;
+    /// 3. no_new_privs (landlock and seccomp require it; it also neuters setuid binaries);
+    /// 4. landlock, with the private `/tmp` rule if one was mounted;
+    /// 5. seccomp, last, because its deny list forbids the mount calls of step 1.
+    ///
+    /// Returns the seccomp listener for the supervisor, if any.
+    ///
+    /// # Errors
+    /// The step that failed and its errno.
+    pub fn apply(self) -> Result<Option<OwnedFd>, (Step, io::Error)> {
+        let Some(layers) = self.0 else {
+            return Ok(None);
+        };
+        for fd in &layers.close_on_exec {
+            // Best effort: an fd that vanished needs no closing.
+            let _ = sys::set_cloexec(*fd);
+        }
+        let mut private_tmp = None;
+        if let Some(mounts) = &layers.mounts {
+            mounts.apply().map_err(|e| (Step::MountNamespace, e))?;
+            if mounts.private_tmp() {
+                private_tmp = Some(
+                    sys::open_path(c"/tmp", libc::O_DIRECTORY)
+                        .map_err(|e| (Step::MountNamespace, e))?,
+                );
+            }
+        }
+        caps::drop_all(layers.last_cap).map_err(|e| (Step::Capabilities, e))?;
+        sys::set_no_new_privs().map_err(|e| (Step::NoNewPrivs, e))?;
+        if let Some(landlock) = layers.landlock {
+            landlock
+                .apply(private_tmp)
+                .map_err(|e| (Step::Landlock, e))?;
+        }
+        match &layers.seccomp {
+            Some(seccomp) => seccomp.apply().map_err(|e| (Step::Seccomp, e)),
+            None => Ok(None),
+        }
+    }
+
+    /// Returns the fds the child will not pass on (for a note on stderr).
+    pub fn withheld_fds(&self) -> &[RawFd] {
+        self.0.as_ref().map_or(&[], |l| l.close_on_exec.as_slice())
+    }
+}
+
+/// Tries, in a throwaway child, to create a user namespace (`user`) and/or the mount
+/// namespace a restricted run builds (`mount`: unshare, id maps, recursive read-only).
+/// Used by `doctor`; forks, so sandgate must be single-threaded.
+pub fn probe_namespace(user: bool, mount: bool) -> bool {
+    use nix::sys::wait::{waitpid, WaitStatus};
+    let plan = mount.then(mounts::MountPlan::probe);
+    match sys::fork() {
+        Ok(0) => {
+            let ok = match &plan {
+                Some(plan) => plan.apply().is_ok(),
+                None => !user || nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWUSER).is_ok(),
+            };
+            sys::exit_immediately(if ok { 0 } else { 1 })
+        }
+        Ok(pid) => matches!(
+            waitpid(nix::unistd::Pid::from_raw(pid), None),
+            Ok(WaitStatus::Exited(_, 0))
+        ),
+        Err(_) => false,
+    }
+}

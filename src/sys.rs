@@ -1,0 +1,454 @@
+//! Safe, one-syscall wrappers for what nix and the landlock crate do not cover. Every
+//! `unsafe` block of the crate lives here, each with the invariant it relies on.
+//!
+//! Functions marked *async-signal-safe* may run in the forked child before `execve`: they
+//! do not allocate and take only pre-built arguments.
+
+#![allow(unsafe_code)]
+
+use std::ffi::CStr;
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+/// Turns a `-1`-on-error return into `io::Result`.
+fn check(ret: libc::c_long) -> io::Result<libc::c_long> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// Returns the highest landlock ABI the running kernel supports (0 when landlock is absent
+/// or disabled at boot).
+pub fn landlock_abi() -> i32 {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: with a NULL attr and size 0 this call only queries the version; it reads no
+    // user memory and creates no fd.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    i32::try_from(ret).unwrap_or(0).max(0)
+}
+
+/// Returns true when the kernel supports seccomp filter mode.
+pub fn seccomp_filter_available() -> bool {
+    // SAFETY: PR_GET_SECCOMP takes no pointer arguments.
+    let mode = unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) };
+    // 0 = not sandboxed yet, 2 = already under a filter (stacking is allowed); EINVAL means
+    // CONFIG_SECCOMP is off, and mode 1 (strict) would have killed us already.
+    mode == 0 || mode == 2
+}
+
+/// Returns true when the kernel knows the seccomp return action `action`.
+pub fn seccomp_action_available(action: u32) -> bool {
+    const SECCOMP_GET_ACTION_AVAIL: libc::c_uint = 2;
+    // SAFETY: the kernel reads one u32 from the pointer, which points at a live local.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            SECCOMP_GET_ACTION_AVAIL,
+            0,
+            &action as *const u32,
+        )
+    };
+    ret == 0
+}
+
+/// Installs a seccomp filter on the calling thread and returns the listener fd when
+/// `flags` asks for one. Async-signal-safe.
+pub fn seccomp_install(
+    program: &[libc::sock_filter],
+    flags: libc::c_ulong,
+) -> io::Result<Option<OwnedFd>> {
+    let len = libc::c_ushort::try_from(program.len())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let fprog = libc::sock_fprog {
+        len,
+        filter: program.as_ptr().cast_mut(),
+    };
+    // SAFETY: `fprog` points at `program`, which outlives the call; the kernel copies it.
+    let ret = check(unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            flags,
+            &fprog as *const _,
+        )
+    })?;
+    if flags & libc::SECCOMP_FILTER_FLAG_NEW_LISTENER == 0 {
+        return Ok(None);
+    }
+    let fd = RawFd::try_from(ret).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
+    // SAFETY: with NEW_LISTENER the kernel returned a fresh fd that nothing else owns.
+    Ok(Some(unsafe { OwnedFd::from_raw_fd(fd) }))
+}
+
+/// Sets PR_SET_NO_NEW_PRIVS. Async-signal-safe.
+pub fn set_no_new_privs() -> io::Result<()> {
+    // SAFETY: integer-only prctl.
+    check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }.into()).map(drop)
+}
+
+/// Drops every capability up to `last_cap` from the bounding set and clears the ambient
+/// set. Async-signal-safe. (Effective/permitted/inheritable are cleared by `caps`.)
+pub fn drop_bounding_and_ambient(last_cap: u32) -> io::Result<()> {
+    for cap in 0..=last_cap {
+        // SAFETY: integer-only prctl.
+        let ret = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, libc::c_ulong::from(cap), 0, 0, 0) };
+        // EINVAL: the kernel does not know this capability; nothing to drop.
+        if ret < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL) {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    // SAFETY: integer-only prctl.
+    check(
+        unsafe {
+            libc::prctl(
+                libc::PR_CAP_AMBIENT,
+                libc::PR_CAP_AMBIENT_CLEAR_ALL,
+                0,
+                0,
+                0,
+            )
+        }
+        .into(),
+    )
+    .map(drop)
+}
+
+/// Asks for `signal` when the parent thread dies. Async-signal-safe.
+pub fn set_parent_death_signal(signal: libc::c_int) -> io::Result<()> {
+    // SAFETY: integer-only prctl.
+    check(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, signal, 0, 0, 0) }.into()).map(drop)
+}
+
+/// `mount_setattr(2)` on `path`: sets and clears mount attributes (`MOUNT_ATTR_*`),
+/// recursively when asked. Async-signal-safe.
+pub fn mount_setattr(path: &CStr, recursive: bool, set: u64, clear: u64) -> io::Result<()> {
+    #[repr(C)]
+    struct MountAttr {
+        attr_set: u64,
+        attr_clr: u64,
+        propagation: u64,
+        userns_fd: u64,
+    }
+    let attr = MountAttr {
+        attr_set: set,
+        attr_clr: clear,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let flags = if recursive { libc::AT_RECURSIVE } else { 0 };
+    // SAFETY: `path` is NUL-terminated and `attr` is a live, correctly sized struct.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            flags,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    })
+    .map(drop)
+}
+
+/// Writes `data` to the file at `path` in one `write`. Async-signal-safe.
+pub fn write_file(path: &CStr, data: &[u8]) -> io::Result<()> {
+    // SAFETY: `path` is NUL-terminated; the returned fd is owned below.
+    let fd = check(unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) }.into())?;
+    // SAFETY: `fd` was just opened and is owned by nothing else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+    // SAFETY: `data` is a live slice of `data.len()` bytes.
+    let n = check(
+        unsafe { libc::write(fd.as_raw_fd(), data.as_ptr().cast(), data.len()) } as libc::c_long,
+    )?;
+    if n as usize == data.len() {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(libc::EIO))
+    }
+}
+
+/// Opens `path` with `O_PATH | O_CLOEXEC` (plus `extra` flags). Async-signal-safe.
+pub fn open_path(path: &CStr, extra: libc::c_int) -> io::Result<OwnedFd> {
+    // SAFETY: `path` is NUL-terminated; the returned fd is owned below.
+    let fd =
+        check(unsafe { libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC | extra) }.into())?;
+    // SAFETY: a fresh fd owned by nothing else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// Sends `fd` over the unix socket `sock` as SCM_RIGHTS with a one-byte payload.
+/// Async-signal-safe (the control buffer lives on the stack).
+pub fn send_fd(sock: BorrowedFd<'_>, fd: BorrowedFd<'_>) -> io::Result<()> {
+    #[repr(C)]
+    union Cmsg {
+        buf: [u8; 64],
+        _align: libc::cmsghdr,
+    }
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut cmsg = Cmsg { buf: [0; 64] };
+    // SAFETY: CMSG_SPACE is a pure size computation.
+    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
+    // SAFETY: msghdr is plain old data; every pointer field is set below.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    // SAFETY: writing through the union's byte view of a 64-byte, cmsghdr-aligned buffer.
+    msg.msg_control = unsafe { cmsg.buf.as_mut_ptr() }.cast();
+    msg.msg_controllen = space;
+    // SAFETY: msg_control points at `space` <= 64 valid bytes, so CMSG_FIRSTHDR is non-null
+    // and the header and one fd fit.
+    unsafe {
+        let hdr = libc::CMSG_FIRSTHDR(&msg);
+        (*hdr).cmsg_level = libc::SOL_SOCKET;
+        (*hdr).cmsg_type = libc::SCM_RIGHTS;
+        (*hdr).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize;
+        std::ptr::write_unaligned(libc::CMSG_DATA(hdr).cast::<RawFd>(), fd.as_raw_fd());
+    }
+    // SAFETY: `msg` and everything it points to are live for the call.
+    check(unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) } as libc::c_long)
+        .map(drop)
+}
+
+/// Receives one fd sent by [`send_fd`]; `Ok(None)` when the peer closed without sending.
+pub fn recv_fd(sock: BorrowedFd<'_>) -> io::Result<Option<OwnedFd>> {
+    #[repr(C)]
+    union Cmsg {
+        buf: [u8; 64],
+        _align: libc::cmsghdr,
+    }
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut cmsg = Cmsg { buf: [0; 64] };
+    // SAFETY: msghdr is plain old data; every pointer field is set below.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    // SAFETY: a byte view of the 64-byte control buffer.
+    msg.msg_control = unsafe { cmsg.buf.as_mut_ptr() }.cast();
+    msg.msg_controllen = 64;
+    loop {
+        // SAFETY: `msg` points at live buffers of the sizes it declares.
+        let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+        if n < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(err);
+        }
+        if n == 0 {
+            return Ok(None);
+        }
+        break;
+    }
+    // SAFETY: the kernel filled msg_control/msg_controllen; CMSG_FIRSTHDR checks the length.
+    let hdr = unsafe { libc::CMSG_FIRSTHDR(&msg) };
+    if hdr.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: `hdr` is non-null and inside the control buffer.
+    let (level, kind) = unsafe { ((*hdr).cmsg_level, (*hdr).cmsg_type) };
+    if level != libc::SOL_SOCKET || kind != libc::SCM_RIGHTS {
+        return Ok(None);
+    }
+    // SAFETY: an SCM_RIGHTS message carries at least one fd right after the header.
+    let fd = unsafe { std::ptr::read_unaligned(libc::CMSG_DATA(hdr).cast::<RawFd>()) };
+    // SAFETY: the kernel installed this fd for us; nothing else owns it.
+    Ok(Some(unsafe { OwnedFd::from_raw_fd(fd) }))
+}
+
+/// `fork(2)`. sandgate forks only while it is single-threaded (the supervisor thread is
+/// started after the fork), so the child inherits no lock held by another thread and may
+/// allocate before `execve`; debug builds check that invariant.
+pub fn fork() -> io::Result<libc::pid_t> {
+    debug_assert!(
+        std::fs::read_to_string("/proc/self/status").is_ok_and(|s| s
+            .lines()
+            .any(|l| l.split_whitespace().eq(["Threads:", "1"]))),
+        "fork() while multi-threaded"
+    );
+    // SAFETY: the process is single-threaded (see above), which is fork's precondition for
+    // a child that goes on running Rust code.
+    let pid = unsafe { libc::fork() };
+    check(pid.into()).map(|p| p as libc::pid_t)
+}
+
+/// `execve(2)` with pre-built, NULL-terminated argv and envp. Returns only on failure.
+/// Async-signal-safe.
+pub fn execve(
+    path: &CStr,
+    argv: &[*const libc::c_char],
+    envp: &[*const libc::c_char],
+) -> io::Error {
+    if argv.last().is_some_and(|p| !p.is_null()) || envp.last().is_some_and(|p| !p.is_null()) {
+        return io::Error::from_raw_os_error(libc::EINVAL);
+    }
+    // SAFETY: both arrays are NULL-terminated (checked above) and point at CStrings the
+    // caller keeps alive.
+    unsafe { libc::execve(path.as_ptr(), argv.as_ptr(), envp.as_ptr()) };
+    io::Error::last_os_error()
+}
+
+/// `_exit(2)`: leaves the forked child without running atexit handlers or destructors.
+pub fn exit_immediately(code: i32) -> ! {
+    // SAFETY: _exit is async-signal-safe and never returns.
+    unsafe { libc::_exit(code) }
+}
+
+/// Marks `fd` close-on-exec. Async-signal-safe.
+pub fn set_cloexec(fd: RawFd) -> io::Result<()> {
+    // SAFETY: F_SETFD on an fd number; a stale number only yields EBADF.
+    check(unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) }.into()).map(drop)
+}
+
+/// `pidfd_open(2)`, for a thread when `thread` is set (PIDFD_THREAD, Linux ≥ 6.9).
+pub fn pidfd_open(pid: libc::pid_t, thread: bool) -> io::Result<OwnedFd> {
+    let flags: libc::c_uint = if thread {
+        libc::O_EXCL as libc::c_uint
+    } else {
+        0
+    };
+    // SAFETY: integer-only syscall returning a fresh fd.
+    let fd = check(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, flags) })?;
+    // SAFETY: a fresh fd owned by nothing else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// `pidfd_getfd(2)`: a duplicate of `target_fd` from the process behind `pidfd`.
+pub fn pidfd_getfd(pidfd: BorrowedFd<'_>, target_fd: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: integer-only syscall returning a fresh fd.
+    let fd =
+        check(unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), target_fd, 0) })?;
+    // SAFETY: a fresh fd owned by nothing else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// Receives one seccomp user notification (blocks).
+pub fn notif_recv(listener: BorrowedFd<'_>) -> io::Result<libc::seccomp_notif> {
+    // SAFETY: seccomp_notif is plain old data and the kernel requires it zeroed.
+    let mut notif: libc::seccomp_notif = unsafe { std::mem::zeroed() };
+    // SAFETY: the ioctl writes one seccomp_notif into the live local.
+    check(
+        unsafe {
+            libc::ioctl(
+                listener.as_raw_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_RECV,
+                &mut notif,
+            )
+        }
+        .into(),
+    )?;
+    Ok(notif)
+}
+
+/// Answers a notification: `Ok(val)` as the syscall's return, `Err(errno)` as its error.
+pub fn notif_respond(
+    listener: BorrowedFd<'_>,
+    id: u64,
+    result: Result<i64, i32>,
+) -> io::Result<()> {
+    let (val, error) = match result {
+        Ok(val) => (val, 0),
+        Err(errno) => (0, -errno),
+    };
+    let mut resp = libc::seccomp_notif_resp {
+        id,
+        val,
+        error,
+        flags: 0,
+    };
+    // SAFETY: the ioctl reads one seccomp_notif_resp from the live local.
+    check(
+        unsafe {
+            libc::ioctl(
+                listener.as_raw_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_SEND,
+                &mut resp,
+            )
+        }
+        .into(),
+    )
+    .map(drop)
+}
+
+/// Returns true while notification `id` is still pending (its task has not died or been
+/// interrupted), so data read from the task's memory still belongs to that call.
+pub fn notif_id_valid(listener: BorrowedFd<'_>, id: u64) -> bool {
+    // SAFETY: the ioctl reads one u64 from the live local.
+    unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_ID_VALID,
+            &id,
+        ) == 0
+    }
+}
+
+/// Returns `(domain, type)` of a socket fd, or `None` when `fd` is not an open socket.
+pub fn socket_kind(fd: RawFd) -> Option<(libc::c_int, libc::c_int)> {
+    let get = |opt| {
+        let mut value: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: the kernel writes at most `len` bytes into the live local; a stale or
+        // non-socket fd only yields EBADF/ENOTSOCK.
+        let ret = unsafe {
+            libc::getsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                opt,
+                (&mut value as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        (ret == 0).then_some(value)
+    };
+    Some((get(libc::SO_DOMAIN)?, get(libc::SO_TYPE)?))
+}
+
+/// Restores the default disposition of SIGPIPE, which the Rust runtime ignores in
+/// sandgate; an ignored signal would stay ignored across `execve` and change how
+/// `yes | head` ends. Async-signal-safe.
+pub fn default_sigpipe() {
+    // SAFETY: installing SIG_DFL involves no handler code.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+}
+
+/// Waits for one of the (blocked) signals in `set`; returns its number and `si_code`.
+pub fn sigwaitinfo(set: &nix::sys::signal::SigSet) -> io::Result<(libc::c_int, libc::c_int)> {
+    // SAFETY: siginfo_t is plain old data, filled by the kernel.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: `set` is a valid sigset and `info` a live local.
+        let sig = unsafe { libc::sigwaitinfo(set.as_ref(), &mut info) };
+        if sig >= 0 {
+            return Ok((sig, info.si_code));
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
+/// Borrows a raw fd number that the caller knows stays open for the borrow's use.
+pub fn borrow_raw(fd: RawFd) -> BorrowedFd<'static> {
+    // SAFETY: callers pass fds they own for the rest of the (child) process, or numbers
+    // only handed to syscalls that report EBADF for a closed fd.
+    unsafe { BorrowedFd::borrow_raw(fd) }
+}
