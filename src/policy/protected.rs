@@ -4,9 +4,10 @@
 //! A profile names protected subpaths relative to the workspace (`.git/hooks`,
 //! `.git/config`, `.sandgate`). When `.git` is a file (worktrees, submodules) its `gitdir:`
 //! line names the real git directory, and a worktree's `commondir` names the shared one; the
-//! hooks and config there are protected too. The `.git` entry itself is *pinned*: bound onto
+//! hooks and config there are protected too. Every git directory is *pinned*: bound onto
 //! itself so it is a mount point, which the kernel refuses to rename, remove or replace —
 //! otherwise a command could move `.git` aside and plant a fresh one with hooks of its own.
+//! A `.git` file is bound read-only, so it cannot be pointed elsewhere.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -17,6 +18,7 @@ pub struct Protected {
     /// Bound read-only (their content and their names are frozen).
     pub read_only: BTreeSet<PathBuf>,
     /// Bound read-write onto themselves, only so that they cannot be renamed or replaced.
+    /// (git directories: git must still write objects, refs and the index there)
     pub pinned: BTreeSet<PathBuf>,
 }
 
@@ -25,15 +27,15 @@ pub fn resolve(workspace: &Path, subpaths: &[String]) -> Protected {
     let mut out = Protected::default();
     let dot_git = workspace.join(".git");
     let git_dirs = git_dirs(&dot_git);
-    match dot_git.symlink_metadata() {
-        Ok(meta) if meta.is_dir() => {
-            out.pinned.insert(dot_git.clone());
-        }
-        Ok(_) => {
-            out.read_only.insert(dot_git.clone());
-        }
-        Err(_) => {}
+    if dot_git.symlink_metadata().is_ok_and(|m| !m.is_dir()) {
+        out.read_only.insert(dot_git.clone());
     }
+    out.pinned.extend(
+        git_dirs
+            .iter()
+            .filter_map(|d| std::fs::canonicalize(d).ok())
+            .filter(|d| d.is_dir()),
+    );
     for sub in subpaths {
         let sub = Path::new(sub);
         let targets: Vec<PathBuf> = match sub.strip_prefix(".git") {
@@ -119,7 +121,7 @@ mod tests {
         std::fs::create_dir_all(&ws)?;
         std::fs::write(ws.join(".git"), format!("gitdir: {}\n", wt.display()))?;
         let p = resolve(&ws, &subpaths());
-        assert!(p.pinned.is_empty());
+        assert_eq!(p.pinned, BTreeSet::from([wt.clone(), common.clone()]));
         assert_eq!(
             p.read_only,
             BTreeSet::from([

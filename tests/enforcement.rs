@@ -1,0 +1,18 @@
+//! The enforcement suite: every claim of DESIGN §3 checked against the real kernel by
+//! running the real binary. CI runs it twice, as root and as an unprivileged uid.
+//!
+//! Refusals are checked against a control: the same operation under `full-access` must
+//! succeed, so a refusal is the sandbox's doing and not the host's.
+
+mod support;
+
+mod enforcement {
+    mod degraded;
+    mod exit_status;
+    mod filesystem;
+    mod git;
+    mod nested;
+    mod network;
+    mod process;
+    mod terminal;
+}

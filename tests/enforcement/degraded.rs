@@ -1,0 +1,94 @@
+//! Fail closed (issue #2, acceptance 10): a missing kernel feature stops the command with
+//! 78 and names the guarantee; `--allow-degraded` runs it and says what does not hold.
+//! The debug build's SANDGATE_DEBUG_PRETEND_MISSING simulates the missing feature.
+
+use crate::support::*;
+
+#[test]
+fn a_missing_feature_refuses_the_command_unless_degraded_is_allowed() {
+    let env = TestEnv::new();
+    for (feature, named) in [
+        ("landlock", "landlock filesystem rules"),
+        ("seccomp", "seccomp filter"),
+        ("mount-namespace", "mount namespace"),
+    ] {
+        for mode in ["read-only", "workspace-write"] {
+            let mut cmd = env.sandgate(mode);
+            cmd.env("SANDGATE_DEBUG_PRETEND_MISSING", feature).args([
+                "--",
+                "/bin/sh",
+                "-c",
+                "echo ran > /dev/null; echo ran",
+            ]);
+            let out = output(&mut cmd);
+            assert_status(&out, 78);
+            assert!(out.stdout.is_empty(), "the command ran: {}", show(&out));
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(stderr.contains(named), "{feature}: {}", show(&out));
+            assert!(
+                stderr.contains("\"kind\":\"unenforceable\""),
+                "{}",
+                show(&out)
+            );
+
+            let mut cmd = env.sandgate(mode);
+            cmd.env("SANDGATE_DEBUG_PRETEND_MISSING", feature).args([
+                "--allow-degraded",
+                "--",
+                "echo",
+                "ran",
+            ]);
+            let out = output(&mut cmd);
+            assert_status(&out, 0);
+            assert_eq!(out.stdout, b"ran\n");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                stderr.contains("\"kind\":\"degraded_enforcement\""),
+                "{}",
+                show(&out)
+            );
+            assert!(stderr.contains(named), "{}", show(&out));
+        }
+    }
+}
+
+#[test]
+fn full_access_needs_no_feature() {
+    let env = TestEnv::new();
+    let mut cmd = env.sandgate("full-access");
+    cmd.env(
+        "SANDGATE_DEBUG_PRETEND_MISSING",
+        "landlock,seccomp,mount-namespace",
+    )
+    .args(["--", "true"]);
+    assert_status(&output(&mut cmd), 0);
+}
+
+#[test]
+fn doctor_json_reports_the_kernel_and_every_profile() {
+    let d = doctor();
+    assert!(d["kernel"]["release"].is_string());
+    assert!(d["landlock"]["abi"].is_i64());
+    assert!(d["seccomp"]["filter"].is_boolean());
+    assert!(d["seccomp"]["user_notification"].is_boolean());
+    assert!(d["namespaces"]["user"].is_boolean());
+    assert!(d["namespaces"]["mount"].is_boolean());
+    for mode in ["read-only", "workspace-write", "full-access"] {
+        assert!(d["profiles"][mode]["enforceable"].is_boolean(), "{mode}");
+    }
+    for g in [
+        "landlock-filesystem",
+        "landlock-network",
+        "landlock-scopes",
+        "syscall-filter",
+        "mount-namespace",
+    ] {
+        assert!(
+            d["profiles"]["read-only"]["guarantees"][g].is_boolean(),
+            "{g}"
+        );
+    }
+    // This suite expects a kernel that can enforce everything (landlock ABI >= 6).
+    let abi = d["landlock"]["abi"].as_i64().unwrap_or(0);
+    require("landlock-abi-6", abi >= 6);
+}

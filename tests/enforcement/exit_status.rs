@@ -1,0 +1,62 @@
+//! Exit statuses (issue #2, acceptance 8; DESIGN §7).
+
+use crate::support::*;
+
+#[test]
+fn the_commands_status_passes_through_in_every_mode() {
+    let env = TestEnv::new();
+    for mode in ["read-only", "workspace-write", "full-access"] {
+        assert_status(&env.sh(mode, "exit 3"), 3);
+        assert_status(&env.sh(mode, "exit 0"), 0);
+        assert_status(&env.sh(mode, "kill -TERM $$"), 143);
+        assert_status(&env.sh(mode, "kill -KILL $$"), 137);
+    }
+}
+
+#[test]
+fn missing_and_non_executable_commands() {
+    let env = TestEnv::new();
+    std::fs::write(env.ws.join("script"), "#!/bin/sh\necho hi\n").unwrap_or_else(|e| panic!("{e}"));
+    for mode in ["read-only", "workspace-write", "full-access"] {
+        let out = env.run(mode, &["sandgate-no-such-command"]);
+        assert_status(&out, 127);
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("command not found"),
+            "{}",
+            show(&out)
+        );
+        assert_status(&env.run(mode, &["./no-such-file"]), 127);
+        let out = env.run(mode, &["./script"]);
+        assert_status(&out, 126);
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("\"kind\":\"not_executable\""),
+            "{}",
+            show(&out)
+        );
+    }
+}
+
+#[test]
+fn root_as_workspace_is_refused_with_78() {
+    let env = TestEnv::new();
+    let mut cmd = env.sandgate_without_workspace("workspace-write");
+    cmd.args(["--workspace", "/", "--", "true"]);
+    let out = output(&mut cmd);
+    assert_status(&out, 78);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("refusing / as the workspace"),
+        "{}",
+        show(&out)
+    );
+    assert!(stderr.contains("sandgate: denied {"), "{}", show(&out));
+}
+
+#[test]
+fn usage_errors_exit_64() {
+    let out =
+        output(std::process::Command::new(sandgate()).args(["--sandbox", "auto", "--", "true"]));
+    assert_status(&out, 64);
+    let out = output(&mut std::process::Command::new(sandgate()));
+    assert_status(&out, 64);
+}

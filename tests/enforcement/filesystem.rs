@@ -1,0 +1,155 @@
+//! Filesystem confinement (issue #2, acceptance 2 and 3).
+
+use crate::support::*;
+
+#[test]
+fn read_only_reads_anywhere_and_writes_nowhere() {
+    require_full_enforcement();
+    let env = TestEnv::new();
+    std::fs::write(env.outside.join("data"), "secret").unwrap_or_else(|e| panic!("{e}"));
+    let out = env.run(
+        "read-only",
+        &["cat", &env.outside.join("data").to_string_lossy()],
+    );
+    assert_status(&out, 0);
+    assert_eq!(out.stdout, b"secret");
+    for target in [env.ws.join("f"), env.outside.join("f"), env.ws.join("sub")] {
+        let t = target.to_string_lossy();
+        let out = env.sh("read-only", &format!("echo x > '{t}' || mkdir '{t}'"));
+        assert_command_failed(&out);
+        assert!(!target.exists(), "{t} was created under read-only");
+    }
+    // Relative to the cwd (the workspace), too.
+    assert_command_failed(&env.sh("read-only", "touch ./rel"));
+    assert!(!env.ws.join("rel").exists());
+}
+
+#[test]
+fn read_only_allows_dev_null_and_a_private_tmp_that_vanishes() {
+    require_full_enforcement();
+    let env = TestEnv::new();
+    assert_status(
+        &env.sh(
+            "read-only",
+            "echo x > /dev/null && echo y >/dev/zero; cat /dev/null",
+        ),
+        0,
+    );
+    let out = env.sh("read-only", "f=$(mktemp /tmp/sandgate-ro.XXXXXX) && echo data > \"$f\" && cat \"$f\" >/dev/null && echo \"$f\"");
+    assert_status(&out, 0);
+    let name = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    assert!(name.starts_with("/tmp/sandgate-ro."), "{}", show(&out));
+    assert!(
+        !std::path::Path::new(&name).exists(),
+        "{name} leaked onto the host /tmp"
+    );
+    // The private /tmp starts empty: nothing of the host's /tmp is visible.
+    let marker = tempfile::Builder::new()
+        .prefix("host-only")
+        .tempfile_in("/tmp")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let out = env.sh(
+        "read-only",
+        &format!("test -e '{}'", marker.path().display()),
+    );
+    assert_status(&out, 1);
+}
+
+#[test]
+fn workspace_write_writes_in_the_workspace_and_tmp() {
+    require_full_enforcement();
+    let env = TestEnv::new();
+    let tmp_file = tempfile::Builder::new()
+        .prefix("sandgate-ww")
+        .tempfile_in("/tmp")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let tmp = tmp_file.path().to_string_lossy().into_owned();
+    let out = env.sh(
+        "workspace-write",
+        &format!("mkdir d && echo a > d/f && mv d/f g && echo t > '{tmp}'"),
+    );
+    assert_status(&out, 0);
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("g")).unwrap_or_default(),
+        "a\n"
+    );
+    assert_eq!(std::fs::read_to_string(&tmp).unwrap_or_default(), "t\n");
+}
+
+/// Every way out of the workspace an attacker would try; each must leave the outside
+/// directory exactly as it was.
+#[test]
+fn workspace_write_cannot_write_outside_by_any_path() {
+    require_full_enforcement();
+    let env = TestEnv::new();
+    let out_dir = env.outside.to_string_lossy().into_owned();
+    let victim = env.outside.join("victim");
+    std::fs::write(&victim, "original").unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink(&env.outside, env.ws.join("escape"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(env.ws.join("mine"), "mine").unwrap_or_else(|e| panic!("{e}"));
+    let attempts = [
+        format!("echo x > '{out_dir}/new'"),
+        "echo x > escape/new".to_owned(),
+        "echo x >> escape/victim".to_owned(),
+        "echo x > ../outside/new".to_owned(),
+        format!("echo x > '/proc/self/root{out_dir}/new'"),
+        "echo x > /proc/self/cwd/../outside/new".to_owned(),
+        format!("ln mine '{out_dir}/new'"),
+        format!("ln '{out_dir}/victim' hardlink && echo x >> hardlink"),
+        format!("mv mine '{out_dir}/new'"),
+        format!("mv '{out_dir}/victim' stolen"),
+        format!("mkdir '{out_dir}/new'"),
+        format!("ln -s /etc/passwd '{out_dir}/new'"),
+        format!("truncate -s 0 '{out_dir}/victim'"),
+        "truncate -s 0 escape/victim".to_owned(),
+        format!("chmod 600 '{out_dir}/victim'"),
+        format!("chown $(id -u):$(id -g) '{out_dir}/victim'"),
+        format!("mkfifo '{out_dir}/new'"),
+        format!("touch -d 2001-01-01 '{out_dir}/victim'"),
+        format!("rm -f '{out_dir}/victim'"),
+    ];
+    let before = std::fs::metadata(&victim).unwrap_or_else(|e| panic!("{e}"));
+    for attempt in &attempts {
+        let out = env.sh("workspace-write", attempt);
+        assert_command_failed(&out);
+        assert!(
+            !env.outside.join("new").exists(),
+            "`{attempt}` created a file outside"
+        );
+        let after = std::fs::metadata(&victim)
+            .unwrap_or_else(|e| panic!("`{attempt}` removed the victim: {e}"));
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(
+            std::fs::read_to_string(&victim).unwrap_or_default(),
+            "original",
+            "`{attempt}`"
+        );
+        assert_eq!(
+            (after.mode(), after.uid(), after.mtime(), after.ctime()),
+            (before.mode(), before.uid(), before.mtime(), before.ctime()),
+            "`{attempt}` changed the victim's metadata"
+        );
+    }
+    // (`mv outside/victim stolen` may leave a *copy* in the workspace: reading is allowed.)
+    assert!(env.ws.join("mine").exists());
+}
+
+#[test]
+fn mknod_and_device_writes_are_refused_outside_and_allowed_on_dev_null() {
+    require_full_enforcement();
+    let env = TestEnv::new();
+    let fifo = env.outside.join("fifo");
+    assert_eq!(
+        env.probe("workspace-write", &["mknod", &fifo.to_string_lossy()]),
+        "err:EROFS"
+    );
+    assert!(!fifo.exists());
+    assert_eq!(
+        env.probe(
+            "workspace-write",
+            &["mknod", &env.ws.join("fifo").to_string_lossy()]
+        ),
+        "ok"
+    );
+}

@@ -1,0 +1,119 @@
+//! Network confinement (issue #2, acceptance 5): no IP, raw, packet or netlink sockets;
+//! no unix socket outside the writable roots by any path; unix sockets inside work.
+
+use std::net::TcpListener;
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixDatagram, UnixListener};
+
+use crate::support::*;
+
+#[test]
+fn ip_raw_packet_and_netlink_sockets_are_refused() {
+    require_full_enforcement();
+    let env = TestEnv::new();
+    let tcp = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+    let addr = tcp
+        .local_addr()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .to_string();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+    let udp_addr = udp
+        .local_addr()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .to_string();
+    // full-access reaches the listener the test started.
+    env.assert_refused(&["tcp-connect", &addr], "EPERM");
+    env.assert_refused(&["tcp-bind"], "EPERM");
+    env.assert_refused(&["udp-send", &udp_addr], "EPERM");
+    env.assert_refused(&["netlink-socket"], "EPERM");
+    env.assert_refused(&["inet6-socket"], "EPERM");
+    for op in ["raw-socket", "packet-socket"] {
+        // Without CAP_NET_RAW the host refuses these too; the sandbox must refuse them
+        // itself (EPERM from seccomp) whoever runs it.
+        for mode in ["read-only", "workspace-write"] {
+            assert_eq!(env.probe(mode, &[op]), "err:EPERM", "{op} under {mode}");
+        }
+    }
+}
+
+#[test]
+fn unix_sockets_outside_the_writable_roots_are_unreachable_by_any_path() {
+    require_full_enforcement();
+    let env = TestEnv::new();
+    let path = env.outside.join("service.sock");
+    let _listener = UnixListener::bind(&path).unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink(&path, env.ws.join("link.sock")).unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink(&env.outside, env.ws.join("dir-link"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let p = path.to_string_lossy().into_owned();
+    for target in [
+        p.as_str(),
+        "link.sock",
+        "../outside/service.sock",
+        "dir-link/service.sock",
+        "./dir-link/../ws/link.sock",
+    ] {
+        env.assert_refused(&["unix-connect", target], "EACCES");
+    }
+    // /proc/self/root leads to the same socket.
+    env.assert_refused(&["unix-connect", &format!("/proc/self/root{p}")], "EACCES");
+}
+
+#[test]
+fn abstract_unix_sockets_are_refused() {
+    require_full_enforcement();
+    let env = TestEnv::new();
+    let name = format!("sandgate-test-{}", std::process::id());
+    let addr = SocketAddr::from_abstract_name(name.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+    let _listener = UnixListener::bind_addr(&addr).unwrap_or_else(|e| panic!("{e}"));
+    env.assert_refused(&["unix-connect-abstract", &name], "EPERM");
+}
+
+#[test]
+fn unix_datagram_sockets_cannot_send_to_outside_paths() {
+    require_full_enforcement();
+    let env = TestEnv::new();
+    let path = env.outside.join("dgram.sock");
+    let _receiver = UnixDatagram::bind(&path).unwrap_or_else(|e| panic!("{e}"));
+    let p = path.to_string_lossy().into_owned();
+    env.assert_refused(&["unix-dgram-sendto", &p], "EPERM");
+    env.assert_refused(&["unix-dgram-sendmsg", &p], "EPERM");
+    env.assert_refused(&["socketpair-dgram-sendto", &p], "EPERM");
+}
+
+#[test]
+fn unix_sockets_inside_the_workspace_and_socketpairs_work() {
+    require_full_enforcement();
+    let env = TestEnv::new();
+    let abs = env.ws.join("a.sock").to_string_lossy().into_owned();
+    assert_eq!(
+        env.probe("workspace-write", &["unix-listen-connect", &abs, "a.sock"]),
+        "ok"
+    );
+    std::fs::remove_file(env.ws.join("a.sock")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(env.ws.join("sub")).unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink(env.ws.join("sub"), env.ws.join("sub-link"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        env.probe(
+            "workspace-write",
+            &[
+                "unix-listen-connect",
+                "sub/b.sock",
+                "sub-link/../sub/b.sock"
+            ]
+        ),
+        "ok"
+    );
+    // read-only's private /tmp is its one writable root.
+    assert_eq!(
+        env.probe(
+            "read-only",
+            &["unix-listen-connect", "/tmp/c.sock", "/tmp/c.sock"]
+        ),
+        "ok"
+    );
+    for mode in ["read-only", "workspace-write"] {
+        assert_eq!(env.probe(mode, &["socketpair-stream"]), "ok", "{mode}");
+    }
+}

@@ -1,0 +1,207 @@
+//! Shared helpers for the enforcement suite: a fresh workspace and an "outside" directory
+//! per test (under /var/tmp, which no profile makes writable), the sandgate and probe
+//! binaries, and `require`, which fails a test whose kernel feature is missing unless
+//! `SANDGATE_TEST_ALLOW_MISSING` names it. Nothing here skips silently.
+
+#![allow(dead_code)]
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+/// The sandgate binary under test.
+pub fn sandgate() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_sandgate"))
+}
+
+/// The probe helper (`examples/probe.rs`), built by `cargo test` next to the binary.
+pub fn probe() -> PathBuf {
+    let bin = sandgate();
+    let dir = bin.parent().unwrap_or(Path::new("."));
+    let probe = dir.join("examples/probe");
+    assert!(
+        probe.exists(),
+        "{} is missing: run the suite with `cargo test` (it builds examples)",
+        probe.display()
+    );
+    probe
+}
+
+/// Where test directories are made: outside every writable root of every profile.
+fn test_base() -> PathBuf {
+    std::env::var_os("SANDGATE_TEST_TMP")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/tmp"))
+}
+
+/// A fresh workspace and a sibling directory outside it.
+pub struct TestEnv {
+    _root: tempfile::TempDir,
+    pub root: PathBuf,
+    pub ws: PathBuf,
+    pub outside: PathBuf,
+}
+
+impl TestEnv {
+    pub fn new() -> TestEnv {
+        let root = tempfile::Builder::new()
+            .prefix("sandgate-test-")
+            .tempdir_in(test_base())
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot create a test directory in {}: {e}",
+                    test_base().display()
+                )
+            });
+        let path = std::fs::canonicalize(root.path()).unwrap_or_else(|e| panic!("{e}"));
+        let ws = path.join("ws");
+        let outside = path.join("outside");
+        for dir in [&ws, &outside] {
+            std::fs::create_dir(dir).unwrap_or_else(|e| panic!("{e}"));
+        }
+        TestEnv {
+            _root: root,
+            root: path,
+            ws,
+            outside,
+        }
+    }
+
+    /// A sandgate command for `mode` in this workspace (cwd = the workspace), with the
+    /// inherited SANDGATE_* and TMPDIR variables removed so the host cannot steer it.
+    pub fn sandgate(&self, mode: &str) -> Command {
+        let mut cmd = self.sandgate_without_workspace(mode);
+        cmd.arg("--workspace").arg(&self.ws);
+        cmd
+    }
+
+    /// Like [`TestEnv::sandgate`], for tests that pick the workspace themselves.
+    pub fn sandgate_without_workspace(&self, mode: &str) -> Command {
+        let mut cmd = Command::new(sandgate());
+        for (key, _) in std::env::vars_os() {
+            let k = key.to_string_lossy();
+            if k.starts_with("SANDGATE_") || k == "TMPDIR" {
+                cmd.env_remove(&key);
+            }
+        }
+        cmd.current_dir(&self.ws).args(["--sandbox", mode]);
+        cmd
+    }
+
+    /// Runs `argv` under `mode`.
+    pub fn run<S: AsRef<OsStr>>(&self, mode: &str, argv: &[S]) -> Output {
+        let mut cmd = self.sandgate(mode);
+        cmd.arg("--").args(argv);
+        output(&mut cmd)
+    }
+
+    /// Runs a `/bin/sh -c` script under `mode`.
+    pub fn sh(&self, mode: &str, script: &str) -> Output {
+        self.run(mode, &["/bin/sh", "-c", script])
+    }
+
+    /// Runs the probe under `mode` and returns what it printed (`ok` or `err:ERRNO`).
+    pub fn probe<S: AsRef<OsStr>>(&self, mode: &str, args: &[S]) -> String {
+        let mut argv: Vec<&OsStr> = vec![probe().into_os_string().leak()];
+        argv.extend(args.iter().map(AsRef::as_ref));
+        let out = self.run(mode, &argv);
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    /// Asserts that the probe operation succeeds under full-access (so the host allows it
+    /// and the test can tell) and fails with `errno` under each restricted mode.
+    pub fn assert_refused<S: AsRef<OsStr>>(&self, args: &[S], errno: &str) {
+        let shown: Vec<_> = args
+            .iter()
+            .map(|a| a.as_ref().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            self.probe("full-access", args),
+            "ok",
+            "control run of {shown:?} under full-access"
+        );
+        for mode in ["read-only", "workspace-write"] {
+            assert_eq!(
+                self.probe(mode, args),
+                format!("err:{errno}"),
+                "{shown:?} under {mode}"
+            );
+        }
+    }
+}
+
+/// Runs a command, returning its output.
+pub fn output(cmd: &mut Command) -> Output {
+    cmd.output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
+}
+
+/// Describes an output for assertion messages.
+pub fn show(out: &Output) -> String {
+    format!(
+        "status {:?}\n--- stdout\n{}--- stderr\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Asserts the exit status of `out`.
+#[track_caller]
+pub fn assert_status(out: &Output, code: i32) {
+    assert_eq!(out.status.code(), Some(code), "{}", show(out));
+}
+
+/// Asserts that `out` failed (non-zero, and not sandgate's own 125-127/78/64 refusals,
+/// which would mean the command never ran).
+#[track_caller]
+pub fn assert_command_failed(out: &Output) {
+    let code = out.status.code();
+    assert!(
+        code.is_some_and(|c| c != 0 && ![64, 78, 125, 126, 127].contains(&c)),
+        "{}",
+        show(out)
+    );
+}
+
+/// Returns true when running as root.
+pub fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// `sandgate doctor --json`, run once per test binary.
+pub fn doctor() -> &'static serde_json::Value {
+    static DOCTOR: OnceLock<serde_json::Value> = OnceLock::new();
+    DOCTOR.get_or_init(|| {
+        let out = output(Command::new(sandgate()).args(["doctor", "--json"]));
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("doctor --json: {e}\n{}", show(&out)))
+    })
+}
+
+/// Fails the test when `feature` is not available, unless `SANDGATE_TEST_ALLOW_MISSING`
+/// (comma-separated) names it — then the caller gets `false` and must not assert the
+/// enforcement that depends on it.
+#[track_caller]
+pub fn require(feature: &str, available: bool) -> bool {
+    if available {
+        return true;
+    }
+    let allowed = std::env::var("SANDGATE_TEST_ALLOW_MISSING").unwrap_or_default();
+    assert!(
+        allowed.split(',').any(|f| f.trim() == feature),
+        "kernel feature `{feature}` is missing on this host; set SANDGATE_TEST_ALLOW_MISSING={feature} to accept that"
+    );
+    eprintln!("NOTE: {feature} missing and allowed by SANDGATE_TEST_ALLOW_MISSING");
+    false
+}
+
+/// Requires every guarantee of the restricted profiles to hold here.
+#[track_caller]
+pub fn require_full_enforcement() -> bool {
+    let d = doctor();
+    let ok = d["profiles"]["workspace-write"]["enforceable"] == serde_json::Value::Bool(true)
+        && d["profiles"]["read-only"]["enforceable"] == serde_json::Value::Bool(true);
+    require("full-enforcement", ok)
+}
