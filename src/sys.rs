@@ -343,17 +343,10 @@ pub fn pidfd_getfd(pidfd: BorrowedFd<'_>, target_fd: RawFd) -> io::Result<OwnedF
 pub fn notif_recv(listener: BorrowedFd<'_>) -> io::Result<libc::seccomp_notif> {
     // SAFETY: seccomp_notif is plain old data and the kernel requires it zeroed.
     let mut notif: libc::seccomp_notif = unsafe { std::mem::zeroed() };
+    let fd = listener.as_raw_fd();
     // SAFETY: the ioctl writes one seccomp_notif into the live local.
-    check(
-        unsafe {
-            libc::ioctl(
-                listener.as_raw_fd(),
-                libc::SECCOMP_IOCTL_NOTIF_RECV,
-                &mut notif,
-            )
-        }
-        .into(),
-    )?;
+    let ret = unsafe { libc::ioctl(fd, libc::SECCOMP_IOCTL_NOTIF_RECV, &mut notif) };
+    check(ret.into())?;
     Ok(notif)
 }
 

@@ -103,7 +103,8 @@ impl TestEnv {
 
     /// Runs the probe under `mode` and returns what it printed (`ok` or `err:ERRNO`).
     pub fn probe<S: AsRef<OsStr>>(&self, mode: &str, args: &[S]) -> String {
-        let mut argv: Vec<&OsStr> = vec![probe().into_os_string().leak()];
+        let probe = probe();
+        let mut argv: Vec<&OsStr> = vec![probe.as_os_str()];
         argv.extend(args.iter().map(AsRef::as_ref));
         let out = self.run(mode, &argv);
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
