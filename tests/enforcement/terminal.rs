@@ -50,8 +50,8 @@ fn on_pty(env: &TestEnv, mode: &str, argv: &[&str], input: &[u8]) -> (Option<i32
 #[test]
 fn tiocsti_cannot_inject_into_the_terminal() {
     require_full_enforcement();
-    let legacy = std::fs::read_to_string("/proc/sys/dev/tty/legacy_tiocsti")
-        .is_ok_and(|s| s.trim() == "1");
+    let legacy =
+        std::fs::read_to_string("/proc/sys/dev/tty/legacy_tiocsti").is_ok_and(|s| s.trim() == "1");
     if !require("legacy-tiocsti", legacy) {
         return;
     }
