@@ -7,7 +7,7 @@ use crate::support::*;
 fn asking_for_full_access_inside_read_only_still_cannot_write() {
     require_full_enforcement();
     let env = TestEnv::new();
-    let sg = sandgate().to_string_lossy().into_owned();
+    let sg = sandgate_inside().to_string_lossy().into_owned();
     let target = env.outside.join("f");
     let t = target.to_string_lossy();
     let inner =
@@ -40,7 +40,7 @@ fn asking_for_full_access_inside_read_only_still_cannot_write() {
 fn a_nested_call_in_the_same_mode_and_workspace_keeps_working() {
     require_full_enforcement();
     let env = TestEnv::new();
-    let sg = sandgate().to_string_lossy().into_owned();
+    let sg = sandgate_inside().to_string_lossy().into_owned();
     let out = env.sh(
         "workspace-write",
         &format!("'{sg}' --sandbox workspace-write -- /bin/sh -c 'echo in > inner && cat inner'"),
