@@ -15,17 +15,52 @@ pub fn sandgate() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_sandgate"))
 }
 
-/// The probe helper (`examples/probe.rs`), built by `cargo test` next to the binary.
+/// The probe helper (`examples/probe.rs`), as a copy the sandbox can see.
 pub fn probe() -> PathBuf {
-    let bin = sandgate();
-    let dir = bin.parent().unwrap_or(Path::new("."));
-    let probe = dir.join("examples/probe");
+    let built = sandgate()
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join("examples/probe");
     assert!(
-        probe.exists(),
-        "{} is missing: run the suite with `cargo test` (it builds examples)",
-        probe.display()
+        built.exists(),
+        "{} is missing: build it with `cargo build --examples`",
+        built.display()
     );
-    probe
+    visible_copy(&built)
+}
+
+/// The sandgate binary, as a copy the sandbox can see (for nested calls).
+pub fn sandgate_inside() -> PathBuf {
+    visible_copy(&sandgate())
+}
+
+/// Copies a built binary to a directory every profile can read and execute. The build may
+/// live under `/tmp` (a CI checkout), which `read-only` replaces with a private, empty one.
+fn visible_copy(built: &Path) -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    static COPYING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let dir = DIR.get_or_init(|| {
+        let dir = test_base().join(format!("sandgate-test-bin-{}", nix::unistd::geteuid()));
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        dir
+    });
+    let _one_at_a_time = COPYING
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let name = built.file_name().unwrap_or_default();
+    let target = dir.join(name);
+    let fresh = |t: &Path| {
+        let (a, b) = (std::fs::metadata(built), std::fs::metadata(t));
+        a.ok()
+            .zip(b.ok())
+            .is_some_and(|(a, b)| a.len() == b.len() && a.modified().ok() <= b.modified().ok())
+    };
+    if !fresh(&target) {
+        let tmp = dir.join(format!("{}.{}", name.to_string_lossy(), std::process::id()));
+        std::fs::copy(built, &tmp).unwrap_or_else(|e| panic!("copy {}: {e}", built.display()));
+        std::fs::rename(&tmp, &target).unwrap_or_else(|e| panic!("{e}"));
+    }
+    target
 }
 
 /// Where test directories are made: outside every writable root of every profile.
