@@ -39,6 +39,11 @@ pub fn main() -> ExitCode {
             }
             ExitCode::SUCCESS
         }
+        Some(Sub::Completions { shell }) => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut command, "sandgate", &mut std::io::stdout());
+            ExitCode::SUCCESS
+        }
         None => run(cli.run),
     }
 }

@@ -69,6 +69,11 @@ pub enum Sub {
         #[arg(long)]
         json: bool,
     },
+    /// Print a shell completion script.
+    Completions {
+        /// The shell to complete for.
+        shell: clap_complete::Shell,
+    },
 }
 
 fn parse_mode(s: &str) -> Result<Mode, String> {

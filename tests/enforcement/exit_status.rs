@@ -54,9 +54,13 @@ fn root_as_workspace_is_refused_with_78() {
 
 #[test]
 fn usage_errors_exit_64() {
-    let out =
-        output(std::process::Command::new(sandgate()).args(["--sandbox", "auto", "--", "true"]));
-    assert_status(&out, 64);
-    let out = output(&mut std::process::Command::new(sandgate()));
-    assert_status(&out, 64);
+    use assert_cmd::prelude::*;
+    let sandgate = || std::process::Command::new(crate::support::sandgate());
+    sandgate()
+        .args(["--sandbox", "auto", "--", "true"])
+        .assert()
+        .code(64);
+    let assert = sandgate().assert().code(64);
+    assert!(String::from_utf8_lossy(&assert.get_output().stderr).contains("no command given"));
+    sandgate().arg("--help").assert().success();
 }

@@ -4,7 +4,9 @@ use crate::support::*;
 
 #[test]
 fn read_only_reads_anywhere_and_writes_nowhere() {
-    require_full_enforcement();
+    if !require_full_enforcement() {
+        return;
+    }
     let env = TestEnv::new();
     std::fs::write(env.outside.join("data"), "secret").unwrap_or_else(|e| panic!("{e}"));
     let out = env.run(
@@ -26,7 +28,9 @@ fn read_only_reads_anywhere_and_writes_nowhere() {
 
 #[test]
 fn read_only_allows_dev_null_and_a_private_tmp_that_vanishes() {
-    require_full_enforcement();
+    if !require_full_enforcement() {
+        return;
+    }
     let env = TestEnv::new();
     assert_status(
         &env.sh(
@@ -57,7 +61,9 @@ fn read_only_allows_dev_null_and_a_private_tmp_that_vanishes() {
 
 #[test]
 fn workspace_write_writes_in_the_workspace_and_tmp() {
-    require_full_enforcement();
+    if !require_full_enforcement() {
+        return;
+    }
     let env = TestEnv::new();
     let tmp_file = tempfile::Builder::new()
         .prefix("sandgate-ww")
@@ -80,7 +86,9 @@ fn workspace_write_writes_in_the_workspace_and_tmp() {
 /// directory exactly as it was.
 #[test]
 fn workspace_write_cannot_write_outside_by_any_path() {
-    require_full_enforcement();
+    if !require_full_enforcement() {
+        return;
+    }
     let env = TestEnv::new();
     let out_dir = env.outside.to_string_lossy().into_owned();
     let victim = env.outside.join("victim");
@@ -137,7 +145,9 @@ fn workspace_write_cannot_write_outside_by_any_path() {
 
 #[test]
 fn mknod_and_device_writes_are_refused_outside_and_allowed_on_dev_null() {
-    require_full_enforcement();
+    if !require_full_enforcement() {
+        return;
+    }
     let env = TestEnv::new();
     let fifo = env.outside.join("fifo");
     assert_eq!(
