@@ -1,19 +1,25 @@
-//! The pipeline as a straight line: cli → policy → sandbox → exec. (Approval and audit
-//! slot in between policy and sandbox; denial markers come out of exec.)
+//! The pipeline as a straight line: cli → policy (configuration layers, standing mode,
+//! escalation request) → approval and audit (only for an escalation) → sandbox → exec.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Parser;
 use serde_json::{json, Map};
 
-use crate::cli::{Cli, RunArgs, Sub};
+use crate::approval::{self, Answerer, Outcome};
+use crate::audit::{AuditError, AuditLog};
+use crate::cli::{self, AuditAction, Cli, RunArgs, Sub};
 use crate::denial::marker;
 use crate::doctor;
-use crate::error::{Error, EXIT_USAGE};
+use crate::error::{Error, Refusal, EXIT_USAGE};
 use crate::exec::{self, ExecError, Launch};
-use crate::policy::{self, Confinement, Env, MountSource, Parent, Plan, Request};
+use crate::policy::{
+    self, config, standing, Approval, Confinement, Env, EscalationRequest, Mode, MountSource,
+    Parent, Plan, PolicyError, Request, Standing,
+};
 use crate::sandbox::{self, Features, Guarantee, Step};
 
 /// Parses the command line, runs the call and returns sandgate's exit status.
@@ -39,6 +45,10 @@ pub fn main() -> ExitCode {
             }
             ExitCode::SUCCESS
         }
+        Some(Sub::Presets { json, knobs }) => presets(json, &knobs),
+        Some(Sub::Audit {
+            action: AuditAction::Verify { log },
+        }) => verify(log),
         Some(Sub::Completions { shell }) => {
             let mut command = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut command, "sandgate", &mut std::io::stdout());
@@ -50,14 +60,20 @@ pub fn main() -> ExitCode {
 
 /// Runs one command; every refusal prints a message and a marker.
 fn run(args: RunArgs) -> ExitCode {
-    let mode_hint = args.sandbox;
+    let mode_hint = args.knobs.sandbox;
     match run_inner(args) {
         Ok(status) => ExitCode::from(u8::try_from(status).unwrap_or(u8::MAX)),
         Err(err) => {
             eprintln!("sandgate: {err}");
             let mut extra = Map::new();
-            if let Error::Unenforceable { missing, .. } = &err {
-                extra.insert("missing".into(), json!(missing));
+            match &err {
+                Error::Unenforceable { missing, .. } => {
+                    extra.insert("missing".into(), json!(missing));
+                }
+                Error::NotGranted { to, .. } => {
+                    extra.insert("requested".into(), json!(to));
+                }
+                _ => {}
             }
             eprintln!("{}", marker(err.kind(), mode_hint, &err.to_string(), extra));
             ExitCode::from(err.exit_code())
@@ -65,22 +81,107 @@ fn run(args: RunArgs) -> ExitCode {
     }
 }
 
+/// The configuration files, read once per call.
+struct Layers {
+    managed: config::Managed,
+    user: config::User,
+    user_dir: Option<PathBuf>,
+}
+
+impl Layers {
+    fn load() -> Result<Layers, Error> {
+        let managed = config::load(&config::managed_path()).map_err(PolicyError::from)?;
+        let user_dir = config::user_dir();
+        let user = match &user_dir {
+            Some(dir) => config::load(&dir.join("config.json")).map_err(PolicyError::from)?,
+            None => config::User::default(),
+        };
+        Ok(Layers {
+            managed,
+            user,
+            user_dir,
+        })
+    }
+
+    /// The audit log: flag or SANDGATE_AUDIT_LOG, else the user file, else the XDG default.
+    fn audit_log(&self, flag: Option<PathBuf>) -> Option<AuditLog> {
+        flag.or_else(|| self.user.audit_log.clone())
+            .or_else(|| config::state_dir().map(|d| d.join("audit.jsonl")))
+            .map(AuditLog::new)
+    }
+
+    fn standing(&self, knobs: &cli::Knobs, workspace: &Path, env: &Env) -> Result<Standing, Error> {
+        let project =
+            config::load(&workspace.join(".sandgate/config.json")).map_err(PolicyError::from)?;
+        let flags = standing::Knobs {
+            preset: knobs.preset.clone(),
+            mode: knobs.sandbox,
+            approval: knobs.approval,
+        };
+        Ok(standing::resolve(
+            &flags,
+            &self.user,
+            &self.managed,
+            &project,
+            env.parent.as_ref(),
+        )?)
+    }
+}
+
 fn run_inner(args: RunArgs) -> Result<i32, Error> {
     let env = gather_env()?;
+    if args.command.is_empty() {
+        return Err(PolicyError::NoCommand.into());
+    }
+    let layers = Layers::load()?;
+    let workspace = policy::resolve_workspace(args.workspace.as_deref(), &env.cwd)?;
+    let standing = layers.standing(&args.knobs, &workspace, &env)?;
+    for warning in &standing.warnings {
+        eprintln!("sandgate: warning: {warning}");
+    }
+    if let Some(asked) = standing.narrowed_from {
+        eprintln!(
+            "sandgate: running inside a {} sandbox: {asked} narrowed to {}",
+            standing.mode, standing.mode
+        );
+    }
+    let escalation = policy::escalation::validate(
+        args.sandbox_permissions.as_deref(),
+        args.justification.as_deref(),
+        standing.mode,
+    )?;
+    let audit = layers.audit_log(args.audit_log.clone());
+    let mode = match &escalation {
+        None => standing.mode,
+        Some(request) => {
+            let audit = audit.as_ref().ok_or_else(|| {
+                Error::Audit(AuditError::Io {
+                    path: PathBuf::from("$XDG_STATE_HOME/sandgate/audit.jsonl"),
+                    source: std::io::Error::other(
+                        "no HOME or XDG_STATE_HOME to put the audit log in; pass --audit-log",
+                    ),
+                })
+            })?;
+            decide(request, &standing, &args, &layers, &env, &workspace, audit)?
+        }
+    };
+    // sandgate's own records and configuration stay out of the sandbox's reach.
+    let mut protected_paths: Vec<PathBuf> = layers.user_dir.iter().cloned().collect();
+    if let Some(audit) = &audit {
+        if audit.ensure_exists().is_ok() {
+            protected_paths.push(audit.path().to_path_buf());
+        }
+    }
     let request = Request {
-        mode: args.sandbox,
-        workspace: args.workspace,
+        mode: Some(mode),
+        workspace: Some(workspace),
         writable_roots: args.writable_roots,
         allow_degraded: args.allow_degraded,
         command: args.command,
+        protected_subpaths: standing.protected_subpaths.clone(),
+        protected_paths,
     };
     let plan = policy::resolve(request, &env)?;
-    if let Some(asked) = plan.narrowed_from {
-        eprintln!(
-            "sandgate: running inside a {} sandbox: {asked} narrowed to {}",
-            plan.mode, plan.mode
-        );
-    }
     let features = Features::detect();
     let mut skip = match &plan.confinement {
         Confinement::None => vec![],
@@ -118,6 +219,219 @@ fn run_inner(args: RunArgs) -> Result<i32, Error> {
                 });
             }
             other => return Ok(other?),
+        }
+    }
+}
+
+/// The policy tier and the one answerer: returns the mode to run at, or the refusal. The
+/// audit pair is written around the decision whatever it is; if the `asked` record cannot
+/// be written, nobody is asked and the command does not run.
+fn decide(
+    request: &EscalationRequest,
+    standing: &Standing,
+    args: &RunArgs,
+    layers: &Layers,
+    env: &Env,
+    workspace: &Path,
+    audit: &AuditLog,
+) -> Result<Mode, Error> {
+    let id = approval::fresh_id();
+    let argv: Vec<String> = args
+        .command
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let cwd = env.cwd.to_string_lossy().into_owned();
+    let mut asked = Map::new();
+    asked.insert("id".into(), json!(id));
+    asked.insert("argv".into(), json!(argv));
+    asked.insert("cwd".into(), json!(cwd));
+    asked.insert(
+        "standing".into(),
+        json!({"mode": standing.mode, "approval": standing.approval, "preset": standing.preset}),
+    );
+    asked.insert("requested".into(), json!({"mode": request.to()}));
+    asked.insert("justification".into(), json!(request.justification()));
+    audit.append("approval/asked", asked)?;
+
+    let timeout = Duration::from_secs(args.approval_timeout);
+    let refusal_before_asking = match (&env.parent, standing.approval, standing.max_mode) {
+        (Some(parent), _, _) => Some(Refusal::Nested {
+            parent: parent.mode,
+        }),
+        (None, Approval::Never, _) => Some(Refusal::PolicyNever {
+            preset: standing.preset.clone(),
+        }),
+        (None, Approval::OnRequest, Some(max)) if request.to() > max => {
+            Some(Refusal::Ceiling { max })
+        }
+        (None, Approval::OnRequest, _) => None,
+    };
+    let (refusal, _interrupts_blocked) = match refusal_before_asking {
+        Some(refusal) => (Some(refusal), None),
+        None => {
+            let question = approval::Question {
+                body: approval::request_body(
+                    &id,
+                    &argv,
+                    &cwd,
+                    &workspace.to_string_lossy(),
+                    (
+                        standing.mode.as_str(),
+                        standing.approval.as_str(),
+                        &standing.preset,
+                    ),
+                    (request.to().as_str(), request.justification()),
+                    timeout,
+                ),
+                display: approval::Display {
+                    argv: argv.clone(),
+                    cwd: cwd.clone(),
+                    workspace: workspace.to_string_lossy().into_owned(),
+                    standing: standing.mode.to_string(),
+                    requested: request.to().to_string(),
+                    justification: request.justification().to_owned(),
+                },
+                id: id.clone(),
+                timeout,
+            };
+            let (outcome, guard) = approval::ask(&answerer(args, layers), &question);
+            let refusal = match outcome {
+                Outcome::AllowedOnce => None,
+                Outcome::Rejected => Some(Refusal::Rejected),
+                Outcome::Cancelled { why } => Some(Refusal::Cancelled { why }),
+                Outcome::Unavailable { why } => Some(Refusal::Unavailable { why }),
+            };
+            (refusal, guard)
+        }
+    };
+    let mut decided = Map::new();
+    decided.insert("id".into(), json!(id));
+    decided.insert(
+        "outcome".into(),
+        json!(refusal.as_ref().map_or("allowed-once", Refusal::outcome)),
+    );
+    if let Some(r) = &refusal {
+        decided.insert("reason".into(), json!(r.kind()));
+    }
+    audit.append("approval/decided", decided)?;
+    match refusal {
+        None => Ok(request.to()),
+        Some(refusal) => Err(Error::NotGranted {
+            to: request.to(),
+            refusal,
+        }),
+    }
+}
+
+/// Chooses the one answerer (DESIGN §4): the endpoint (the managed one first), else the
+/// approver program, else the terminal — never when CI is set or the terminal is disabled.
+fn answerer(args: &RunArgs, layers: &Layers) -> Answerer {
+    let endpoint = layers
+        .managed
+        .approval_endpoint
+        .clone()
+        .or_else(|| args.approval_endpoint.clone())
+        .or_else(|| layers.user.approval_endpoint.clone());
+    if let Some(url) = endpoint {
+        return match url.parse::<approval::Endpoint>() {
+            Ok(endpoint) => Answerer::Endpoint {
+                endpoint,
+                token_file: std::env::var_os("SANDGATE_APPROVAL_TOKEN_FILE").map(PathBuf::from),
+            },
+            Err(e) => Answerer::None {
+                why: format!("the approval endpoint is unusable: {e}"),
+            },
+        };
+    }
+    if let Some(command) = args
+        .approver
+        .clone()
+        .or_else(|| layers.user.approver.clone())
+    {
+        return Answerer::Program { command };
+    }
+    let in_ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty());
+    let tty_off = args.no_tty || std::env::var("SANDGATE_TTY").is_ok_and(|v| v == "never");
+    if in_ci || tty_off {
+        let why = if in_ci {
+            "CI is set, so nobody can answer a prompt"
+        } else {
+            "the terminal prompt is disabled"
+        };
+        return Answerer::None {
+            why: format!("{why}: configure --approval-endpoint or --approver"),
+        };
+    }
+    Answerer::Tty
+}
+
+/// `sandgate presets`: the table and the current preset for the effective knobs.
+fn presets(json: bool, knobs: &cli::Knobs) -> ExitCode {
+    let current = gather_env().and_then(|env| {
+        let layers = Layers::load()?;
+        let workspace = policy::resolve_workspace(None, &env.cwd)?;
+        layers.standing(knobs, &workspace, &env)
+    });
+    let current = match current {
+        Ok(standing) => standing,
+        Err(err) => {
+            eprintln!("sandgate: {err}");
+            return ExitCode::from(err.exit_code());
+        }
+    };
+    let table = policy::preset::table();
+    if json {
+        let body = json!({
+            "presets": table,
+            "current": { "preset": current.preset, "mode": current.mode, "approval": current.approval },
+        });
+        println!("{body}");
+    } else {
+        for row in &table {
+            let mark = if row.key == current.preset { "*" } else { " " };
+            let aliases = if row.aliases.is_empty() {
+                String::new()
+            } else {
+                format!(" (alias {})", row.aliases.join(", "))
+            };
+            println!(
+                "{mark} {:<16}{:<16}{:<11}{}{aliases}",
+                row.key, row.mode, row.approval, row.description
+            );
+        }
+        if current.preset == policy::preset::CUSTOM {
+            println!(
+                "* custom          {:<16}{:<11}(no preset matches)",
+                current.mode, current.approval
+            );
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+/// `sandgate audit verify`: checks the hash chain.
+fn verify(log: Option<PathBuf>) -> ExitCode {
+    let path = log.or_else(|| {
+        let layers = Layers::load().ok()?;
+        let flag = std::env::var_os("SANDGATE_AUDIT_LOG").map(PathBuf::from);
+        layers.audit_log(flag).map(|l| l.path().to_path_buf())
+    });
+    let Some(path) = path else {
+        eprintln!("sandgate: no audit log configured; pass --log FILE");
+        return ExitCode::from(EXIT_USAGE);
+    };
+    match crate::audit::verify(&path) {
+        Ok(lines) => {
+            println!(
+                "sandgate: audit log {} verifies: {lines} lines",
+                path.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("sandgate: {e}");
+            ExitCode::FAILURE
         }
     }
 }

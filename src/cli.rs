@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::policy::Mode;
+use crate::policy::{Approval, Mode};
 
 /// Run one command under a kernel-enforced sandbox profile.
 #[derive(Debug, Parser)]
@@ -29,13 +29,30 @@ pub struct Cli {
     pub run: RunArgs,
 }
 
-/// Flags for running a command (the default action).
-#[derive(Debug, Args)]
-pub struct RunArgs {
+/// The standing-policy knobs: a preset, or the mode and approval policy directly.
+#[derive(Debug, Args, Clone, Default)]
+pub struct Knobs {
+    /// A preset: read-only, workspace-write (alias auto), full-access, ci, locked. Sets the
+    /// mode and the approval policy; `--sandbox` and `--approval` override either.
+    #[arg(long, value_name = "KEY", env = "SANDGATE_PRESET")]
+    pub preset: Option<String>,
+
     /// Sandbox mode for this call: read-only, workspace-write or full-access
     /// (alias danger-full-access). Default: workspace-write.
     #[arg(long, value_name = "MODE", value_parser = parse_mode, env = "SANDGATE_SANDBOX")]
     pub sandbox: Option<Mode>,
+
+    /// Approval policy: on-request (ask when a call requests a wider mode) or never
+    /// (reject every request without asking).
+    #[arg(long, value_name = "POLICY", value_parser = parse_approval, env = "SANDGATE_APPROVAL")]
+    pub approval: Option<Approval>,
+}
+
+/// Flags for running a command (the default action).
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub knobs: Knobs,
 
     /// The workspace (writable under workspace-write). Default: the git top-level of the
     /// current directory, else the current directory. `/` is refused.
@@ -50,6 +67,39 @@ pub struct RunArgs {
     /// says on stderr which guarantees do not hold.
     #[arg(long)]
     pub allow_degraded: bool,
+
+    /// Ask to run this one call under a strictly wider MODE; needs --justification.
+    #[arg(long, value_name = "MODE", env = "SANDGATE_SANDBOX_PERMISSIONS")]
+    pub sandbox_permissions: Option<String>,
+
+    /// Why this call needs the wider mode (shown to the approver; at most 1000 characters).
+    #[arg(long, value_name = "TEXT", env = "SANDGATE_JUSTIFICATION")]
+    pub justification: Option<String>,
+
+    /// Approval endpoint: http://HOST:PORT/PATH or unix:/PATH (HTTP over a unix socket).
+    #[arg(long, value_name = "URL", env = "SANDGATE_APPROVAL_ENDPOINT")]
+    pub approval_endpoint: Option<String>,
+
+    /// Approver program (run with /bin/sh -c): request JSON on stdin, reply on stdout.
+    #[arg(long, value_name = "CMD", env = "SANDGATE_APPROVER")]
+    pub approver: Option<String>,
+
+    /// Seconds to wait for an answer before the request counts as cancelled.
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = 120,
+        env = "SANDGATE_APPROVAL_TIMEOUT"
+    )]
+    pub approval_timeout: u64,
+
+    /// Never prompt on the terminal (also SANDGATE_TTY=never; always so when CI is set).
+    #[arg(long)]
+    pub no_tty: bool,
+
+    /// The audit log (default: $XDG_STATE_HOME/sandgate/audit.jsonl).
+    #[arg(long, value_name = "FILE", env = "SANDGATE_AUDIT_LOG")]
+    pub audit_log: Option<PathBuf>,
 
     /// The command and its arguments.
     #[arg(
@@ -69,11 +119,39 @@ pub enum Sub {
         #[arg(long)]
         json: bool,
     },
+    /// List the presets and the current one.
+    Presets {
+        /// Print the table as JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        knobs: Knobs,
+    },
+    /// Work with the audit log.
+    Audit {
+        #[command(subcommand)]
+        action: AuditAction,
+    },
     /// Print a shell completion script.
     Completions {
         /// The shell to complete for.
         shell: clap_complete::Shell,
     },
+}
+
+/// What `sandgate audit` does.
+#[derive(Debug, Subcommand)]
+pub enum AuditAction {
+    /// Check the hash chain of the audit log; exits nonzero at the first broken line.
+    Verify {
+        /// The log to check (default: the configured audit log).
+        #[arg(long, value_name = "FILE")]
+        log: Option<PathBuf>,
+    },
+}
+
+fn parse_approval(s: &str) -> Result<Approval, String> {
+    s.parse()
 }
 
 fn parse_mode(s: &str) -> Result<Mode, String> {
@@ -105,7 +183,7 @@ mod tests {
             Ok(c) => c,
             Err(e) => panic!("{e}"),
         };
-        assert_eq!(cli.run.sandbox, Some(Mode::FullAccess));
+        assert_eq!(cli.run.knobs.sandbox, Some(Mode::FullAccess));
         assert_eq!(
             cli.run.command,
             vec![OsString::from("ls"), OsString::from("-l")]

@@ -1,9 +1,70 @@
 //! sandgate's own failures and the one table that maps them to exit statuses (DESIGN §7).
 //! Exit codes are decided here and nowhere else.
 
+use crate::audit::AuditError;
 use crate::exec::ExecError;
-use crate::policy::PolicyError;
+use crate::policy::{InvalidEscalation, Mode, PolicyError};
 use crate::sandbox::{Guarantee, SandboxError};
+
+/// Why an escalation request was not granted (exit 77). Each has its own message and
+/// marker kind; all of them deny.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The approval policy is `never`: rejected inside sandgate, nobody asked.
+    PolicyNever { preset: String },
+    /// An enclosing sandgate pins approval to `never` and caps the mode.
+    Nested { parent: Mode },
+    /// The managed ceiling forbids the requested mode.
+    Ceiling { max: Mode },
+    /// The answerer said no.
+    Rejected,
+    /// Nobody answered in time, or the person cancelled.
+    Cancelled { why: String },
+    /// No channel could give an answer.
+    Unavailable { why: String },
+}
+
+impl Refusal {
+    /// Returns the audit outcome for this refusal.
+    pub fn outcome(&self) -> &'static str {
+        match self {
+            Refusal::PolicyNever { .. }
+            | Refusal::Nested { .. }
+            | Refusal::Ceiling { .. }
+            | Refusal::Rejected => "rejected",
+            Refusal::Cancelled { .. } => "cancelled",
+            Refusal::Unavailable { .. } => "unavailable",
+        }
+    }
+
+    /// Returns the marker kind.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Refusal::PolicyNever { .. } => "policy_never",
+            Refusal::Nested { .. } => "nested_widening",
+            Refusal::Ceiling { .. } | Refusal::Rejected => "escalation_rejected",
+            Refusal::Cancelled { .. } => "escalation_cancelled",
+            Refusal::Unavailable { .. } => "approval_unavailable",
+        }
+    }
+
+    fn message(&self, to: Mode) -> String {
+        match self {
+            Refusal::PolicyNever { preset } => format!(
+                "the approval policy is never (preset {preset}): escalation requests are rejected without asking anyone"
+            ),
+            Refusal::Nested { parent } => format!(
+                "this sandgate runs inside a {parent} sandbox: it cannot run wider, so the request for {to} is rejected without asking anyone"
+            ),
+            Refusal::Ceiling { max } => format!(
+                "the managed configuration caps the mode at max_mode={max}: escalating this command to {to} is rejected"
+            ),
+            Refusal::Rejected => format!("the approver rejected escalating this command to {to}"),
+            Refusal::Cancelled { why } => format!("the approval was cancelled: {why}"),
+            Refusal::Unavailable { why } => format!("no approval channel is available: {why}"),
+        }
+    }
+}
 
 /// Every way a call can end without the command's own exit status.
 #[derive(Debug, thiserror::Error)]
@@ -20,6 +81,12 @@ pub enum Error {
     Sandbox(#[from] SandboxError),
     #[error(transparent)]
     Exec(#[from] ExecError),
+    #[error("invalid escalation request: {0}")]
+    Escalation(#[from] InvalidEscalation),
+    #[error("{}", refusal.message(*to))]
+    NotGranted { to: Mode, refusal: Refusal },
+    #[error("{0}; the command was not run")]
+    Audit(#[from] AuditError),
 }
 
 fn describe(missing: &[Guarantee]) -> String {
@@ -32,6 +99,8 @@ fn describe(missing: &[Guarantee]) -> String {
 
 /// Exit status for a usage error (sysexits EX_USAGE).
 pub const EXIT_USAGE: u8 = 64;
+/// Exit status when an escalation is not granted (EX_NOPERM).
+pub const EXIT_NOT_GRANTED: u8 = 77;
 /// Exit status when the profile cannot be enforced or configuration is bad (EX_CONFIG).
 pub const EXIT_CONFIG: u8 = 78;
 /// Exit status for sandgate's own internal or I/O failures (as `env(1)`).
@@ -45,7 +114,13 @@ impl Error {
     /// Returns the exit status for this failure.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::Policy(PolicyError::NoCommand) => EXIT_USAGE,
+            Error::Policy(PolicyError::NoCommand) | Error::Escalation(_) => EXIT_USAGE,
+            Error::Policy(PolicyError::Preset {
+                origin: crate::policy::standing::Origin::Flags,
+                ..
+            }) => EXIT_USAGE,
+            Error::NotGranted { .. } => EXIT_NOT_GRANTED,
+            Error::Audit(_) => EXIT_INTERNAL,
             Error::Policy(PolicyError::Cwd(_)) => EXIT_INTERNAL,
             Error::Policy(
                 PolicyError::Workspace { .. }
@@ -53,7 +128,11 @@ impl Error {
                 | PolicyError::WorkspaceIsRoot
                 | PolicyError::WritableRootIsRoot { .. }
                 | PolicyError::WritableRoot { .. }
-                | PolicyError::BadProfile { .. },
+                | PolicyError::BadProfile { .. }
+                | PolicyError::Preset { .. }
+                | PolicyError::PresetNotAllowed { .. }
+                | PolicyError::AboveCeiling { .. }
+                | PolicyError::Config(_),
             ) => EXIT_CONFIG,
             Error::Unenforceable { .. } | Error::Sandbox(_) => EXIT_CONFIG,
             Error::Exec(ExecError::NotFound(_)) => EXIT_NOT_FOUND,
@@ -66,6 +145,11 @@ impl Error {
 
     /// Returns the marker `kind` for this refusal.
     pub fn kind(&self) -> &'static str {
+        match self {
+            Error::Escalation(_) => return "invalid_escalation",
+            Error::NotGranted { refusal, .. } => return refusal.kind(),
+            _ => {}
+        }
         match self.exit_code() {
             EXIT_USAGE => "usage",
             EXIT_CONFIG => "unenforceable",

@@ -5,6 +5,8 @@
 //! `main.rs` only calls [`app::main`].
 
 pub mod app;
+pub mod approval;
+pub mod audit;
 pub mod cli;
 pub mod denial;
 pub mod doctor;

@@ -4,18 +4,26 @@
 //! Pure apart from reading the filesystem to canonicalise paths: it never touches the
 //! kernel's sandboxing facilities (that is `sandbox`'s job), so it runs the same anywhere.
 
+pub mod config;
+pub mod escalation;
 mod mode;
+pub mod preset;
 pub mod profile;
 mod protected;
+pub mod standing;
 mod workspace;
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+pub use escalation::{EscalationRequest, InvalidEscalation};
 pub use mode::Mode;
+pub use preset::Approval;
 pub use profile::Network;
 use profile::{Placeholders, ProfileSpec};
+pub use standing::Standing;
+pub use workspace::resolve as resolve_workspace;
 
 /// Environment variable a restricted sandgate sets for its command, naming its mode, so a
 /// nested sandgate knows it cannot run wider. It is only a hint: the parent's kernel-enforced
@@ -49,6 +57,17 @@ pub enum PolicyError {
     Cwd(std::io::Error),
     #[error("the shipped {mode} profile is invalid: {reason}")]
     BadProfile { mode: Mode, reason: String },
+    #[error("{message}")]
+    Preset {
+        origin: standing::Origin,
+        message: String,
+    },
+    #[error("preset {key:?} is not allowed by the managed configuration (allowed: {})", allowed.join(", "))]
+    PresetNotAllowed { key: String, allowed: Vec<String> },
+    #[error("the managed configuration caps the mode at max_mode={max}: {mode} is not allowed")]
+    AboveCeiling { mode: Mode, max: Mode },
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
 }
 
 /// What the environment contributes to a plan, read once by the caller.
@@ -77,6 +96,11 @@ pub struct Request {
     pub writable_roots: Vec<PathBuf>,
     pub allow_degraded: bool,
     pub command: Vec<OsString>,
+    /// Extra protected subpaths of the workspace (from the project file).
+    pub protected_subpaths: Vec<String>,
+    /// Absolute paths that must stay read-only wherever they are (sandgate's own audit log
+    /// and configuration).
+    pub protected_paths: Vec<PathBuf>,
 }
 
 /// Everything the later stages need to run one call.
@@ -165,7 +189,19 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
                     origin: "$TMPDIR or --writable-root",
                 });
             }
-            let protected = protected::resolve(&workspace, &spec.protected_subpaths);
+            let subpaths: Vec<String> = spec
+                .protected_subpaths
+                .iter()
+                .chain(&request.protected_subpaths)
+                .cloned()
+                .collect();
+            let mut protected = protected::resolve(&workspace, &subpaths);
+            protected.read_only.extend(
+                request
+                    .protected_paths
+                    .iter()
+                    .filter_map(|p| std::fs::canonicalize(p).ok()),
+            );
             let under_roots = |p: &PathBuf| writable_roots.iter().any(|r| p.starts_with(r));
             let mounts = match &env.parent {
                 Some(parent) if parent.mode == mode && parent.workspace == workspace => {

@@ -7,10 +7,14 @@ use std::fmt;
 use std::str::FromStr;
 
 /// One of the three sandbox profiles, ordered from least to most permissive.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
 pub enum Mode {
     ReadOnly,
     WorkspaceWrite,
+    #[serde(alias = "danger-full-access")]
     FullAccess,
 }
 

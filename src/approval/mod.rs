@@ -1,0 +1,305 @@
+//! The approval stage (DESIGN §4): puts one escalation request to exactly one answerer and
+//! returns a closed `Outcome`. Only `AllowedOnce` lets the call run wider, and only this
+//! call: nothing is persisted.
+//!
+//! The answerer is chosen by configuration, in this order: the approval endpoint, else the
+//! approver program, else the terminal, else none (`Unavailable`). A failing answerer never
+//! falls through to the next one. The policy tier (`never`, nesting, the managed ceiling) is
+//! decided before this stage and never reaches an answerer.
+
+mod endpoint;
+mod program;
+pub mod transport;
+mod tty;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use std::os::fd::AsFd;
+
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::signal::{SigSet, SigmaskHow, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use serde_json::{json, Value};
+
+pub use transport::Endpoint;
+
+/// The largest reply accepted from an endpoint or approver program.
+pub const MAX_REPLY: usize = 64 * 1024;
+
+/// What the answerer said. Closed: every match on it is exhaustive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Run this one call at the requested mode.
+    AllowedOnce,
+    /// The answerer said no (any decision other than exactly `allowed-once`).
+    Rejected,
+    /// Nobody answered in time, or the person cancelled (Ctrl-C, EOF).
+    Cancelled { why: String },
+    /// No usable answer could be had: no channel, or the channel failed.
+    Unavailable { why: String },
+}
+
+impl Outcome {
+    /// Returns the audit spelling.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Outcome::AllowedOnce => "allowed-once",
+            Outcome::Rejected => "rejected",
+            Outcome::Cancelled { .. } => "cancelled",
+            Outcome::Unavailable { .. } => "unavailable",
+        }
+    }
+}
+
+/// Who is asked.
+#[derive(Debug, Clone)]
+pub enum Answerer {
+    Endpoint {
+        endpoint: Endpoint,
+        token_file: Option<PathBuf>,
+    },
+    Program {
+        command: String,
+    },
+    Tty,
+    /// No channel; the reason says what to configure.
+    None {
+        why: String,
+    },
+}
+
+/// One question, as sent to every kind of answerer.
+#[derive(Debug, Clone)]
+pub struct Question {
+    pub id: String,
+    /// The request JSON of DESIGN §4.
+    pub body: Value,
+    /// What the terminal prompt shows.
+    pub display: Display,
+    pub timeout: Duration,
+}
+
+/// The facts a person needs to decide, for the terminal prompt.
+#[derive(Debug, Clone)]
+pub struct Display {
+    pub argv: Vec<String>,
+    pub cwd: String,
+    pub workspace: String,
+    pub standing: String,
+    pub requested: String,
+    pub justification: String,
+}
+
+/// Returns a fresh, unguessable request id (128 random bits, hex).
+pub fn fresh_id() -> String {
+    use std::io::Read;
+    let mut bytes = [0u8; 16];
+    let filled = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
+    if filled.is_err() {
+        // Still unique per call even without randomness: time and pid.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        bytes[..8].copy_from_slice(&(nanos.as_nanos() as u64).to_ne_bytes());
+        bytes[8..12].copy_from_slice(&std::process::id().to_ne_bytes());
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Blocks SIGINT, SIGTERM and SIGHUP while a question is open, so that an interrupt
+/// becomes a `Cancelled` outcome — audited like any other — instead of killing sandgate
+/// between the `asked` and `decided` records. Dropping it unblocks them.
+pub struct Interruptible {
+    old: SigSet,
+    signals: SignalFd,
+}
+
+impl Drop for Interruptible {
+    fn drop(&mut self) {
+        let _ = self.old.thread_set_mask();
+    }
+}
+
+const INTERRUPTS: [Signal; 3] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];
+
+/// Asks `answerer` on a worker thread while watching for interrupts. Returns the outcome
+/// and a guard that keeps interrupts blocked until the caller has recorded it.
+pub fn ask(answerer: &Answerer, question: &Question) -> (Outcome, Option<Interruptible>) {
+    let mut set = SigSet::empty();
+    INTERRUPTS.iter().for_each(|s| set.add(*s));
+    let guard = set
+        .thread_swap_mask(SigmaskHow::SIG_BLOCK)
+        .ok()
+        .and_then(|old| {
+            SignalFd::with_flags(&set, SfdFlags::SFD_CLOEXEC)
+                .ok()
+                .map(|signals| Interruptible { old, signals })
+        });
+    let Some(guard) = guard else {
+        return (
+            Outcome::Unavailable {
+                why: "cannot watch for interrupts while asking".into(),
+            },
+            None,
+        );
+    };
+    let Ok((wake_r, wake_w)) = nix::unistd::pipe() else {
+        return (
+            Outcome::Unavailable {
+                why: "cannot wait for the answerer".into(),
+            },
+            Some(guard),
+        );
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (a, q) = (answerer.clone(), question.clone());
+    let worker = std::thread::Builder::new()
+        .name("sandgate-approval".into())
+        .spawn(move || {
+            let _ = tx.send(ask_now(&a, &q));
+            let _ = nix::unistd::write(&wake_w, b"x");
+        });
+    if worker.is_err() {
+        return (
+            Outcome::Unavailable {
+                why: "cannot start the approval worker".into(),
+            },
+            Some(guard),
+        );
+    }
+    loop {
+        let mut fds = [
+            PollFd::new(guard.signals.as_fd(), PollFlags::POLLIN),
+            PollFd::new(wake_r.as_fd(), PollFlags::POLLIN),
+        ];
+        match poll(&mut fds, PollTimeout::NONE) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => break,
+            Ok(_) => {}
+        }
+        if fds[0]
+            .revents()
+            .is_some_and(|r| r.contains(PollFlags::POLLIN))
+        {
+            let name = guard
+                .signals
+                .read_signal()
+                .ok()
+                .flatten()
+                .map(|s| s.ssi_signo);
+            program::kill_running();
+            let why = match name.and_then(|n| Signal::try_from(n as i32).ok()) {
+                Some(Signal::SIGINT) => {
+                    "interrupted (Ctrl-C) while waiting for the answer".to_owned()
+                }
+                Some(sig) => format!("{sig} while waiting for the answer"),
+                None => "interrupted while waiting for the answer".to_owned(),
+            };
+            return (Outcome::Cancelled { why }, Some(guard));
+        }
+        break;
+    }
+    let outcome = rx.recv().unwrap_or(Outcome::Unavailable {
+        why: "the approval worker died".into(),
+    });
+    (outcome, Some(guard))
+}
+
+/// Asks `answerer` on the calling thread.
+fn ask_now(answerer: &Answerer, question: &Question) -> Outcome {
+    match answerer {
+        Answerer::Endpoint {
+            endpoint,
+            token_file,
+        } => endpoint::ask(endpoint, token_file.as_deref(), question),
+        Answerer::Program { command } => program::ask(command, question),
+        Answerer::Tty => tty::ask(question),
+        Answerer::None { why } => Outcome::Unavailable { why: why.clone() },
+    }
+}
+
+/// Maps a reply body (endpoint or program) to an outcome: `allowed-once` with the right id
+/// grants; any other decision rejects; anything malformed is `Unavailable`.
+pub fn parse_reply(body: &[u8], id: &str) -> Outcome {
+    let unavailable = |why: &str| Outcome::Unavailable {
+        why: why.to_owned(),
+    };
+    if body.len() > MAX_REPLY {
+        return unavailable("the reply is larger than 64 KiB");
+    }
+    let Ok(value) = serde_json::from_slice::<Value>(body) else {
+        return unavailable("the reply is not JSON");
+    };
+    let Some(reply) = value.as_object() else {
+        return unavailable("the reply is not a JSON object");
+    };
+    match reply.get("id").and_then(Value::as_str) {
+        Some(got) if got == id => {}
+        Some(_) => return unavailable("the reply answers another request (id mismatch)"),
+        None => return unavailable("the reply has no id"),
+    }
+    match reply.get("decision") {
+        Some(Value::String(d)) if d == "allowed-once" => Outcome::AllowedOnce,
+        Some(_) => Outcome::Rejected,
+        None => unavailable("the reply has no decision"),
+    }
+}
+
+/// Builds the request JSON of DESIGN §4.
+#[allow(clippy::too_many_arguments)]
+pub fn request_body(
+    id: &str,
+    argv: &[String],
+    cwd: &str,
+    workspace: &str,
+    standing: (&str, &str, &str),
+    requested: (&str, &str),
+    timeout: Duration,
+) -> Value {
+    let expires = std::time::SystemTime::now() + timeout;
+    json!({
+        "version": 1,
+        "id": id,
+        "kind": "sandbox_escalation",
+        "command": { "argv": argv, "cwd": cwd },
+        "workspace": workspace,
+        "standing": { "mode": standing.0, "approval": standing.1, "preset": standing.2 },
+        "requested": { "mode": requested.0, "justification": requested.1 },
+        "reason": format!("the command asks to run under {} instead of {}", requested.0, standing.0),
+        "options": ["allowed-once", "rejected"],
+        "expires_at": humantime::format_rfc3339_seconds(expires).to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_exactly_allowed_once_with_the_right_id_grants() {
+        let id = "abc";
+        let table: &[(&str, &str)] = &[
+            (r#"{"id":"abc","decision":"allowed-once"}"#, "allowed-once"),
+            (r#"{"id":"abc","decision":"approve"}"#, "rejected"),
+            (r#"{"id":"abc","decision":"ALLOWED-ONCE"}"#, "rejected"),
+            (r#"{"id":"abc","decision":"allow_always"}"#, "rejected"),
+            (r#"{"id":"abc","decision":true}"#, "rejected"),
+            (r#"{"id":"abd","decision":"allowed-once"}"#, "unavailable"),
+            (r#"{"decision":"allowed-once"}"#, "unavailable"),
+            (r#"{"id":"abc"}"#, "unavailable"),
+            (r#"["allowed-once"]"#, "unavailable"),
+            ("", "unavailable"),
+            ("allowed-once", "unavailable"),
+        ];
+        for (body, want) in table {
+            assert_eq!(parse_reply(body.as_bytes(), id).as_str(), *want, "{body}");
+        }
+    }
+
+    #[test]
+    fn ids_are_fresh() {
+        assert_ne!(fresh_id(), fresh_id());
+        assert_eq!(fresh_id().len(), 32);
+    }
+}
