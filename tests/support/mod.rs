@@ -5,6 +5,8 @@
 
 #![allow(dead_code)]
 
+pub mod endpoint;
+
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -116,12 +118,30 @@ impl TestEnv {
         let mut cmd = Command::new(sandgate());
         for (key, _) in std::env::vars_os() {
             let k = key.to_string_lossy();
-            if k.starts_with("SANDGATE_") || k == "TMPDIR" {
+            if k.starts_with("SANDGATE_") || k.starts_with("XDG_") || k == "TMPDIR" || k == "CI" {
                 cmd.env_remove(&key);
             }
         }
+        // Configuration and audit log of this test only, never the host's.
+        cmd.env("SANDGATE_CONFIG_DIR", self.root.join("config"))
+            .env("SANDGATE_MANAGED_CONFIG", self.root.join("managed.json"))
+            .env("SANDGATE_AUDIT_LOG", self.audit_log());
         cmd.current_dir(&self.ws).args(["--sandbox", mode]);
         cmd
+    }
+
+    /// The audit log sandgate writes in this test.
+    pub fn audit_log(&self) -> PathBuf {
+        self.root.join("state/audit.jsonl")
+    }
+
+    /// The audit log's records.
+    pub fn audit_records(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(self.audit_log())
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("audit line {l:?}: {e}")))
+            .collect()
     }
 
     /// Runs `argv` under `mode`.
