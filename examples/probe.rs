@@ -236,6 +236,78 @@ fn run(op: &str, args: &[String]) -> Res {
             let path = CString::new(arg(0)).map_err(|_| Errno::EINVAL)?;
             raw(unsafe { libc::mknod(path.as_ptr(), libc::S_IFIFO | 0o644, 0) }.into())
         }
+        // One filesystem syscall each, so a test can expect exactly one marker.
+        "write" => {
+            let path = CString::new(arg(0)).map_err(|_| Errno::EINVAL)?;
+            raw(unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) }.into())
+        }
+        "create" => {
+            let path = CString::new(arg(0)).map_err(|_| Errno::EINVAL)?;
+            raw(unsafe {
+                libc::open(
+                    path.as_ptr(),
+                    libc::O_WRONLY | libc::O_CREAT | libc::O_CLOEXEC,
+                    0o644,
+                )
+            }
+            .into())
+        }
+        "remove" => {
+            let path = CString::new(arg(0)).map_err(|_| Errno::EINVAL)?;
+            raw(unsafe { libc::unlink(path.as_ptr()) }.into())
+        }
+        "rename" => {
+            let (a, b) = (
+                CString::new(arg(0)).map_err(|_| Errno::EINVAL)?,
+                CString::new(arg(1)).map_err(|_| Errno::EINVAL)?,
+            );
+            raw(unsafe { libc::rename(a.as_ptr(), b.as_ptr()) }.into())
+        }
+        "link" => {
+            let (a, b) = (
+                CString::new(arg(0)).map_err(|_| Errno::EINVAL)?,
+                CString::new(arg(1)).map_err(|_| Errno::EINVAL)?,
+            );
+            raw(unsafe { libc::link(a.as_ptr(), b.as_ptr()) }.into())
+        }
+        "chmod" => {
+            let path = CString::new(arg(0)).map_err(|_| Errno::EINVAL)?;
+            raw(unsafe { libc::chmod(path.as_ptr(), 0o600) }.into())
+        }
+        "chown" => {
+            let path = CString::new(arg(0)).map_err(|_| Errno::EINVAL)?;
+            raw(unsafe { libc::chown(path.as_ptr(), libc::geteuid(), libc::getegid()) }.into())
+        }
+        "truncate" => {
+            let path = CString::new(arg(0)).map_err(|_| Errno::EINVAL)?;
+            raw(unsafe { libc::truncate(path.as_ptr(), 0) }.into())
+        }
+        "mkdir" => {
+            let path = CString::new(arg(0)).map_err(|_| Errno::EINVAL)?;
+            raw(unsafe { libc::mkdir(path.as_ptr(), 0o755) }.into())
+        }
+        "threads-write" => {
+            // N threads × M refused writes of distinct files under DIR.
+            let (dir, threads, each): (String, usize, usize) = (
+                arg(0),
+                arg(1).parse().unwrap_or(1),
+                arg(2).parse().unwrap_or(1),
+            );
+            let handles: Vec<_> = (0..threads)
+                .map(|t| {
+                    let dir = dir.clone();
+                    std::thread::spawn(move || {
+                        for i in 0..each {
+                            let _ = std::fs::write(format!("{dir}/t{t}-{i}"), b"x");
+                        }
+                    })
+                })
+                .collect();
+            for h in handles {
+                let _ = h.join();
+            }
+            Ok(())
+        }
         "euid" => {
             println!("{}", nix::unistd::geteuid());
             Ok(())

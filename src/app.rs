@@ -4,6 +4,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clap::Parser;
@@ -12,7 +13,7 @@ use serde_json::{json, Map};
 use crate::approval::{self, Answerer, Outcome};
 use crate::audit::{AuditError, AuditLog};
 use crate::cli::{self, AuditAction, Cli, RunArgs, Sub};
-use crate::denial::marker;
+use crate::denial::{marker, Reporter};
 use crate::doctor;
 use crate::error::{Error, Refusal, EXIT_USAGE};
 use crate::exec::{self, ExecError, Launch};
@@ -21,6 +22,7 @@ use crate::policy::{
     Parent, Plan, PolicyError, Request, Standing,
 };
 use crate::sandbox::{self, Features, Guarantee, Step};
+use crate::supervisor;
 
 /// Parses the command line, runs the call and returns sandgate's exit status.
 pub fn main() -> ExitCode {
@@ -177,6 +179,7 @@ fn run_inner(args: RunArgs) -> Result<i32, Error> {
         workspace: Some(workspace),
         writable_roots: args.writable_roots,
         allow_degraded: args.allow_degraded,
+        observe: !args.no_observe,
         command: args.command,
         protected_subpaths: standing.protected_subpaths.clone(),
         protected_paths,
@@ -193,7 +196,8 @@ fn run_inner(args: RunArgs) -> Result<i32, Error> {
             missing: skip,
         });
     }
-    loop {
+    let reporter = observer(&plan, args.denial_log.as_deref())?;
+    let status = loop {
         announce_degraded(&plan, &skip);
         let prepared = sandbox::prepare(&plan, &features, &skip)?;
         for fd in prepared.withheld_fds() {
@@ -201,7 +205,7 @@ fn run_inner(args: RunArgs) -> Result<i32, Error> {
                 "sandgate: not passing fd {fd} (a datagram or network socket) into the sandbox"
             );
         }
-        match exec::run(launch(&plan, prepared, &skip)) {
+        match exec::run(launch(&plan, prepared, &skip, reporter.as_ref())) {
             Err(ExecError::Setup {
                 step: Step::MountNamespace,
                 ..
@@ -218,9 +222,50 @@ fn run_inner(args: RunArgs) -> Result<i32, Error> {
                     missing: vec![Guarantee::MountNamespace],
                 });
             }
-            other => return Ok(other?),
+            other => break other?,
         }
+    };
+    if let Some(summary) = reporter.as_ref().and_then(|r| r.lock().ok()?.summary()) {
+        eprintln!("{summary}");
     }
+    Ok(status)
+}
+
+/// The denial reporter of a restricted, observed call; with observation off, one
+/// `source: "none"` note says that no filesystem markers will come.
+fn observer(plan: &Plan, log: Option<&Path>) -> Result<Option<Arc<Mutex<Reporter>>>, Error> {
+    let Confinement::Restricted(_) = plan.confinement else {
+        return Ok(None);
+    };
+    let mut log = match log {
+        Some(path) => Some(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|source| Error::DenialLog {
+                    path: path.to_path_buf(),
+                    source,
+                })?,
+        ),
+        None => None,
+    };
+    if !plan.observe {
+        let note = json!({"v": 1, "kind": "observation_off", "mode": plan.mode, "source": "none",
+            "message": "--no-observe: refused operations are not reported (the sandbox is unchanged)"});
+        eprintln!("sandgate: note {note}");
+        if let Some(log) = &mut log {
+            use std::io::Write;
+            let _ = log.write_all(format!("{note}\n").as_bytes());
+        }
+        return Ok(None);
+    }
+    let argv = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    Ok(Some(Arc::new(Mutex::new(Reporter::new(
+        plan.mode, argv, log,
+    )))))
 }
 
 /// The policy tier and the one answerer: returns the mode to run at, or the refusal. The
@@ -456,17 +501,30 @@ fn announce_degraded(plan: &Plan, skip: &[Guarantee]) {
 }
 
 /// Builds the exec stage's input for `plan`.
-fn launch<'a>(plan: &'a Plan, prepared: sandbox::Prepared, skip: &[Guarantee]) -> Launch<'a> {
-    let (extra_env, socket_roots) = match &plan.confinement {
-        Confinement::None => (vec![], vec![]),
+fn launch<'a>(
+    plan: &'a Plan,
+    prepared: sandbox::Prepared,
+    skip: &[Guarantee],
+    reporter: Option<&Arc<Mutex<Reporter>>>,
+) -> Launch<'a> {
+    let (extra_env, supervision) = match &plan.confinement {
+        Confinement::None => (vec![], None),
         Confinement::Restricted(r) => {
-            let mut roots: Vec<PathBuf> = r.writable_roots.iter().cloned().collect();
+            let mut writable_roots: Vec<PathBuf> = r.writable_roots.iter().cloned().collect();
             let own_tmp = r.private_tmp
                 && r.mounts == MountSource::Own
                 && !skip.contains(&Guarantee::MountNamespace);
             if own_tmp {
-                roots.push(PathBuf::from("/tmp"));
+                writable_roots.push(PathBuf::from("/tmp"));
             }
+            let setup = supervisor::Setup {
+                mode: plan.mode,
+                writable_roots,
+                workspace_write_roots: r.workspace_write_roots.iter().cloned().collect(),
+                protected: r.protected.iter().cloned().collect(),
+                devices: r.devices.iter().cloned().collect(),
+                reporter: reporter.cloned(),
+            };
             let env = vec![
                 (policy::PARENT_MODE_ENV, OsString::from(plan.mode.as_str())),
                 (
@@ -474,14 +532,14 @@ fn launch<'a>(plan: &'a Plan, prepared: sandbox::Prepared, skip: &[Guarantee]) -
                     plan.workspace.clone().into_os_string(),
                 ),
             ];
-            (env, roots)
+            (env, Some(setup))
         }
     };
     Launch {
         command: &plan.command,
         extra_env,
         sandbox: prepared,
-        socket_roots,
+        supervision,
     }
 }
 

@@ -97,6 +97,14 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_tty: bool,
 
+    /// Do not observe refusals: no filesystem denial markers (the sandbox is unchanged).
+    #[arg(long)]
+    pub no_observe: bool,
+
+    /// Also write every denial marker, uncapped, as NDJSON to FILE.
+    #[arg(long, value_name = "FILE", env = "SANDGATE_DENIAL_LOG")]
+    pub denial_log: Option<PathBuf>,
+
     /// The audit log (default: $XDG_STATE_HOME/sandgate/audit.jsonl).
     #[arg(long, value_name = "FILE", env = "SANDGATE_AUDIT_LOG")]
     pub audit_log: Option<PathBuf>,

@@ -87,6 +87,11 @@ pub enum Error {
     NotGranted { to: Mode, refusal: Refusal },
     #[error("{0}; the command was not run")]
     Audit(#[from] AuditError),
+    #[error("cannot open the denial log {}: {source}", path.display())]
+    DenialLog {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
 }
 
 fn describe(missing: &[Guarantee]) -> String {
@@ -121,6 +126,7 @@ impl Error {
             }) => EXIT_USAGE,
             Error::NotGranted { .. } => EXIT_NOT_GRANTED,
             Error::Audit(_) => EXIT_INTERNAL,
+            Error::DenialLog { .. } => EXIT_USAGE,
             Error::Policy(PolicyError::Cwd(_)) => EXIT_INTERNAL,
             Error::Policy(
                 PolicyError::Workspace { .. }

@@ -64,8 +64,8 @@ pub struct Launch<'a> {
     /// Variables added to the command's environment.
     pub extra_env: Vec<(&'static str, OsString)>,
     pub sandbox: Prepared,
-    /// The writable roots as the supervisor checks unix socket paths against them.
-    pub socket_roots: Vec<PathBuf>,
+    /// What the supervisor checks notifications against (restricted profiles).
+    pub supervision: Option<supervisor::Setup>,
 }
 
 /// Runs the command to completion and returns sandgate's exit status for it: the
@@ -159,8 +159,8 @@ pub fn run(launch: Launch<'_>) -> Result<i32, ExecError> {
             (step, _) => ExecError::Setup { step, source },
         });
     }
-    if let Some(listener) = listener {
-        supervisor::spawn(listener, child, launch.socket_roots)?;
+    if let (Some(listener), Some(setup)) = (listener, launch.supervision) {
+        supervisor::spawn(listener, child, setup)?;
     }
     supervise(child, &waited)
 }

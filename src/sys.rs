@@ -277,12 +277,23 @@ pub fn recv_fd(sock: BorrowedFd<'_>) -> io::Result<Option<OwnedFd>> {
 /// started after the fork), so the child inherits no lock held by another thread and may
 /// allocate before `execve`; debug builds check that invariant.
 pub fn fork() -> io::Result<libc::pid_t> {
-    debug_assert!(
-        std::fs::read_to_string("/proc/self/status").is_ok_and(|s| s
-            .lines()
-            .any(|l| l.split_whitespace().eq(["Threads:", "1"]))),
-        "fork() while multi-threaded"
-    );
+    #[cfg(debug_assertions)]
+    {
+        // A joined thread leaves the kernel's thread list a moment after join returns.
+        let single = || {
+            std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+                s.lines()
+                    .any(|l| l.split_whitespace().eq(["Threads:", "1"]))
+            })
+        };
+        let settled = (0..200).any(|_| {
+            single() || {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                false
+            }
+        });
+        debug_assert!(settled, "fork() while multi-threaded");
+    }
     // SAFETY: the process is single-threaded (see above), which is fork's precondition for
     // a child that goes on running Rust code.
     let pid = unsafe { libc::fork() };
@@ -350,34 +361,50 @@ pub fn notif_recv(listener: BorrowedFd<'_>) -> io::Result<libc::seccomp_notif> {
     Ok(notif)
 }
 
-/// Answers a notification: `Ok(val)` as the syscall's return, `Err(errno)` as its error.
-pub fn notif_respond(
-    listener: BorrowedFd<'_>,
-    id: u64,
-    result: Result<i64, i32>,
-) -> io::Result<()> {
-    let (val, error) = match result {
-        Ok(val) => (val, 0),
-        Err(errno) => (0, -errno),
+/// How a notification is answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// The call returns this value (the supervisor performed it).
+    Return(i64),
+    /// The call fails with this errno.
+    Error(i32),
+    /// The kernel runs the call as if never notified (landlock and mounts decide).
+    Continue,
+}
+
+/// Answers a notification.
+pub fn notif_respond(listener: BorrowedFd<'_>, id: u64, answer: Answer) -> io::Result<()> {
+    let (val, error, flags) = match answer {
+        Answer::Return(val) => (val, 0, 0),
+        Answer::Error(errno) => (0, -errno, 0),
+        Answer::Continue => (0, 0, libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32),
     };
     let mut resp = libc::seccomp_notif_resp {
         id,
         val,
         error,
-        flags: 0,
+        flags,
     };
+    let fd = listener.as_raw_fd();
     // SAFETY: the ioctl reads one seccomp_notif_resp from the live local.
-    check(
-        unsafe {
-            libc::ioctl(
-                listener.as_raw_fd(),
-                libc::SECCOMP_IOCTL_NOTIF_SEND,
-                &mut resp,
-            )
-        }
-        .into(),
-    )
-    .map(drop)
+    let ret = unsafe { libc::ioctl(fd, libc::SECCOMP_IOCTL_NOTIF_SEND, &mut resp) };
+    check(ret.into()).map(drop)
+}
+
+/// Asks the kernel to wake the supervisor on the CPU of the notifying task
+/// (SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP, Linux >= 6.6); older kernels just stay slower.
+pub fn notif_sync_wake_up(listener: BorrowedFd<'_>) {
+    const SECCOMP_IOCTL_NOTIF_SET_FLAGS: libc::c_ulong = 0x4008_2104;
+    const SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP: u64 = 1;
+    let fd = listener.as_raw_fd();
+    // SAFETY: the ioctl takes its flags by value; an unknown ioctl only yields EINVAL.
+    unsafe {
+        libc::ioctl(
+            fd,
+            SECCOMP_IOCTL_NOTIF_SET_FLAGS,
+            SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP,
+        )
+    };
 }
 
 /// Returns true while notification `id` is still pending (its task has not died or been

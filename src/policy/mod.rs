@@ -95,6 +95,8 @@ pub struct Request {
     pub workspace: Option<PathBuf>,
     pub writable_roots: Vec<PathBuf>,
     pub allow_degraded: bool,
+    /// Report refusals as markers (off: `--no-observe`).
+    pub observe: bool,
     pub command: Vec<OsString>,
     /// Extra protected subpaths of the workspace (from the project file).
     pub protected_subpaths: Vec<String>,
@@ -114,6 +116,7 @@ pub struct Plan {
     pub command: Vec<OsString>,
     pub confinement: Confinement,
     pub allow_degraded: bool,
+    pub observe: bool,
     /// Set when the requested mode was wider than an enclosing sandgate's and was narrowed.
     pub narrowed_from: Option<Mode>,
 }
@@ -131,6 +134,9 @@ pub enum Confinement {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Restrictions {
     pub writable_roots: BTreeSet<PathBuf>,
+    /// What `workspace-write` would make writable for this call: a denial beneath one of
+    /// these under `read-only` needs `workspace-write`, anywhere else `full-access`.
+    pub workspace_write_roots: BTreeSet<PathBuf>,
     /// Bound read-only inside the writable roots.
     pub protected: BTreeSet<PathBuf>,
     /// Bound onto themselves so they cannot be renamed or replaced (the `.git` directory).
@@ -175,16 +181,21 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
                 tmpdir: env.tmpdir.clone(),
                 ptys: env.ptys.clone(),
             };
-            let mut writable_roots = placeholders.existing(&spec.writable_roots);
-            if mode == Mode::WorkspaceWrite {
-                for extra in &request.writable_roots {
-                    let path = env.cwd.join(extra);
-                    let canonical = std::fs::canonicalize(&path)
-                        .map_err(|source| PolicyError::WritableRoot { path, source })?;
-                    writable_roots.insert(canonical);
-                }
+            let mut workspace_write_roots = match profile::shipped(Mode::WorkspaceWrite)? {
+                ProfileSpec::Restricted(ww) => placeholders.existing(&ww.writable_roots),
+                ProfileSpec::None { .. } => BTreeSet::new(),
+            };
+            for extra in &request.writable_roots {
+                let path = env.cwd.join(extra);
+                let canonical = std::fs::canonicalize(&path)
+                    .map_err(|source| PolicyError::WritableRoot { path, source })?;
+                workspace_write_roots.insert(canonical);
             }
-            if writable_roots.contains(Path::new("/")) {
+            let writable_roots = match mode {
+                Mode::WorkspaceWrite => workspace_write_roots.clone(),
+                Mode::ReadOnly | Mode::FullAccess => placeholders.existing(&spec.writable_roots),
+            };
+            if workspace_write_roots.contains(Path::new("/")) {
                 return Err(PolicyError::WritableRootIsRoot {
                     origin: "$TMPDIR or --writable-root",
                 });
@@ -223,6 +234,7 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
                     .cloned()
                     .collect(),
                 writable_roots,
+                workspace_write_roots,
                 devices: placeholders.existing(&spec.devices),
                 private_tmp: spec.private_tmp,
                 network: spec.network,
@@ -237,6 +249,7 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
         command: request.command,
         confinement,
         allow_degraded: request.allow_degraded,
+        observe: request.observe,
         narrowed_from,
     })
 }

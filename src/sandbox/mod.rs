@@ -109,7 +109,7 @@ pub fn prepare(
         .transpose()?;
     let seccomp = features
         .seccomp
-        .then(|| seccomp::prepare(features.seccomp_user_notif))
+        .then(|| seccomp::prepare(features.seccomp_user_notif, plan.observe))
         .transpose()?;
     Ok(Prepared(Some(Layers {
         mounts,

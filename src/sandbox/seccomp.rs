@@ -1,17 +1,24 @@
 //! The seccomp layer: the syscall deny list of DESIGN §3 and the gate that routes
 //! `connect` to the supervisor.
 //!
-//! Two filters, both built before forking:
-//! - the **deny list** (seccompiler): calls no restricted command needs and that widen what
-//!   it can reach — io_uring (it bypasses seccomp for the operations it queues), ptrace and
-//!   process_vm_*, bpf, perf_event_open, userfaultfd, keyrings, the mount family,
-//!   namespace creation, kexec and modules, `TIOCSTI`/`TIOCLINUX`, every socket family but
-//!   `AF_UNIX`, and unix *datagram* sockets (see below) — all refused with `EPERM`;
+//! One filter, built before forking, in two parts:
 //! - the **gate** (raw BPF, since seccompiler has no user-notification action): kills a
 //!   foreign-architecture call, refuses x32 calls (which would dodge the deny list's
 //!   syscall numbers), answers `clone3` with `ENOSYS` (its flags live in memory BPF cannot
-//!   read, so glibc falls back to `clone`, whose flags the deny list checks), and sends
-//!   every `connect` to the supervisor.
+//!   read, so glibc falls back to `clone`, whose flags the deny list checks), sends every
+//!   `connect` to the supervisor and, when observing, every call that could change the
+//!   filesystem by path;
+//! - the **deny list** (seccompiler), which the gate falls through to: calls no restricted
+//!   command needs and that widen what it can reach — io_uring (it bypasses seccomp for
+//!   the operations it queues), ptrace and process_vm_*, bpf, perf_event_open,
+//!   userfaultfd, keyrings, the mount family, namespace creation, kexec and modules,
+//!   `TIOCSTI`/`TIOCLINUX`, every socket family but `AF_UNIX`, and unix *datagram* sockets
+//!   (see below) — refused with `EPERM`, or, when observing, handed to the supervisor,
+//!   which records a marker and refuses with the same `EPERM`.
+//!
+//! It must be one filter: the kernel lets a process tree hold one listener, and a
+//! notification returned by a filter without one fails with ENOSYS. BPF jumps are
+//! relative, so the gate is simply prepended to seccompiler's program.
 //!
 //! Why unix datagram sockets are refused: a datagram socket can send to any pathname with
 //! `sendto`/`sendmsg`, and for `sendmsg` the address sits inside a `msghdr` that BPF cannot
@@ -100,15 +107,6 @@ const DENIED: &[libc::c_long] = &[
 /// The errno the deny list answers with.
 pub const DENY_ERRNO: i32 = libc::EPERM;
 
-/// Both filters, ready to install.
-pub struct Prepared {
-    deny: BpfProgram,
-    gate_notify: Vec<libc::sock_filter>,
-    gate_refuse: Vec<libc::sock_filter>,
-    /// False when the kernel cannot notify: `connect` is then refused outright.
-    notify: bool,
-}
-
 /// The error for a deny list seccompiler would not compile (a build defect).
 #[derive(Debug, thiserror::Error)]
 #[error("cannot build the seccomp deny list: {0}")]
@@ -134,8 +132,8 @@ fn socket_rules() -> Result<Vec<SeccompRule>, BuildError> {
     Ok(rules)
 }
 
-/// Builds the deny list.
-fn deny_list() -> Result<BpfProgram, BuildError> {
+/// Builds the deny list; `action` is what a match gets.
+fn deny_list(action: SeccompAction) -> Result<BpfProgram, BuildError> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
         DENIED.iter().map(|nr| (*nr, Vec::new())).collect();
     rules.insert(libc::SYS_socket, socket_rules()?);
@@ -159,91 +157,267 @@ fn deny_list() -> Result<BpfProgram, BuildError> {
             rule(vec![dword(1, Op::Eq, TIOCLINUX)?])?,
         ],
     );
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(DENY_ERRNO as u32),
-        TARGET,
-    )
-    .map_err(|e| BuildError(e.to_string()))?;
+    let filter = SeccompFilter::new(rules, SeccompAction::Allow, action, TARGET)
+        .map_err(|e| BuildError(e.to_string()))?;
     filter
         .try_into()
         .map_err(|e: seccompiler::BackendError| BuildError(e.to_string()))
 }
 
-fn stmt(code: u32, k: u32) -> libc::sock_filter {
-    libc::sock_filter {
-        code: code as u16,
-        jt: 0,
-        jf: 0,
-        k,
-    }
+/// Marks deny-list returns that are to become user notifications: seccompiler has no such
+/// action, so the list is compiled with `Trace(MARK)` and those returns are rewritten.
+const MARK: u32 = 0x5a6e;
+
+/// The deny list answering with `action`; with `notify`, the supervisor answers instead
+/// (it records a marker, then refuses with the same errno).
+fn deny_program(notify: bool) -> Result<Vec<libc::sock_filter>, BuildError> {
+    let action = if notify {
+        SeccompAction::Trace(MARK)
+    } else {
+        SeccompAction::Errno(DENY_ERRNO as u32)
+    };
+    let program = deny_list(action)?;
+    let marked = libc::SECCOMP_RET_TRACE | MARK;
+    Ok(program
+        .into_iter()
+        .map(|i| {
+            let k = if notify && i.code == (libc::BPF_RET | libc::BPF_K) as u16 && i.k == marked {
+                libc::SECCOMP_RET_USER_NOTIF
+            } else {
+                i.k
+            };
+            libc::sock_filter {
+                code: i.code,
+                jt: i.jt,
+                jf: i.jf,
+                k,
+            }
+        })
+        .collect())
 }
 
-fn jump(code: u32, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
-    libc::sock_filter {
-        code: code as u16,
+/// Where a gate jump goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum To {
+    /// The next instruction.
+    Next,
+    /// Over the next `n` instructions.
+    Skip(u8),
+    Allow,
+    Notify,
+    Eperm,
+    Enosys,
+    Connect,
+    Kill,
+}
+
+/// A gate instruction before its jump targets are resolved.
+struct Insn {
+    code: u32,
+    k: u32,
+    jt: To,
+    jf: To,
+}
+
+/// Syscalls whose path argument can name a file to create, change or remove, with the
+/// index of the argument holding the open flags when only write opens qualify.
+pub fn observed_calls() -> Vec<(libc::c_long, Option<u32>)> {
+    #[allow(unused_mut)]
+    let mut calls = vec![
+        (libc::SYS_openat, Some(2)),
+        (libc::SYS_openat2, None),
+        (libc::SYS_mkdirat, None),
+        (libc::SYS_mknodat, None),
+        (libc::SYS_unlinkat, None),
+        (libc::SYS_renameat, None),
+        (libc::SYS_renameat2, None),
+        (libc::SYS_linkat, None),
+        (libc::SYS_symlinkat, None),
+        (libc::SYS_truncate, None),
+        (libc::SYS_fchmodat, None),
+        (libc::SYS_fchmodat2, None),
+        (libc::SYS_fchownat, None),
+        (libc::SYS_setxattr, None),
+        (libc::SYS_lsetxattr, None),
+        (libc::SYS_removexattr, None),
+        (libc::SYS_lremovexattr, None),
+    ];
+    #[cfg(target_arch = "x86_64")]
+    calls.extend([
+        (libc::SYS_open, Some(1)),
+        (libc::SYS_creat, None),
+        (libc::SYS_mkdir, None),
+        (libc::SYS_mknod, None),
+        (libc::SYS_unlink, None),
+        (libc::SYS_rmdir, None),
+        (libc::SYS_rename, None),
+        (libc::SYS_link, None),
+        (libc::SYS_symlink, None),
+        (libc::SYS_chmod, None),
+        (libc::SYS_chown, None),
+        (libc::SYS_lchown, None),
+        (libc::SYS_utimes, None),
+        (libc::SYS_futimesat, None),
+    ]);
+    calls
+}
+
+/// Open flags that make an open a write: it can change or create the file.
+const WRITE_FLAGS: u32 = (libc::O_WRONLY | libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC) as u32;
+
+/// Builds the gate that runs before the deny list: foreign architectures are killed, x32
+/// refused, `clone3` answered ENOSYS, `connect` given `connect`; with `observe`, every call
+/// of [`observed_calls`] that can change the filesystem by path goes to the supervisor
+/// (read-only opens and `utimensat(fd, NULL, …)` never leave the kernel). Everything else
+/// falls through to the deny list that follows.
+fn gate(connect: u32, observe: bool) -> Vec<libc::sock_filter> {
+    use libc::{BPF_ABS, BPF_JEQ, BPF_JGE, BPF_JMP, BPF_JSET, BPF_K, BPF_LD, BPF_W};
+    const NR: u32 = 0;
+    const ARCH: u32 = 4;
+    /// Offset of the low (`hi` false) or high 32 bits of argument `n`, little-endian.
+    const fn arg(n: u32, hi: bool) -> u32 {
+        16 + 8 * n + if hi { 4 } else { 0 }
+    }
+    let ld = |k| Insn {
+        code: BPF_LD | BPF_W | BPF_ABS,
+        k,
+        jt: To::Next,
+        jf: To::Next,
+    };
+    let jeq = |k, jt, jf| Insn {
+        code: BPF_JMP | BPF_JEQ | BPF_K,
+        k,
         jt,
         jf,
-        k,
+    };
+    let mut body = vec![
+        ld(ARCH),
+        jeq(AUDIT_ARCH, To::Next, To::Kill),
+        ld(NR),
+        Insn {
+            code: BPF_JMP | BPF_JGE | BPF_K,
+            k: X32_SYSCALL_BIT,
+            jt: To::Eperm,
+            jf: To::Next,
+        },
+        jeq(libc::SYS_clone3 as u32, To::Enosys, To::Next),
+        jeq(libc::SYS_connect as u32, To::Connect, To::Next),
+    ];
+    if observe {
+        // utimensat(dirfd, NULL, …) touches the fd's own file: no path, nothing to report.
+        body.extend([
+            jeq(libc::SYS_utimensat as u32, To::Next, To::Skip(4)),
+            ld(arg(1, false)),
+            jeq(0, To::Next, To::Notify),
+            ld(arg(1, true)),
+            jeq(0, To::Allow, To::Notify),
+        ]);
+        for (nr, flags) in observed_calls() {
+            match flags {
+                None => body.push(jeq(nr as u32, To::Notify, To::Next)),
+                Some(index) => body.extend([
+                    jeq(nr as u32, To::Next, To::Skip(2)),
+                    ld(arg(index, false)),
+                    Insn {
+                        code: BPF_JMP | BPF_JSET | BPF_K,
+                        k: WRITE_FLAGS,
+                        jt: To::Notify,
+                        jf: To::Allow,
+                    },
+                ]),
+            }
+        }
     }
+    assemble(body, connect)
 }
 
-/// Builds the gate; `connect_action` is what `connect` gets.
-fn gate(connect_action: u32) -> Vec<libc::sock_filter> {
-    use libc::{BPF_ABS, BPF_JEQ, BPF_JGE, BPF_JMP, BPF_K, BPF_LD, BPF_RET, BPF_W};
-    const NR: u32 = 0; // offsetof(struct seccomp_data, nr)
-    const ARCH: u32 = 4; // offsetof(struct seccomp_data, arch)
-    vec![
-        /* 0 */ stmt(BPF_LD | BPF_W | BPF_ABS, ARCH),
-        /* 1 */ jump(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH, 1, 0),
-        /* 2 */ stmt(BPF_RET | BPF_K, libc::SECCOMP_RET_KILL_PROCESS),
-        /* 3 */ stmt(BPF_LD | BPF_W | BPF_ABS, NR),
-        /* 4 */ jump(BPF_JMP | BPF_JGE | BPF_K, X32_SYSCALL_BIT, 3, 0),
-        /* 5 */ jump(BPF_JMP | BPF_JEQ | BPF_K, libc::SYS_clone3 as u32, 3, 0),
-        /* 6 */ jump(BPF_JMP | BPF_JEQ | BPF_K, libc::SYS_connect as u32, 3, 0),
-        /* 7 */ stmt(BPF_RET | BPF_K, libc::SECCOMP_RET_ALLOW),
-        /* 8 */ stmt(BPF_RET | BPF_K, libc::SECCOMP_RET_ERRNO | DENY_ERRNO as u32),
-        /* 9 */
-        stmt(
-            BPF_RET | BPF_K,
-            libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32,
-        ),
-        /* 10 */ stmt(BPF_RET | BPF_K, connect_action),
-    ]
+/// Resolves the gate's jumps: the body, a jump over the returns into the deny list, then
+/// one return per target.
+fn assemble(body: Vec<Insn>, connect: u32) -> Vec<libc::sock_filter> {
+    use libc::{BPF_JA, BPF_JMP, BPF_K, BPF_RET};
+    let returns = [
+        (To::Allow, libc::SECCOMP_RET_ALLOW),
+        (To::Notify, libc::SECCOMP_RET_USER_NOTIF),
+        (To::Eperm, libc::SECCOMP_RET_ERRNO | DENY_ERRNO as u32),
+        (To::Enosys, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
+        (To::Connect, connect),
+        (To::Kill, libc::SECCOMP_RET_KILL_PROCESS),
+    ];
+    let first_return = body.len() + 1;
+    let offset = |at: usize, to: To| -> u8 {
+        let target = match to {
+            To::Next => at + 1,
+            To::Skip(n) => at + 1 + usize::from(n),
+            other => first_return + returns.iter().position(|(t, _)| *t == other).unwrap_or(0),
+        };
+        // The gate is a few dozen instructions: every jump fits in a byte.
+        u8::try_from(target - (at + 1)).unwrap_or(u8::MAX)
+    };
+    let mut out: Vec<libc::sock_filter> = body
+        .iter()
+        .enumerate()
+        .map(|(at, i)| libc::sock_filter {
+            code: i.code as u16,
+            jt: offset(at, i.jt),
+            jf: offset(at, i.jf),
+            k: i.k,
+        })
+        .collect();
+    out.push(libc::sock_filter {
+        code: (BPF_JMP | BPF_JA) as u16,
+        jt: 0,
+        jf: 0,
+        k: returns.len() as u32,
+    });
+    out.extend(returns.iter().map(|(_, k)| libc::sock_filter {
+        code: (BPF_RET | BPF_K) as u16,
+        jt: 0,
+        jf: 0,
+        k: *k,
+    }));
+    out
 }
 
-/// Builds both filters. `notify` says whether the kernel supports user notification.
+/// The seccomp programs of one call, ready to install.
+pub struct Prepared {
+    /// Gate + deny list in one filter with the listener (user notification available).
+    notifying: Vec<libc::sock_filter>,
+    /// Gate + deny list refusing by errno, `connect` included: no listener to be had.
+    refusing: Vec<libc::sock_filter>,
+    notify: bool,
+}
+
+/// Builds the programs. `notify`: the kernel supports user notification; `observe`:
+/// filesystem calls and deny-list refusals go to the supervisor so it can report them.
 ///
 /// # Errors
 /// Only on a deny list seccompiler refuses to compile, which is a build defect.
-pub fn prepare(notify: bool) -> Result<Prepared, BuildError> {
+pub fn prepare(notify: bool, observe: bool) -> Result<Prepared, BuildError> {
+    let mut notifying = gate(libc::SECCOMP_RET_USER_NOTIF, observe);
+    notifying.extend(deny_program(observe)?);
+    let mut refusing = gate(libc::SECCOMP_RET_ERRNO | libc::EACCES as u32, false);
+    refusing.extend(deny_program(false)?);
     Ok(Prepared {
-        deny: deny_list()?,
-        gate_notify: gate(libc::SECCOMP_RET_USER_NOTIF),
-        gate_refuse: gate(libc::SECCOMP_RET_ERRNO | libc::EACCES as u32),
+        notifying,
+        refusing,
         notify,
     })
 }
 
 impl Prepared {
-    /// Installs both filters on the calling thread (no_new_privs must already be set) and
+    /// Installs the filter on the calling thread (no_new_privs must already be set) and
     /// returns the notification listener, or `None` when `connect` is refused outright:
     /// the kernel has no user notification, or an enclosing sandgate already holds the one
     /// listener a process tree may have (`EBUSY`).
     pub fn apply(&self) -> io::Result<Option<OwnedFd>> {
-        seccompiler::apply_filter(&self.deny).map_err(|e| match e {
-            seccompiler::Error::Seccomp(err) => err,
-            other => io::Error::other(other.to_string()),
-        })?;
         if self.notify {
-            match sys::seccomp_install(&self.gate_notify, libc::SECCOMP_FILTER_FLAG_NEW_LISTENER) {
+            match sys::seccomp_install(&self.notifying, libc::SECCOMP_FILTER_FLAG_NEW_LISTENER) {
                 Ok(listener) => return Ok(listener),
                 Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {}
                 Err(e) => return Err(e),
             }
         }
-        sys::seccomp_install(&self.gate_refuse, 0)
+        sys::seccomp_install(&self.refusing, 0)
     }
 }
 
@@ -251,23 +425,124 @@ impl Prepared {
 mod tests {
     use super::*;
 
-    #[test]
-    fn deny_list_compiles() {
-        assert!(deny_list().is_ok());
+    /// Runs a classic-BPF seccomp program over one `seccomp_data`, as the kernel would.
+    fn run(prog: &[libc::sock_filter], nr: i64, args: [u64; 6]) -> u32 {
+        let mut data = [0u8; 64];
+        data[0..4].copy_from_slice(&(nr as u32).to_le_bytes());
+        data[4..8].copy_from_slice(&AUDIT_ARCH.to_le_bytes());
+        for (i, a) in args.iter().enumerate() {
+            data[16 + 8 * i..24 + 8 * i].copy_from_slice(&a.to_le_bytes());
+        }
+        let (mut acc, mut pc) = (0u32, 0usize);
+        loop {
+            let i = prog[pc];
+            let code = u32::from(i.code);
+            pc += 1;
+            match code & 0x07 {
+                0x00 => {
+                    acc = u32::from_le_bytes(
+                        data[i.k as usize..i.k as usize + 4]
+                            .try_into()
+                            .unwrap_or_default(),
+                    )
+                }
+                0x06 => return i.k,
+                0x05 => {
+                    let cond = match code & 0xf0 {
+                        0x00 => {
+                            pc += i.k as usize;
+                            continue;
+                        }
+                        0x10 => acc == i.k,
+                        0x20 => acc > i.k,
+                        0x30 => acc >= i.k,
+                        0x40 => acc & i.k != 0,
+                        other => panic!("jump op {other:#x}"),
+                    };
+                    pc += usize::from(if cond { i.jt } else { i.jf });
+                }
+                0x04 => acc &= i.k,
+                other => panic!("class {other:#x}"),
+            }
+        }
+    }
+
+    fn notifying(observe: bool) -> Vec<libc::sock_filter> {
+        match prepare(true, observe) {
+            Ok(p) => p.notifying,
+            Err(e) => panic!("{e}"),
+        }
     }
 
     #[test]
-    fn gate_jumps_land_on_the_intended_returns() {
-        let prog = gate(libc::SECCOMP_RET_USER_NOTIF);
-        let target = |i: usize| i + 1 + usize::from(prog[i].jt);
+    fn the_gate_sends_write_opens_to_the_supervisor_and_lets_reads_through() {
+        let p = notifying(true);
+        let notif = libc::SECCOMP_RET_USER_NOTIF;
         assert_eq!(
-            prog[target(4)].k,
-            libc::SECCOMP_RET_ERRNO | DENY_ERRNO as u32
+            run(&p, libc::SYS_openat, [0, 0, libc::O_RDONLY as u64, 0, 0, 0]),
+            libc::SECCOMP_RET_ALLOW
         );
         assert_eq!(
-            prog[target(5)].k,
+            run(
+                &p,
+                libc::SYS_openat,
+                [0, 0, (libc::O_WRONLY | libc::O_CREAT) as u64, 0, 0, 0]
+            ),
+            notif
+        );
+        assert_eq!(run(&p, libc::SYS_mkdirat, [0; 6]), notif);
+        assert_eq!(
+            run(&p, libc::SYS_utimensat, [3, 0, 0, 0, 0, 0]),
+            libc::SECCOMP_RET_ALLOW
+        );
+        assert_eq!(
+            run(&p, libc::SYS_utimensat, [3, 0x7f00_0000_0000, 0, 0, 0, 0]),
+            notif
+        );
+        assert_eq!(run(&p, libc::SYS_connect, [0; 6]), notif);
+        assert_eq!(
+            run(&p, libc::SYS_ptrace, [0; 6]),
+            notif,
+            "deny list reported"
+        );
+        assert_eq!(run(&p, libc::SYS_read, [0; 6]), libc::SECCOMP_RET_ALLOW);
+        assert_eq!(
+            run(&p, libc::SYS_clone3, [0; 6]),
             libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32
         );
-        assert_eq!(prog[target(6)].k, libc::SECCOMP_RET_USER_NOTIF);
+        assert_eq!(
+            run(&p, libc::SYS_getpid | 0x4000_0000, [0; 6]),
+            libc::SECCOMP_RET_ERRNO | DENY_ERRNO as u32
+        );
+    }
+
+    #[test]
+    fn without_observation_only_connect_is_notified() {
+        let p = notifying(false);
+        assert_eq!(
+            run(&p, libc::SYS_openat, [0, 0, libc::O_WRONLY as u64, 0, 0, 0]),
+            libc::SECCOMP_RET_ALLOW
+        );
+        assert_eq!(
+            run(&p, libc::SYS_connect, [0; 6]),
+            libc::SECCOMP_RET_USER_NOTIF
+        );
+        assert_eq!(
+            run(&p, libc::SYS_ptrace, [0; 6]),
+            libc::SECCOMP_RET_ERRNO | DENY_ERRNO as u32
+        );
+        let refusing = prepare(true, true).map(|p| p.refusing).unwrap_or_default();
+        assert_eq!(
+            run(&refusing, libc::SYS_connect, [0; 6]),
+            libc::SECCOMP_RET_ERRNO | libc::EACCES as u32
+        );
+        assert_eq!(
+            run(
+                &refusing,
+                libc::SYS_socket,
+                [libc::AF_INET as u64, 1, 0, 0, 0, 0]
+            ),
+            libc::SECCOMP_RET_ERRNO | DENY_ERRNO as u32
+        );
     }
 }

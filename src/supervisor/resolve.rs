@@ -61,90 +61,123 @@ fn open_at(dir: &OwnedFd, name: &[u8]) -> Result<OwnedFd, Errno> {
     )
 }
 
-/// The result of a successful resolution.
-pub struct Resolved {
-    /// The directory holding the socket.
+/// Where a path leads in the caller's view.
+pub struct Target {
+    /// The directory holding the last component.
     pub dir: OwnedFd,
-    /// An `O_PATH` fd of the socket inode.
-    pub socket: OwnedFd,
+    /// The object the path names (`O_PATH`), `None` when the last component does not exist.
+    pub object: Option<(OwnedFd, FileStat)>,
 }
 
-/// Resolves `path` from the caller's `root` and `cwd` and returns the socket it names.
+/// Resolves `path` from the caller's `root` and `start` (its cwd or a dirfd) the way the
+/// kernel would, following a symlink in the last component only when `follow`. With
+/// `creds`, a directory the caller may not search stops the walk with EACCES. A walk
+/// that enters the filesystem with device `stop` (procfs, whose magic links name no path)
+/// gives up with EXDEV.
 ///
 /// # Errors
-/// The errno the kernel's own `connect` would give: ENOENT, ENOTDIR, ELOOP, EACCES (a
-/// directory the caller may not search or a socket it may not write), ECONNREFUSED (not a
-/// socket).
+/// ENOENT (a missing directory on the way), ENOTDIR, ELOOP, EACCES, EXDEV.
 pub fn resolve(
+    root: &OwnedFd,
+    start: &OwnedFd,
+    path: &[u8],
+    follow: bool,
+    creds: Option<&Creds>,
+    stop: Option<u64>,
+) -> Result<Target, Errno> {
+    let root_id = inode(&fstat(root.as_fd())?);
+    let dup = |fd: &OwnedFd| fd.try_clone().map_err(|_| Errno::EMFILE);
+    let mut cur = if path.starts_with(b"/") {
+        dup(root)?
+    } else {
+        dup(start)?
+    };
+    let mut pending: Vec<Vec<u8>> = split(path);
+    let mut links = 0;
+    if pending.is_empty() {
+        // "/" or "": the start directory itself.
+        let st = fstat(cur.as_fd())?;
+        return Ok(Target {
+            dir: dup(&cur)?,
+            object: Some((cur, st)),
+        });
+    }
+    while let Some(name) = pending.pop() {
+        let last = pending.is_empty();
+        let cur_st = fstat(cur.as_fd())?;
+        if creds.is_some_and(|c| !c.may(&cur_st, 1)) {
+            return Err(Errno::EACCES);
+        }
+        let next = match name.as_slice() {
+            b"." => dup(&cur)?,
+            b".." if inode(&cur_st) == root_id => dup(&cur)?,
+            b".." => open_at(&cur, b"..")?,
+            _ => match open_at(&cur, &name) {
+                Ok(fd) => fd,
+                Err(Errno::ENOENT) if last => {
+                    return Ok(Target {
+                        dir: cur,
+                        object: None,
+                    })
+                }
+                Err(e) => return Err(e),
+            },
+        };
+        let st = fstat(next.as_fd())?;
+        if stop == Some(st.st_dev) {
+            return Err(Errno::EXDEV);
+        }
+        let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
+        if kind == SFlag::S_IFLNK && (follow || !last) {
+            links += 1;
+            if links > MAX_LINKS {
+                return Err(Errno::ELOOP);
+            }
+            let target = readlinkat(next.as_fd(), "")?;
+            let target = target.as_bytes();
+            if target.starts_with(b"/") {
+                cur = dup(root)?;
+            }
+            pending.extend(split(target));
+            continue;
+        }
+        if last {
+            return Ok(Target {
+                dir: cur,
+                object: Some((next, st)),
+            });
+        }
+        if kind != SFlag::S_IFDIR {
+            return Err(Errno::ENOTDIR);
+        }
+        cur = next;
+    }
+    // Only reached when a symlink's target was empty.
+    Err(Errno::ENOENT)
+}
+
+/// Resolves a unix socket path for `connect` and checks what the kernel would: the path
+/// names a socket the caller may write to.
+///
+/// # Errors
+/// As [`resolve`], plus ENOENT (no such socket), ECONNREFUSED (not a socket), EACCES.
+pub fn resolve_socket(
     root: &OwnedFd,
     cwd: &OwnedFd,
     path: &[u8],
     creds: &Creds,
-) -> Result<Resolved, Errno> {
-    let root_id = inode(&fstat(root.as_fd())?);
-    let mut cur = if path.starts_with(b"/") {
-        root.try_clone()
-    } else {
-        cwd.try_clone()
+) -> Result<(OwnedFd, OwnedFd), Errno> {
+    let target = resolve(root, cwd, path, true, Some(creds), None)?;
+    let Some((socket, st)) = target.object else {
+        return Err(Errno::ENOENT);
+    };
+    if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFSOCK {
+        return Err(Errno::ECONNREFUSED);
     }
-    .map_err(|_| Errno::EMFILE)?;
-    let mut pending: Vec<Vec<u8>> = split(path);
-    let mut links = 0;
-    while let Some(name) = pending.pop() {
-        let last = pending.is_empty();
-        let cur_st = fstat(cur.as_fd())?;
-        if !creds.may(&cur_st, 1) {
-            return Err(Errno::EACCES);
-        }
-        match name.as_slice() {
-            b"." => {}
-            b".." => {
-                if inode(&cur_st) != root_id {
-                    cur = open_at(&cur, b"..")?;
-                }
-            }
-            _ => {
-                let next = open_at(&cur, &name)?;
-                let st = fstat(next.as_fd())?;
-                let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
-                if kind == SFlag::S_IFLNK {
-                    links += 1;
-                    if links > MAX_LINKS {
-                        return Err(Errno::ELOOP);
-                    }
-                    let target = readlinkat(next.as_fd(), "")?;
-                    let target = target.as_bytes();
-                    if target.starts_with(b"/") {
-                        cur = root.try_clone().map_err(|_| Errno::EMFILE)?;
-                    }
-                    pending.extend(split(target));
-                    continue;
-                }
-                if last {
-                    if kind != SFlag::S_IFSOCK {
-                        return Err(Errno::ECONNREFUSED);
-                    }
-                    if !creds.may(&st, 2) {
-                        return Err(Errno::EACCES);
-                    }
-                    return Ok(Resolved {
-                        dir: cur,
-                        socket: next,
-                    });
-                }
-                if kind != SFlag::S_IFDIR {
-                    return Err(Errno::ENOTDIR);
-                }
-                cur = next;
-            }
-        }
+    if !creds.may(&st, 2) {
+        return Err(Errno::EACCES);
     }
-    // The path ended in a directory (or was empty).
-    Err(if path.is_empty() {
-        Errno::ENOENT
-    } else {
-        Errno::ECONNREFUSED
-    })
+    Ok((target.dir, socket))
 }
 
 /// Splits a path into components, reversed, so that `pop` yields them in order.
@@ -156,25 +189,37 @@ fn split(path: &[u8]) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// Returns the identities of `dir` and each of its ancestors up to the caller's `root`.
+///
+/// # Errors
+/// A failure to open `..` on the way up.
+pub fn ancestry(dir: &OwnedFd, root: &OwnedFd) -> Result<Vec<Inode>, Errno> {
+    let root_id = inode(&fstat(root.as_fd())?);
+    let mut cur = dir.try_clone().map_err(|_| Errno::EMFILE)?;
+    let mut chain = Vec::new();
+    for _ in 0..MAX_DEPTH {
+        let id = inode(&fstat(cur.as_fd())?);
+        chain.push(id);
+        if id == root_id {
+            break;
+        }
+        cur = open_at(&cur, b"..")?;
+    }
+    Ok(chain)
+}
+
 /// Returns true when `dir` or one of its ancestors (up to the caller's `root`) is one of
 /// `roots`.
 ///
 /// # Errors
 /// A failure to open `..` on the way up.
 pub fn is_beneath(dir: &OwnedFd, root: &OwnedFd, roots: &HashSet<Inode>) -> Result<bool, Errno> {
-    let root_id = inode(&fstat(root.as_fd())?);
-    let mut cur = dir.try_clone().map_err(|_| Errno::EMFILE)?;
-    for _ in 0..MAX_DEPTH {
-        let id = inode(&fstat(cur.as_fd())?);
-        if roots.contains(&id) {
-            return Ok(true);
-        }
-        if id == root_id {
-            return Ok(false);
-        }
-        cur = open_at(&cur, b"..")?;
-    }
-    Ok(false)
+    Ok(ancestry(dir, root)?.iter().any(|id| roots.contains(id)))
+}
+
+/// Returns a file's identity.
+pub fn identity(st: &FileStat) -> Inode {
+    inode(st)
 }
 
 #[cfg(test)]
@@ -206,18 +251,34 @@ mod tests {
         std::os::unix::fs::symlink(base.join("a/s"), base.join("link"))?;
         let root = dir_fd(std::path::Path::new("/"));
         let cwd = dir_fd(&base.join("a"));
+        let roots = HashSet::from([inode(&fstat(dir_fd(&base).as_fd())?)]);
         for path in [b"s".as_slice(), b"../a/./s", b"../link"] {
-            let r = resolve(&root, &cwd, path, &creds()).map_err(std::io::Error::from)?;
-            let roots = HashSet::from([inode(&fstat(dir_fd(&base).as_fd())?)]);
-            assert!(is_beneath(&r.dir, &root, &roots).map_err(std::io::Error::from)?);
+            let (dir, _) =
+                resolve_socket(&root, &cwd, path, &creds()).map_err(std::io::Error::from)?;
+            assert!(is_beneath(&dir, &root, &roots).map_err(std::io::Error::from)?);
         }
         assert_eq!(
-            resolve(&root, &cwd, b"missing", &creds()).err(),
+            resolve_socket(&root, &cwd, b"missing", &creds()).err(),
             Some(Errno::ENOENT)
         );
         assert_eq!(
-            resolve(&root, &cwd, b"..", &creds()).err(),
+            resolve_socket(&root, &cwd, b"..", &creds()).err(),
             Some(Errno::ECONNREFUSED)
+        );
+        // Without following, a symlink is the object itself; a missing name is no object.
+        let t = resolve(&root, &dir_fd(&base), b"link", false, None, None)
+            .map_err(std::io::Error::from)?;
+        assert!(t
+            .object
+            .is_some_and(|(_, st)| st.st_mode & libc::S_IFMT == libc::S_IFLNK));
+        assert!(
+            resolve(&root, &cwd, b"new-file", true, None, None).is_ok_and(|t| t.object.is_none())
+        );
+        // A walk into a filesystem it must not interpret stops.
+        let dev = fstat(cwd.as_fd())?.st_dev;
+        assert_eq!(
+            resolve(&root, &cwd, b"s", true, None, Some(dev)).err(),
+            Some(Errno::EXDEV)
         );
         Ok(())
     }
@@ -229,7 +290,7 @@ mod tests {
         let root = dir_fd(std::path::Path::new("/"));
         let cwd = dir_fd(dir.path());
         assert_eq!(
-            resolve(&root, &cwd, b"loop", &creds()).err(),
+            resolve_socket(&root, &cwd, b"loop", &creds()).err(),
             Some(Errno::ELOOP)
         );
         Ok(())

@@ -127,6 +127,11 @@ impl TestEnv {
             .env("SANDGATE_MANAGED_CONFIG", self.root.join("managed.json"))
             .env("SANDGATE_AUDIT_LOG", self.audit_log());
         cmd.current_dir(&self.ws).args(["--sandbox", mode]);
+        // scripts/test runs the enforcement suite a second time without observation: the
+        // same operations must succeed and fail either way.
+        if std::env::var_os("SANDGATE_TEST_NO_OBSERVE").is_some() {
+            cmd.arg("--no-observe");
+        }
         cmd
     }
 

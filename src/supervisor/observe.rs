@@ -1,0 +1,369 @@
+//! Observation of filesystem calls and of the deny list: which calls the gate sends here,
+//! how their arguments name paths, and whether the profile refuses them.
+//!
+//! The verdict is a prediction from the same facts the kernel uses — the target resolved in
+//! the caller's view, the writable roots, protected paths and device nodes, identified by
+//! inode — and the call then runs (CONTINUE), so the kernel's own answer is what the command
+//! sees whether or not a marker was written.
+
+use std::collections::HashMap;
+use std::os::fd::OwnedFd;
+
+use super::resolve::{self, Inode};
+use super::{Call, Context};
+use crate::denial::Denial;
+use crate::policy::Mode;
+
+/// One path a call acts on.
+struct PathArg {
+    dirfd: i32,
+    ptr: u64,
+    follow: bool,
+}
+
+/// Names a syscall for markers.
+pub fn syscall_name(nr: i64) -> &'static str {
+    #[cfg(target_arch = "x86_64")]
+    let legacy: &[(i64, &str)] = &[
+        (libc::SYS_open, "open"),
+        (libc::SYS_creat, "creat"),
+        (libc::SYS_mkdir, "mkdir"),
+        (libc::SYS_mknod, "mknod"),
+        (libc::SYS_unlink, "unlink"),
+        (libc::SYS_rmdir, "rmdir"),
+        (libc::SYS_rename, "rename"),
+        (libc::SYS_link, "link"),
+        (libc::SYS_symlink, "symlink"),
+        (libc::SYS_chmod, "chmod"),
+        (libc::SYS_chown, "chown"),
+        (libc::SYS_lchown, "lchown"),
+        (libc::SYS_utimes, "utimes"),
+        (libc::SYS_futimesat, "futimesat"),
+    ];
+    #[cfg(not(target_arch = "x86_64"))]
+    let legacy: &[(i64, &str)] = &[];
+    let common: &[(i64, &str)] = &[
+        (libc::SYS_openat, "openat"),
+        (libc::SYS_openat2, "openat2"),
+        (libc::SYS_mkdirat, "mkdirat"),
+        (libc::SYS_mknodat, "mknodat"),
+        (libc::SYS_unlinkat, "unlinkat"),
+        (libc::SYS_renameat, "renameat"),
+        (libc::SYS_renameat2, "renameat2"),
+        (libc::SYS_linkat, "linkat"),
+        (libc::SYS_symlinkat, "symlinkat"),
+        (libc::SYS_truncate, "truncate"),
+        (libc::SYS_fchmodat, "fchmodat"),
+        (libc::SYS_fchmodat2, "fchmodat2"),
+        (libc::SYS_fchownat, "fchownat"),
+        (libc::SYS_utimensat, "utimensat"),
+        (libc::SYS_setxattr, "setxattr"),
+        (libc::SYS_lsetxattr, "lsetxattr"),
+        (libc::SYS_removexattr, "removexattr"),
+        (libc::SYS_lremovexattr, "lremovexattr"),
+        (libc::SYS_connect, "connect"),
+        (libc::SYS_socket, "socket"),
+        (libc::SYS_socketpair, "socketpair"),
+        (libc::SYS_ptrace, "ptrace"),
+        (libc::SYS_process_vm_readv, "process_vm_readv"),
+        (libc::SYS_process_vm_writev, "process_vm_writev"),
+        (libc::SYS_pidfd_getfd, "pidfd_getfd"),
+        (libc::SYS_process_madvise, "process_madvise"),
+        (libc::SYS_io_uring_setup, "io_uring_setup"),
+        (libc::SYS_io_uring_enter, "io_uring_enter"),
+        (libc::SYS_io_uring_register, "io_uring_register"),
+        (libc::SYS_bpf, "bpf"),
+        (libc::SYS_perf_event_open, "perf_event_open"),
+        (libc::SYS_userfaultfd, "userfaultfd"),
+        (libc::SYS_keyctl, "keyctl"),
+        (libc::SYS_add_key, "add_key"),
+        (libc::SYS_request_key, "request_key"),
+        (libc::SYS_mount, "mount"),
+        (libc::SYS_umount2, "umount2"),
+        (libc::SYS_pivot_root, "pivot_root"),
+        (libc::SYS_chroot, "chroot"),
+        (libc::SYS_move_mount, "move_mount"),
+        (libc::SYS_open_tree, "open_tree"),
+        (libc::SYS_fsopen, "fsopen"),
+        (libc::SYS_fsconfig, "fsconfig"),
+        (libc::SYS_fsmount, "fsmount"),
+        (libc::SYS_fspick, "fspick"),
+        (libc::SYS_mount_setattr, "mount_setattr"),
+        (libc::SYS_unshare, "unshare"),
+        (libc::SYS_setns, "setns"),
+        (libc::SYS_clone, "clone"),
+        (libc::SYS_kexec_load, "kexec_load"),
+        (libc::SYS_kexec_file_load, "kexec_file_load"),
+        (libc::SYS_init_module, "init_module"),
+        (libc::SYS_finit_module, "finit_module"),
+        (libc::SYS_delete_module, "delete_module"),
+        (libc::SYS_open_by_handle_at, "open_by_handle_at"),
+        (libc::SYS_ioctl, "ioctl"),
+    ];
+    legacy
+        .iter()
+        .chain(common)
+        .find(|(n, _)| *n == nr)
+        .map_or("unknown", |(_, name)| name)
+}
+
+/// The marker `op` of a deny-list call and the mode that would allow it: network needs
+/// full access; the rest no profile of a call allows (DESIGN §5).
+pub fn deny_list_op(nr: i64) -> (&'static str, Option<Mode>) {
+    match nr {
+        libc::SYS_socket | libc::SYS_socketpair => ("network", Some(Mode::FullAccess)),
+        libc::SYS_ptrace
+        | libc::SYS_process_vm_readv
+        | libc::SYS_process_vm_writev
+        | libc::SYS_pidfd_getfd
+        | libc::SYS_process_madvise => ("ptrace", None),
+        libc::SYS_io_uring_setup | libc::SYS_io_uring_enter | libc::SYS_io_uring_register => {
+            ("io_uring", None)
+        }
+        libc::SYS_mount
+        | libc::SYS_umount2
+        | libc::SYS_pivot_root
+        | libc::SYS_chroot
+        | libc::SYS_move_mount
+        | libc::SYS_open_tree
+        | libc::SYS_fsopen
+        | libc::SYS_fsconfig
+        | libc::SYS_fsmount
+        | libc::SYS_fspick
+        | libc::SYS_mount_setattr => ("mount", None),
+        libc::SYS_unshare | libc::SYS_setns | libc::SYS_clone => ("namespace", None),
+        libc::SYS_ioctl => ("tiocsti", None),
+        libc::SYS_keyctl | libc::SYS_add_key | libc::SYS_request_key => ("keyring", None),
+        libc::SYS_kexec_load | libc::SYS_kexec_file_load => ("kexec", None),
+        libc::SYS_init_module | libc::SYS_finit_module | libc::SYS_delete_module => {
+            ("module", None)
+        }
+        _ => ("syscall", None),
+    }
+}
+
+/// Returns true for the calls the gate sends here to be observed (not refused).
+pub fn is_observed(nr: i64) -> bool {
+    crate::sandbox::seccomp::observed_calls()
+        .iter()
+        .any(|(n, _)| *n == nr)
+        || nr == libc::SYS_utimensat
+}
+
+/// How a call's arguments name its paths; `None` when it names none (fd-only forms) or
+/// opens for reading only.
+fn decode(call: &Call<'_>, nr: i64) -> Option<(&'static str, Vec<PathArg>)> {
+    let a = |n| call.arg(n);
+    let fd = |n| a(n) as i32;
+    let cwd = libc::AT_FDCWD;
+    let nofollow = |flags: u64| flags & libc::AT_SYMLINK_NOFOLLOW as u64 == 0;
+    let one = |op, dirfd, ptr, follow| Some((op, vec![PathArg { dirfd, ptr, follow }]));
+    let two = |op, d1, p1, f1, d2, p2| {
+        Some((
+            op,
+            vec![
+                PathArg {
+                    dirfd: d1,
+                    ptr: p1,
+                    follow: f1,
+                },
+                PathArg {
+                    dirfd: d2,
+                    ptr: p2,
+                    follow: false,
+                },
+            ],
+        ))
+    };
+    let open = |dirfd, ptr, flags: u64| {
+        let flags = flags as i32;
+        if flags & (libc::O_WRONLY | libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC) == 0 {
+            return None;
+        }
+        let exclusive = flags & libc::O_CREAT != 0 && flags & libc::O_EXCL != 0;
+        one(
+            "open",
+            dirfd,
+            ptr,
+            flags & libc::O_NOFOLLOW == 0 && !exclusive,
+        )
+    };
+    #[cfg(target_arch = "x86_64")]
+    {
+        let legacy = match nr {
+            libc::SYS_open => open(cwd, a(0), a(1)),
+            libc::SYS_creat => open(
+                cwd,
+                a(0),
+                (libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC) as u64,
+            ),
+            libc::SYS_mkdir => one("create", cwd, a(0), false),
+            libc::SYS_mknod => one("mknod", cwd, a(0), false),
+            libc::SYS_unlink | libc::SYS_rmdir => one("remove", cwd, a(0), false),
+            libc::SYS_rename => two("rename", cwd, a(0), false, cwd, a(1)),
+            libc::SYS_link => two("link", cwd, a(0), false, cwd, a(1)),
+            libc::SYS_symlink => one("create", cwd, a(1), false),
+            libc::SYS_chmod => one("chmod", cwd, a(0), true),
+            libc::SYS_chown => one("chown", cwd, a(0), true),
+            libc::SYS_lchown => one("chown", cwd, a(0), false),
+            libc::SYS_utimes => one("utimes", cwd, a(0), true),
+            libc::SYS_futimesat => one("utimes", fd(0), a(1), true),
+            _ => None,
+        };
+        if legacy.is_some() {
+            return legacy;
+        }
+    }
+    match nr {
+        libc::SYS_openat => open(fd(0), a(1), a(2)),
+        libc::SYS_openat2 => {
+            // struct open_how { u64 flags; u64 mode; u64 resolve; }
+            let how = call.read(a(2), 8).ok()?;
+            open(fd(0), a(1), u64::from_ne_bytes(how.try_into().ok()?))
+        }
+        libc::SYS_mkdirat => one("create", fd(0), a(1), false),
+        libc::SYS_mknodat => one("mknod", fd(0), a(1), false),
+        libc::SYS_unlinkat => one("remove", fd(0), a(1), false),
+        libc::SYS_renameat | libc::SYS_renameat2 => two("rename", fd(0), a(1), false, fd(2), a(3)),
+        libc::SYS_linkat => two(
+            "link",
+            fd(0),
+            a(1),
+            a(4) & libc::AT_SYMLINK_FOLLOW as u64 != 0,
+            fd(2),
+            a(3),
+        ),
+        libc::SYS_symlinkat => one("create", fd(1), a(2), false),
+        libc::SYS_truncate => one("truncate", cwd, a(0), true),
+        libc::SYS_fchmodat => one("chmod", fd(0), a(1), true),
+        libc::SYS_fchmodat2 => one("chmod", fd(0), a(1), nofollow(a(3))),
+        libc::SYS_fchownat => one("chown", fd(0), a(1), nofollow(a(4))),
+        libc::SYS_utimensat => one("utimes", fd(0), a(1), nofollow(a(3))),
+        libc::SYS_setxattr | libc::SYS_removexattr => one("xattr", cwd, a(0), true),
+        libc::SYS_lsetxattr | libc::SYS_lremovexattr => one("xattr", cwd, a(0), false),
+        _ => None,
+    }
+}
+
+/// Returns the path as the caller named it, joined to its cwd or dirfd when relative.
+pub fn shown_path(call: &Call<'_>, dirfd: i32, path: &[u8]) -> String {
+    let raw = String::from_utf8_lossy(path);
+    if path.starts_with(b"/") {
+        return raw.into_owned();
+    }
+    let base = if dirfd == libc::AT_FDCWD {
+        call.proc_link("cwd")
+    } else {
+        call.proc_link(&format!("fd/{dirfd}"))
+    };
+    match base {
+        Some(base) => base.join(raw.as_ref()).display().to_string(),
+        None => raw.into_owned(),
+    }
+}
+
+/// The verdict on one path: `None` when the profile allows it (or it cannot be told).
+fn refused(
+    call: &Call<'_>,
+    context: &Context,
+    root: &OwnedFd,
+    arg: &PathArg,
+) -> Option<(String, Option<Mode>, bool)> {
+    let path = call.read_cstr(arg.ptr).ok()?;
+    if path.is_empty() {
+        // An AT_EMPTY_PATH call on the fd itself: no path to report.
+        return None;
+    }
+    let start = if arg.dirfd == libc::AT_FDCWD {
+        call.open_proc("cwd")
+    } else {
+        call.open_proc(&format!("fd/{}", arg.dirfd))
+    };
+    let start = start.ok()?;
+    if !call.still_pending() {
+        return None;
+    }
+    let target = resolve::resolve(root, &start, &path, arg.follow, None, context.proc_dev).ok()?;
+    let object = target.object.as_ref().map(|(_, st)| resolve::identity(st));
+    if object.is_some_and(|id| context.devices.contains(&id)) {
+        return None;
+    }
+    let verdict = context.chain_verdict(&target.dir, root, object)?;
+    let shown = shown_path(call, arg.dirfd, &path);
+    verdict.map(|needed| (shown, needed, object.is_some()))
+}
+
+impl Context {
+    /// Decides for a directory (and the object in it): `Some(None)` allowed,
+    /// `Some(Some(needed))` refused, `None` unknown. Directory verdicts are cached by inode:
+    /// a build writes thousands of files into the same few directories.
+    fn chain_verdict(
+        &self,
+        dir: &OwnedFd,
+        root: &OwnedFd,
+        object: Option<Inode>,
+    ) -> Option<Option<Option<Mode>>> {
+        if object.is_some_and(|id| self.protected.contains(&id)) {
+            return Some(Some(None));
+        }
+        let dir_id = resolve::identity(&nix::sys::stat::fstat(std::os::fd::AsFd::as_fd(dir)).ok()?);
+        if let Some(v) = self.cache.borrow().get(&dir_id) {
+            return Some(*v);
+        }
+        let chain = resolve::ancestry(dir, root).ok()?;
+        let verdict = if chain.iter().any(|id| self.protected.contains(id)) {
+            Some(None)
+        } else if chain.iter().any(|id| self.roots.contains(id)) {
+            None
+        } else if self.mode == Mode::ReadOnly
+            && chain
+                .iter()
+                .any(|id| self.workspace_write_roots.contains(id))
+        {
+            Some(Some(Mode::WorkspaceWrite))
+        } else {
+            Some(Some(Mode::FullAccess))
+        };
+        let mut cache = self.cache.borrow_mut();
+        if cache.len() > 4096 {
+            cache.clear();
+        }
+        cache.insert(dir_id, verdict);
+        Some(verdict)
+    }
+}
+
+/// The cache type of [`Context::chain_verdict`].
+pub type VerdictCache = std::cell::RefCell<HashMap<Inode, Option<Option<Mode>>>>;
+
+/// Returns true for an `O_CREAT|O_EXCL` open, which fails with EEXIST on an existing file.
+fn exclusive_create(call: &Call<'_>, nr: i64) -> bool {
+    let flags = match nr {
+        libc::SYS_openat => call.arg(2),
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_open => call.arg(1),
+        _ => return false,
+    } as i32;
+    flags & libc::O_CREAT != 0 && flags & libc::O_EXCL != 0
+}
+
+/// Checks one observed call; returns the denial to record, if the profile refuses it.
+pub fn check(call: &Call<'_>, context: &Context) -> Option<Denial> {
+    let nr = i64::from(call.notif.data.nr);
+    let (op, args) = decode(call, nr)?;
+    let root = call.open_proc("root").ok()?;
+    for arg in &args {
+        if let Some((path, needed, exists)) = refused(call, context, &root, arg) {
+            let op = match (op, exists) {
+                ("open", true) if exclusive_create(call, nr) => return None,
+                ("open", true) => "write",
+                ("open", false) => "create",
+                // Creating what exists fails with EEXIST before any write check.
+                ("create" | "mknod", true) => return None,
+                (op, _) => op,
+            };
+            return Some(call.denial(op, Some(path), None, needed));
+        }
+    }
+    None
+}

@@ -1,0 +1,470 @@
+//! Denial markers (issue #4): what the kernel refused, reported by the supervisor as one
+//! structured marker per operation, with the exact retry.
+
+mod support;
+
+use std::process::Output;
+
+use serde_json::Value;
+
+use support::endpoint::{Reply, TestEndpoint};
+use support::*;
+
+/// Runs the probe under `mode` with a denial log; returns the probe's verdict, the log's
+/// markers and the whole output.
+fn observed(env: &TestEnv, mode: &str, args: &[&str]) -> (String, Vec<Value>, Output) {
+    let log = env.root.join("denials.ndjson");
+    let _ = std::fs::remove_file(&log);
+    let mut cmd = env.sandgate(mode);
+    cmd.arg("--denial-log")
+        .arg(&log)
+        .arg("--")
+        .arg(probe())
+        .args(args);
+    let out = output(&mut cmd);
+    (
+        String::from_utf8_lossy(&out.stdout).trim().to_owned(),
+        read_log(&log),
+        out,
+    )
+}
+
+fn read_log(path: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
+        .collect()
+}
+
+/// (mode, probe args, op, path or addr, acceptable syscalls, needed)
+type Case<'a> = (
+    &'a str,
+    Vec<&'a str>,
+    &'a str,
+    Option<&'a str>,
+    &'a [&'a str],
+    Option<&'a str>,
+);
+
+#[test]
+fn each_denial_class_yields_exactly_one_marker() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let out_dir = env.outside.to_string_lossy().into_owned();
+    let victim = format!("{out_dir}/victim");
+    std::fs::write(&victim, "v").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(env.ws.join("mine"), "m").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(env.ws.join(".git/hooks")).unwrap_or_else(|e| panic!("{e}"));
+    let sock = format!("{out_dir}/service.sock");
+    let _unix = std::os::unix::net::UnixListener::bind(&sock).unwrap_or_else(|e| panic!("{e}"));
+    let abstract_name = format!("sandgate-denial-{}", std::process::id());
+    let addr =
+        <std::os::unix::net::SocketAddr as std::os::linux::net::SocketAddrExt>::from_abstract_name(
+            abstract_name.as_bytes(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    let _abstract =
+        std::os::unix::net::UnixListener::bind_addr(&addr).unwrap_or_else(|e| panic!("{e}"));
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+    let tcp_addr = tcp.local_addr().map(|a| a.to_string()).unwrap_or_default();
+    let ws_new = env.ws.join("new").to_string_lossy().into_owned();
+    let hook = env
+        .ws
+        .join(".git/hooks/pre-commit")
+        .to_string_lossy()
+        .into_owned();
+    let full = Some("full-access");
+    let (new, stolen, fifo, at) = (
+        format!("{out_dir}/new"),
+        format!("{out_dir}/stolen"),
+        format!("{out_dir}/fifo"),
+        format!("@{abstract_name}"),
+    );
+    // (mode, probe args, op, path or addr, syscalls, needed)
+    let cases: Vec<Case> = vec![
+        (
+            "workspace-write",
+            vec!["write", &victim],
+            "write",
+            Some(&victim),
+            &["openat", "open"],
+            full,
+        ),
+        (
+            "workspace-write",
+            vec!["create", &new],
+            "create",
+            Some(&new),
+            &["openat", "open"],
+            full,
+        ),
+        (
+            "workspace-write",
+            vec!["remove", &victim],
+            "remove",
+            Some(&victim),
+            &["unlink", "unlinkat"],
+            full,
+        ),
+        (
+            "workspace-write",
+            vec!["rename", "mine", &stolen],
+            "rename",
+            Some(&stolen),
+            &["rename", "renameat", "renameat2"],
+            full,
+        ),
+        (
+            "workspace-write",
+            vec!["link", &victim, "hardlink"],
+            "link",
+            Some(&victim),
+            &["link", "linkat"],
+            full,
+        ),
+        (
+            "workspace-write",
+            vec!["chmod", &victim],
+            "chmod",
+            Some(&victim),
+            &["chmod", "fchmodat", "fchmodat2"],
+            full,
+        ),
+        (
+            "workspace-write",
+            vec!["chown", &victim],
+            "chown",
+            Some(&victim),
+            &["chown", "fchownat"],
+            full,
+        ),
+        (
+            "workspace-write",
+            vec!["truncate", &victim],
+            "truncate",
+            Some(&victim),
+            &["truncate"],
+            full,
+        ),
+        (
+            "workspace-write",
+            vec!["mknod", &fifo],
+            "mknod",
+            Some(&fifo),
+            &["mknod", "mknodat"],
+            full,
+        ),
+        (
+            "workspace-write",
+            vec!["create", &hook],
+            "create",
+            Some(&hook),
+            &["openat", "open"],
+            None,
+        ),
+        (
+            "read-only",
+            vec!["create", &ws_new],
+            "create",
+            Some(&ws_new),
+            &["openat", "open"],
+            Some("workspace-write"),
+        ),
+        (
+            "workspace-write",
+            vec!["tcp-connect", &tcp_addr],
+            "network",
+            None,
+            &["socket"],
+            full,
+        ),
+        (
+            "workspace-write",
+            vec!["udp-send", &tcp_addr],
+            "network",
+            None,
+            &["socket"],
+            full,
+        ),
+        (
+            "workspace-write",
+            vec!["raw-socket"],
+            "network",
+            None,
+            &["socket"],
+            full,
+        ),
+        (
+            "workspace-write",
+            vec!["unix-connect", &sock],
+            "network",
+            Some(&sock),
+            &["connect"],
+            full,
+        ),
+        (
+            "workspace-write",
+            vec!["unix-connect-abstract", &abstract_name],
+            "network",
+            Some(&at),
+            &["connect"],
+            full,
+        ),
+        (
+            "workspace-write",
+            vec!["ptrace-parent"],
+            "ptrace",
+            None,
+            &["ptrace"],
+            None,
+        ),
+        (
+            "workspace-write",
+            vec!["io-uring"],
+            "io_uring",
+            None,
+            &["io_uring_setup"],
+            None,
+        ),
+        (
+            "workspace-write",
+            vec!["unshare-user"],
+            "namespace",
+            None,
+            &["unshare"],
+            None,
+        ),
+        (
+            "read-only",
+            vec!["mount", "/nonexistent-sandgate-target"],
+            "mount",
+            None,
+            &["mount"],
+            None,
+        ),
+    ];
+    for (mode, args, op, target, syscalls, needed) in cases {
+        let (verdict, markers, out) = observed(&env, mode, &args);
+        assert!(
+            verdict.starts_with("err:"),
+            "{args:?} was not refused: {}",
+            show(&out)
+        );
+        assert_eq!(markers.len(), 1, "{args:?}: {markers:#?}\n{}", show(&out));
+        let m = &markers[0];
+        assert_eq!(m["kind"], "sandbox_denial", "{m}");
+        assert_eq!(m["op"], op, "{args:?}: {m}");
+        assert_eq!(m["mode"], mode, "{m}");
+        assert_eq!(m["source"], "seccomp-notify", "{m}");
+        assert_eq!(
+            m["needed"],
+            needed.map_or(Value::Null, Value::from),
+            "{args:?}: {m}"
+        );
+        assert!(
+            syscalls.contains(&m["syscall"].as_str().unwrap_or_default()),
+            "{args:?}: {m}"
+        );
+        let shown = m["path"].as_str().or_else(|| m["addr"].as_str());
+        assert_eq!(shown, target, "{args:?}: {m}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("sandgate: denied {"), "{}", show(&out));
+        assert!(
+            stderr.contains(" operation denied under "),
+            "{}",
+            show(&out)
+        );
+    }
+}
+
+#[test]
+fn allowed_work_yields_no_marker() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let log = env.root.join("denials.ndjson");
+    std::fs::write(env.ws.join("main.c"), "int main(void) { return 0; }\n")
+        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(env.ws.join("Makefile"), "app: main.c\n\tcc -o app main.c\n")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let id = "git -c user.name=t -c user.email=t@example.com";
+    let script = format!(
+        "git init -q && {id} add . && {id} commit -qm one && make -s && ./app && echo data > /dev/null && mktemp /tmp/sg.XXXXXX | xargs rm -f && {id} status --short >/dev/null"
+    );
+    let mut cmd = env.sandgate("workspace-write");
+    cmd.arg("--denial-log")
+        .arg(&log)
+        .args(["--", "/bin/sh", "-c", &script]);
+    let out = output(&mut cmd);
+    assert_status(&out, 0);
+    assert!(
+        read_log(&log).is_empty(),
+        "markers for allowed work: {:#?}",
+        read_log(&log)
+    );
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("sandgate: denied"),
+        "{}",
+        show(&out)
+    );
+}
+
+#[test]
+fn markers_come_from_the_kernel_not_from_stderr_text() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let log = env.root.join("denials.ndjson");
+    let mut cmd = env.sandgate("workspace-write");
+    cmd.arg("--denial-log").arg(&log).args([
+        "--",
+        "/bin/sh",
+        "-c",
+        "echo 'cat: x: Permission denied' >&2; echo 'Read-only file system' >&2; exit 1",
+    ]);
+    assert_status(&output(&mut cmd), 1);
+    assert!(read_log(&log).is_empty());
+    // A refused write whose program says nothing still yields a marker.
+    let target = env.outside.join("quiet");
+    let mut cmd = env.sandgate("workspace-write");
+    cmd.arg("--denial-log")
+        .arg(&log)
+        .args(["--", "/bin/sh", "-c"])
+        .arg(format!(
+            "echo x 2>/dev/null > '{}' 2>/dev/null; exit 0",
+            target.display()
+        ));
+    let out = output(&mut cmd);
+    assert_status(&out, 0);
+    let markers = read_log(&log);
+    assert_eq!(markers.len(), 1, "{markers:?}");
+    assert_eq!(markers[0]["path"], target.to_string_lossy().as_ref());
+}
+
+#[test]
+fn the_retry_argv_with_an_approving_endpoint_succeeds() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let target = env.ws.join("report.txt").to_string_lossy().into_owned();
+    let (verdict, markers, _) = observed(&env, "read-only", &["create", &target]);
+    assert!(verdict.starts_with("err:"));
+    let retry: Vec<String> = markers[0]["retry"]["argv"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|v| {
+                    v.as_str()
+                        .unwrap_or_default()
+                        .replace("<why>", "write the report")
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        retry
+            .windows(2)
+            .any(|w| w == ["--sandbox-permissions", "workspace-write"]),
+        "{retry:?}"
+    );
+    let ep = TestEndpoint::http(|r, _| Reply::decision(r, "allowed-once"));
+    let mut cmd = env.sandgate_without_workspace("read-only");
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    cmd.env("SANDGATE_APPROVAL_ENDPOINT", &ep.url)
+        .env("SANDGATE_AUDIT_LOG", env.audit_log());
+    cmd.env("SANDGATE_CONFIG_DIR", env.root.join("config"))
+        .env("SANDGATE_MANAGED_CONFIG", env.root.join("managed.json"));
+    let mut cmd2 = std::process::Command::new(&retry[0]);
+    cmd2.args(&retry[1..]).current_dir(&env.ws);
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => cmd2.env(k, v),
+            None => cmd2.env_remove(k),
+        };
+    }
+    let out = output(&mut cmd2);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "ok",
+        "{}",
+        show(&out)
+    );
+    assert!(std::path::Path::new(&target).exists());
+    assert_eq!(ep.requests().len(), 1);
+}
+
+#[test]
+fn thousands_of_refusals_match_the_log_one_to_one() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let dir = env.outside.to_string_lossy().into_owned();
+    let (verdict, markers, out) = observed(
+        &env,
+        "workspace-write",
+        &["threads-write", &dir, "8", "500"],
+    );
+    assert_eq!(verdict, "ok");
+    assert_status(&out, 0);
+    assert_eq!(markers.len(), 4000);
+    let paths: std::collections::BTreeSet<_> = markers
+        .iter()
+        .map(|m| m["path"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(paths.len(), 4000);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stderr.matches("sandgate: denied {").count(),
+        20,
+        "stderr is capped at 20 markers"
+    );
+    assert!(stderr.contains("sandgate: 4000 operations denied under workspace-write; rerun with --sandbox-permissions full-access"), "{stderr}");
+
+    // Many short-lived processes, each with one refused write; the status passes through.
+    let log = env.root.join("fork.ndjson");
+    let script = format!(
+        "for i in $(seq 1 200); do (echo x > '{dir}/f'$i) 2>/dev/null & done; wait; exit 7"
+    );
+    let mut cmd = env.sandgate("workspace-write");
+    cmd.arg("--denial-log")
+        .arg(&log)
+        .args(["--", "/bin/sh", "-c", &script]);
+    let out = output(&mut cmd);
+    assert_status(&out, 7);
+    let markers = read_log(&log);
+    assert_eq!(markers.len(), 200, "{}", show(&out));
+    let pids: std::collections::BTreeSet<_> = markers.iter().map(|m| m["pid"].as_u64()).collect();
+    assert_eq!(pids.len(), 200);
+}
+
+#[test]
+fn no_observe_reports_nothing_but_says_so() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let log = env.root.join("denials.ndjson");
+    let mut cmd = env.sandgate("workspace-write");
+    cmd.args(["--no-observe", "--denial-log"])
+        .arg(&log)
+        .args(["--", "/bin/sh", "-c"])
+        .arg(format!("echo x > '{}'", env.outside.join("f").display()));
+    let out = output(&mut cmd);
+    assert_command_failed(&out);
+    let notes = read_log(&log);
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert_eq!(notes[0]["source"], "none");
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("sandgate: denied"),
+        "{}",
+        show(&out)
+    );
+}
