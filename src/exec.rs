@@ -6,7 +6,9 @@
 //! signals reach it directly. Signals *sent to sandgate* (by `kill`, a CI runner, a
 //! timeout) are forwarded to the child; terminal-generated ones are not forwarded, since
 //! the child already received them from the terminal. If sandgate dies, the child gets
-//! SIGKILL (PR_SET_PDEATHSIG), so nothing is left running unsupervised.
+//! SIGKILL (PR_SET_PDEATHSIG), so nothing is left running unsupervised. Even `full-access`
+//! forks (rather than executing in place) so that every mode reports death by signal N as
+//! exit status 128+N (DESIGN §7).
 
 use std::ffi::{CString, OsStr, OsString};
 use std::io;

@@ -60,6 +60,9 @@ struct Context {
     /// The device of the sandbox's /proc: paths through it (/proc/self, /dev/stdout) are
     /// magic links that cannot be followed by name, so no verdict is given on them.
     proc_dev: Option<u64>,
+    /// The sandbox's root. Every sandboxed process shares it: chroot, pivot_root and new
+    /// namespaces are refused, so it is opened once instead of per call.
+    root: Option<resolve::Root>,
     cache: observe::VerdictCache,
     reporter: Option<Arc<Mutex<Reporter>>>,
 }
@@ -102,6 +105,10 @@ pub fn spawn(listener: OwnedFd, child: Pid, setup: Setup) -> io::Result<()> {
         proc_dev: nix::sys::stat::stat(format!("/proc/{child}/root/proc").as_str())
             .ok()
             .map(|st| st.st_dev),
+        root: std::ffi::CString::new(format!("/proc/{child}/root"))
+            .ok()
+            .and_then(|p| sys::open_path(&p, libc::O_DIRECTORY).ok())
+            .and_then(|fd| resolve::Root::new(fd).ok()),
         cache: observe::VerdictCache::default(),
         reporter: setup.reporter,
     };
@@ -352,11 +359,11 @@ fn mediate_connect(call: &Call<'_>, roots: &HashSet<Inode>) -> Result<(), Refuse
         return Err(Refused::Policy(Errno::EPERM, format!("@{name}")));
     }
     let path = path.split(|b| *b == 0).next().unwrap_or_default();
-    let root = call.open_proc("root")?;
+    let root = resolve::Root::new(call.open_proc("root")?)?;
     let cwd = call.open_proc("cwd")?;
     let creds = creds_of(call.tid())?;
-    let (dir, socket_file) = resolve::resolve_socket(&root, &cwd, path, &creds)?;
-    if !resolve::is_beneath(&dir, &root, roots)? {
+    let (dir, socket_file) = resolve::resolve_socket(&root, cwd.as_fd(), path, &creds)?;
+    if !resolve::is_beneath(dir.as_fd(), &root, roots)? {
         let shown = observe::shown_path(call, libc::AT_FDCWD, path);
         return Err(Refused::Policy(Errno::EACCES, shown));
     }

@@ -7,9 +7,9 @@
 //! sees whether or not a marker was written.
 
 use std::collections::HashMap;
-use std::os::fd::OwnedFd;
+use std::os::fd::AsFd;
 
-use super::resolve::{self, Inode};
+use super::resolve::{self, Inode, Root};
 use super::{Call, Context};
 use crate::denial::Denial;
 use crate::policy::Mode;
@@ -266,7 +266,7 @@ pub fn shown_path(call: &Call<'_>, dirfd: i32, path: &[u8]) -> String {
 fn refused(
     call: &Call<'_>,
     context: &Context,
-    root: &OwnedFd,
+    root: &Root,
     arg: &PathArg,
 ) -> Option<(String, Option<Mode>, bool)> {
     let path = call.read_cstr(arg.ptr).ok()?;
@@ -274,55 +274,71 @@ fn refused(
         // An AT_EMPTY_PATH call on the fd itself: no path to report.
         return None;
     }
-    let start = if arg.dirfd == libc::AT_FDCWD {
-        call.open_proc("cwd")
-    } else {
-        call.open_proc(&format!("fd/{}", arg.dirfd))
+    // An absolute path needs no start directory: save the /proc lookup.
+    let start = match (path.starts_with(b"/"), arg.dirfd) {
+        (true, _) => None,
+        (false, libc::AT_FDCWD) => Some(call.open_proc("cwd").ok()?),
+        (false, fd) => Some(call.open_proc(&format!("fd/{fd}")).ok()?),
     };
-    let start = start.ok()?;
-    if !call.still_pending() {
-        return None;
-    }
-    let target = resolve::resolve(root, &start, &path, arg.follow, None, context.proc_dev).ok()?;
+    let start_fd = start.as_ref().map_or(root.fd.as_fd(), |s| s.as_fd());
+    let target =
+        resolve::resolve(root, start_fd, &path, arg.follow, None, context.proc_dev).ok()?;
     let object = target.object.as_ref().map(|(_, st)| resolve::identity(st));
     if object.is_some_and(|id| context.devices.contains(&id)) {
         return None;
     }
-    let verdict = context.chain_verdict(&target.dir, root, object)?;
-    let shown = shown_path(call, arg.dirfd, &path);
-    verdict.map(|needed| (shown, needed, object.is_some()))
+    let Verdict::Refused(needed) = context.chain_verdict(&target, root, object)? else {
+        return None;
+    };
+    // Only a refusal is worth the extra check that the pid still names the caller.
+    if !call.still_pending() {
+        return None;
+    }
+    Some((shown_path(call, arg.dirfd, &path), needed, object.is_some()))
+}
+
+/// What the profile says about a write beneath a directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Allowed,
+    /// Refused; the narrowest mode that would allow it (`None`: no profile of this call).
+    Refused(Option<Mode>),
 }
 
 impl Context {
-    /// Decides for a directory (and the object in it): `Some(None)` allowed,
-    /// `Some(Some(needed))` refused, `None` unknown. Directory verdicts are cached by inode:
-    /// a build writes thousands of files into the same few directories.
+    /// Decides for the target's directory and object; `None` when it cannot be told.
+    /// Directory verdicts are cached by inode: a build writes thousands of files into the
+    /// same few directories.
     fn chain_verdict(
         &self,
-        dir: &OwnedFd,
-        root: &OwnedFd,
+        target: &resolve::Target<'_>,
+        root: &Root,
         object: Option<Inode>,
-    ) -> Option<Option<Option<Mode>>> {
+    ) -> Option<Verdict> {
         if object.is_some_and(|id| self.protected.contains(&id)) {
-            return Some(Some(None));
+            return Some(Verdict::Refused(None));
         }
-        let dir_id = resolve::identity(&nix::sys::stat::fstat(std::os::fd::AsFd::as_fd(dir)).ok()?);
+        let dir = target.dir.as_fd();
+        let dir_id = match target.dir_id {
+            Some(id) => id,
+            None => resolve::identity(&nix::sys::stat::fstat(dir).ok()?),
+        };
         if let Some(v) = self.cache.borrow().get(&dir_id) {
             return Some(*v);
         }
         let chain = resolve::ancestry(dir, root).ok()?;
         let verdict = if chain.iter().any(|id| self.protected.contains(id)) {
-            Some(None)
+            Verdict::Refused(None)
         } else if chain.iter().any(|id| self.roots.contains(id)) {
-            None
+            Verdict::Allowed
         } else if self.mode == Mode::ReadOnly
             && chain
                 .iter()
                 .any(|id| self.workspace_write_roots.contains(id))
         {
-            Some(Some(Mode::WorkspaceWrite))
+            Verdict::Refused(Some(Mode::WorkspaceWrite))
         } else {
-            Some(Some(Mode::FullAccess))
+            Verdict::Refused(Some(Mode::FullAccess))
         };
         let mut cache = self.cache.borrow_mut();
         if cache.len() > 4096 {
@@ -333,8 +349,8 @@ impl Context {
     }
 }
 
-/// The cache type of [`Context::chain_verdict`].
-pub type VerdictCache = std::cell::RefCell<HashMap<Inode, Option<Option<Mode>>>>;
+/// The cache of [`Context::chain_verdict`].
+pub type VerdictCache = std::cell::RefCell<HashMap<Inode, Verdict>>;
 
 /// Returns true for an `O_CREAT|O_EXCL` open, which fails with EEXIST on an existing file.
 fn exclusive_create(call: &Call<'_>, nr: i64) -> bool {
@@ -351,9 +367,9 @@ fn exclusive_create(call: &Call<'_>, nr: i64) -> bool {
 pub fn check(call: &Call<'_>, context: &Context) -> Option<Denial> {
     let nr = i64::from(call.notif.data.nr);
     let (op, args) = decode(call, nr)?;
-    let root = call.open_proc("root").ok()?;
+    let root = context.root.as_ref()?;
     for arg in &args {
-        if let Some((path, needed, exists)) = refused(call, context, &root, arg) {
+        if let Some((path, needed, exists)) = refused(call, context, root, arg) {
             let op = match (op, exists) {
                 ("open", true) if exclusive_create(call, nr) => return None,
                 ("open", true) => "write",

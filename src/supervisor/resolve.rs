@@ -9,7 +9,7 @@
 //! and absolute targets resolve against the *caller's* root.
 
 use std::collections::HashSet;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 
 use nix::errno::Errno;
@@ -52,7 +52,7 @@ fn inode(st: &FileStat) -> Inode {
     (st.st_dev, st.st_ino)
 }
 
-fn open_at(dir: &OwnedFd, name: &[u8]) -> Result<OwnedFd, Errno> {
+fn open_at(dir: BorrowedFd<'_>, name: &[u8]) -> Result<OwnedFd, Errno> {
     openat(
         dir.as_fd(),
         std::ffi::OsStr::from_bytes(name),
@@ -61,61 +61,123 @@ fn open_at(dir: &OwnedFd, name: &[u8]) -> Result<OwnedFd, Errno> {
     )
 }
 
+/// A directory fd during a walk: borrowed (the caller's root or start) or opened here.
+pub enum Dir<'a> {
+    Borrowed(BorrowedFd<'a>),
+    Owned(OwnedFd),
+}
+
+impl AsFd for Dir<'_> {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Dir::Borrowed(fd) => *fd,
+            Dir::Owned(fd) => fd.as_fd(),
+        }
+    }
+}
+
 /// Where a path leads in the caller's view.
-pub struct Target {
+pub struct Target<'a> {
     /// The directory holding the last component.
-    pub dir: OwnedFd,
+    pub dir: Dir<'a>,
+    /// The directory's identity, when the walk already knows it.
+    pub dir_id: Option<Inode>,
     /// The object the path names (`O_PATH`), `None` when the last component does not exist.
     pub object: Option<(OwnedFd, FileStat)>,
+}
+
+/// The caller's root directory and its identity (`..` stops there).
+pub struct Root {
+    pub fd: OwnedFd,
+    pub id: Inode,
+}
+
+impl Root {
+    /// Wraps an open root directory.
+    ///
+    /// # Errors
+    /// The fd cannot be stat'ed.
+    pub fn new(fd: OwnedFd) -> Result<Root, Errno> {
+        let id = inode(&fstat(fd.as_fd())?);
+        Ok(Root { fd, id })
+    }
 }
 
 /// Resolves `path` from the caller's `root` and `start` (its cwd or a dirfd) the way the
 /// kernel would, following a symlink in the last component only when `follow`. With
 /// `creds`, a directory the caller may not search stops the walk with EACCES. A walk
 /// that enters the filesystem with device `stop` (procfs, whose magic links name no path)
-/// gives up with EXDEV.
+/// gives up with EXDEV. It runs for every observed call, so it makes as few syscalls as it
+/// can: one `openat` and one `fstat` per component.
 ///
 /// # Errors
 /// ENOENT (a missing directory on the way), ENOTDIR, ELOOP, EACCES, EXDEV.
-pub fn resolve(
-    root: &OwnedFd,
-    start: &OwnedFd,
+pub fn resolve<'a>(
+    root: &'a Root,
+    start: BorrowedFd<'a>,
     path: &[u8],
     follow: bool,
     creds: Option<&Creds>,
     stop: Option<u64>,
-) -> Result<Target, Errno> {
-    let root_id = inode(&fstat(root.as_fd())?);
-    let dup = |fd: &OwnedFd| fd.try_clone().map_err(|_| Errno::EMFILE);
-    let mut cur = if path.starts_with(b"/") {
-        dup(root)?
+) -> Result<Target<'a>, Errno> {
+    let mut cur = Dir::Borrowed(if path.starts_with(b"/") {
+        root.fd.as_fd()
     } else {
-        dup(start)?
-    };
+        start
+    });
+    // The current directory's stat, once known (the walk stats every step anyway).
+    let mut cur_st: Option<FileStat> = None;
     let mut pending: Vec<Vec<u8>> = split(path);
     let mut links = 0;
     if pending.is_empty() {
         // "/" or "": the start directory itself.
         let st = fstat(cur.as_fd())?;
+        let own = cur
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|_| Errno::EMFILE)?;
         return Ok(Target {
-            dir: dup(&cur)?,
-            object: Some((cur, st)),
+            dir: cur,
+            dir_id: Some(inode(&st)),
+            object: Some((own, st)),
         });
     }
     while let Some(name) = pending.pop() {
         let last = pending.is_empty();
-        let cur_st = fstat(cur.as_fd())?;
-        if creds.is_some_and(|c| !c.may(&cur_st, 1)) {
-            return Err(Errno::EACCES);
+        let needs_stat = creds.is_some() || name.as_slice() == b"..";
+        if needs_stat && cur_st.is_none() {
+            cur_st = Some(fstat(cur.as_fd())?);
+        }
+        if let (Some(c), Some(st)) = (creds, &cur_st) {
+            if !c.may(st, 1) {
+                return Err(Errno::EACCES);
+            }
+        }
+        let stays = name.as_slice() == b"."
+            || (name.as_slice() == b".." && cur_st.as_ref().map(inode) == Some(root.id));
+        if stays {
+            if !last {
+                continue;
+            }
+            // A path ending in `.`: it names the directory itself.
+            let st = fstat(cur.as_fd())?;
+            let own = cur
+                .as_fd()
+                .try_clone_to_owned()
+                .map_err(|_| Errno::EMFILE)?;
+            return Ok(Target {
+                dir_id: Some(inode(&st)),
+                dir: cur,
+                object: Some((own, st)),
+            });
         }
         let next = match name.as_slice() {
-            b"." => dup(&cur)?,
-            b".." if inode(&cur_st) == root_id => dup(&cur)?,
-            b".." => open_at(&cur, b"..")?,
-            _ => match open_at(&cur, &name) {
+            b".." => open_at(cur.as_fd(), b"..")?,
+            _ => match open_at(cur.as_fd(), &name) {
                 Ok(fd) => fd,
                 Err(Errno::ENOENT) if last => {
                     return Ok(Target {
+                        dir_id: cur_st.as_ref().map(inode),
                         dir: cur,
                         object: None,
                     })
@@ -136,13 +198,15 @@ pub fn resolve(
             let target = readlinkat(next.as_fd(), "")?;
             let target = target.as_bytes();
             if target.starts_with(b"/") {
-                cur = dup(root)?;
+                cur = Dir::Borrowed(root.fd.as_fd());
+                cur_st = None;
             }
             pending.extend(split(target));
             continue;
         }
         if last {
             return Ok(Target {
+                dir_id: cur_st.as_ref().map(inode),
                 dir: cur,
                 object: Some((next, st)),
             });
@@ -150,7 +214,8 @@ pub fn resolve(
         if kind != SFlag::S_IFDIR {
             return Err(Errno::ENOTDIR);
         }
-        cur = next;
+        cur = Dir::Owned(next);
+        cur_st = Some(st);
     }
     // Only reached when a symlink's target was empty.
     Err(Errno::ENOENT)
@@ -161,12 +226,12 @@ pub fn resolve(
 ///
 /// # Errors
 /// As [`resolve`], plus ENOENT (no such socket), ECONNREFUSED (not a socket), EACCES.
-pub fn resolve_socket(
-    root: &OwnedFd,
-    cwd: &OwnedFd,
+pub fn resolve_socket<'a>(
+    root: &'a Root,
+    cwd: BorrowedFd<'a>,
     path: &[u8],
     creds: &Creds,
-) -> Result<(OwnedFd, OwnedFd), Errno> {
+) -> Result<(Dir<'a>, OwnedFd), Errno> {
     let target = resolve(root, cwd, path, true, Some(creds), None)?;
     let Some((socket, st)) = target.object else {
         return Err(Errno::ENOENT);
@@ -193,17 +258,16 @@ fn split(path: &[u8]) -> Vec<Vec<u8>> {
 ///
 /// # Errors
 /// A failure to open `..` on the way up.
-pub fn ancestry(dir: &OwnedFd, root: &OwnedFd) -> Result<Vec<Inode>, Errno> {
-    let root_id = inode(&fstat(root.as_fd())?);
-    let mut cur = dir.try_clone().map_err(|_| Errno::EMFILE)?;
+pub fn ancestry(dir: BorrowedFd<'_>, root: &Root) -> Result<Vec<Inode>, Errno> {
+    let mut cur = Dir::Borrowed(dir);
     let mut chain = Vec::new();
     for _ in 0..MAX_DEPTH {
         let id = inode(&fstat(cur.as_fd())?);
         chain.push(id);
-        if id == root_id {
+        if id == root.id {
             break;
         }
-        cur = open_at(&cur, b"..")?;
+        cur = Dir::Owned(open_at(cur.as_fd(), b"..")?);
     }
     Ok(chain)
 }
@@ -213,7 +277,7 @@ pub fn ancestry(dir: &OwnedFd, root: &OwnedFd) -> Result<Vec<Inode>, Errno> {
 ///
 /// # Errors
 /// A failure to open `..` on the way up.
-pub fn is_beneath(dir: &OwnedFd, root: &OwnedFd, roots: &HashSet<Inode>) -> Result<bool, Errno> {
+pub fn is_beneath(dir: BorrowedFd<'_>, root: &Root, roots: &HashSet<Inode>) -> Result<bool, Errno> {
     Ok(ancestry(dir, root)?.iter().any(|id| roots.contains(id)))
 }
 
@@ -249,35 +313,35 @@ mod tests {
         std::fs::create_dir(base.join("a"))?;
         let _l = UnixListener::bind(base.join("a/s"))?;
         std::os::unix::fs::symlink(base.join("a/s"), base.join("link"))?;
-        let root = dir_fd(std::path::Path::new("/"));
+        let root = Root::new(dir_fd(std::path::Path::new("/"))).map_err(std::io::Error::from)?;
         let cwd = dir_fd(&base.join("a"));
         let roots = HashSet::from([inode(&fstat(dir_fd(&base).as_fd())?)]);
         for path in [b"s".as_slice(), b"../a/./s", b"../link"] {
             let (dir, _) =
-                resolve_socket(&root, &cwd, path, &creds()).map_err(std::io::Error::from)?;
-            assert!(is_beneath(&dir, &root, &roots).map_err(std::io::Error::from)?);
+                resolve_socket(&root, cwd.as_fd(), path, &creds()).map_err(std::io::Error::from)?;
+            assert!(is_beneath(dir.as_fd(), &root, &roots).map_err(std::io::Error::from)?);
         }
         assert_eq!(
-            resolve_socket(&root, &cwd, b"missing", &creds()).err(),
+            resolve_socket(&root, cwd.as_fd(), b"missing", &creds()).err(),
             Some(Errno::ENOENT)
         );
         assert_eq!(
-            resolve_socket(&root, &cwd, b"..", &creds()).err(),
+            resolve_socket(&root, cwd.as_fd(), b"..", &creds()).err(),
             Some(Errno::ECONNREFUSED)
         );
         // Without following, a symlink is the object itself; a missing name is no object.
-        let t = resolve(&root, &dir_fd(&base), b"link", false, None, None)
+        let base_fd = dir_fd(&base);
+        let t = resolve(&root, base_fd.as_fd(), b"link", false, None, None)
             .map_err(std::io::Error::from)?;
         assert!(t
             .object
             .is_some_and(|(_, st)| st.st_mode & libc::S_IFMT == libc::S_IFLNK));
-        assert!(
-            resolve(&root, &cwd, b"new-file", true, None, None).is_ok_and(|t| t.object.is_none())
-        );
+        assert!(resolve(&root, cwd.as_fd(), b"new-file", true, None, None)
+            .is_ok_and(|t| t.object.is_none()));
         // A walk into a filesystem it must not interpret stops.
         let dev = fstat(cwd.as_fd())?.st_dev;
         assert_eq!(
-            resolve(&root, &cwd, b"s", true, None, Some(dev)).err(),
+            resolve(&root, cwd.as_fd(), b"s", true, None, Some(dev)).err(),
             Some(Errno::EXDEV)
         );
         Ok(())
@@ -287,10 +351,10 @@ mod tests {
     fn a_symlink_loop_is_eloop() -> std::io::Result<()> {
         let dir = tempfile::tempdir()?;
         std::os::unix::fs::symlink("loop", dir.path().join("loop"))?;
-        let root = dir_fd(std::path::Path::new("/"));
+        let root = Root::new(dir_fd(std::path::Path::new("/"))).map_err(std::io::Error::from)?;
         let cwd = dir_fd(dir.path());
         assert_eq!(
-            resolve_socket(&root, &cwd, b"loop", &creds()).err(),
+            resolve_socket(&root, cwd.as_fd(), b"loop", &creds()).err(),
             Some(Errno::ELOOP)
         );
         Ok(())
