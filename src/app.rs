@@ -15,24 +15,84 @@ use crate::audit::{AuditError, AuditLog};
 use crate::cli::{self, AuditAction, Cli, RunArgs, Sub};
 use crate::denial::{marker, Reporter};
 use crate::doctor;
-use crate::error::{Error, Refusal, EXIT_USAGE};
+use crate::error::{Error, Refusal, EXIT_INTERNAL, EXIT_USAGE};
 use crate::exec::{self, ExecError, Launch};
 use crate::policy::{
     self, config, standing, Approval, Confinement, Env, EscalationRequest, Mode, MountSource,
     Parent, Plan, PolicyError, Request, Standing,
 };
 use crate::sandbox::{self, Features, Guarantee, Step};
+use crate::shell::{self, Invocation, ShellCall};
 use crate::supervisor;
+use std::io::IsTerminal;
 
 /// Parses the command line, runs the call and returns sandgate's exit status.
 pub fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let argv0 = args.first().cloned().unwrap_or_default();
+    let invocation = if shell::is_prefix_name(&argv0) {
+        // The prefix link receives the command string as one word (or, tolerantly, several).
+        let words: Vec<String> = args[1..]
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        prefix_call(argv0, words.join(" "))
+    } else {
+        let command = <Cli as clap::CommandFactory>::command();
+        let long_flags: Vec<(String, bool)> = command
+            .get_arguments()
+            .filter_map(|a| Some((a.get_long()?.to_owned(), a.get_action().takes_values())))
+            .collect();
+        let subcommands: Vec<String> = command
+            .get_subcommands()
+            .map(|s| s.get_name().to_owned())
+            .collect();
+        shell::classify(
+            args,
+            &long_flags,
+            &subcommands,
+            shell::is_shell_name(&argv0),
+        )
+    };
+    match invocation {
+        Invocation::Plain(args) => plain(args),
+        Invocation::Shell {
+            sandgate_args,
+            shell,
+        } => match Cli::try_parse_from(sandgate_args) {
+            Ok(cli) => run_shell(cli.run, shell),
+            Err(e) => usage(&e),
+        },
+    }
+}
+
+fn usage(e: &clap::Error) -> ExitCode {
+    let code = if e.use_stderr() { EXIT_USAGE } else { 0 };
+    let _ = e.print();
+    ExitCode::from(code)
+}
+
+fn prefix_call(argv0: OsString, command: String) -> Invocation {
+    let shell = ShellCall {
+        args: vec!["-c".into(), command.into()],
+        command_at: Some(1),
+        version: false,
+    };
+    Invocation::Shell {
+        sandgate_args: vec![argv0],
+        shell,
+    }
+}
+
+/// sandgate's own command line: subcommands, or `[FLAGS] -- CMD ARGS`.
+fn plain(args: Vec<OsString>) -> ExitCode {
+    let argv0 = args.first().cloned().unwrap_or_default();
+    // `--` asks for direct execution: with nothing after it, that is a usage error, not a
+    // script on stdin.
+    let explicit = args.iter().any(|a| a == "--");
+    let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
-        Err(e) => {
-            let code = if e.use_stderr() { EXIT_USAGE } else { 0 };
-            let _ = e.print();
-            return ExitCode::from(code);
-        }
+        Err(e) => return usage(&e),
     };
     match cli.subcommand {
         Some(Sub::Doctor { json }) => {
@@ -56,14 +116,94 @@ pub fn main() -> ExitCode {
             clap_complete::generate(shell, &mut command, "sandgate", &mut std::io::stdout());
             ExitCode::SUCCESS
         }
-        None => run(cli.run),
+        Some(Sub::InstallLinks { dir }) => install_links(&dir),
+        Some(Sub::Prefix { command }) => match prefix_call(argv0.clone(), command) {
+            Invocation::Shell { shell, .. } => match Cli::try_parse_from([argv0]) {
+                Ok(cli) => run_shell(cli.run, shell),
+                Err(e) => usage(&e),
+            },
+            Invocation::Plain(_) => ExitCode::from(EXIT_USAGE),
+        },
+        // No command and a script on stdin (a pipe, GitLab's form): the shell reads it.
+        None if cli.run.command.is_empty() && !explicit && !std::io::stdin().is_terminal() => {
+            run_shell(cli.run, ShellCall::default())
+        }
+        None => finish(run_inner(cli.run, Shellish::default()), None),
     }
 }
 
-/// Runs one command; every refusal prints a message and a marker.
-fn run(args: RunArgs) -> ExitCode {
+/// `sandgate install-links DIR`.
+fn install_links(dir: &Path) -> ExitCode {
+    let result = std::env::current_exe().and_then(|exe| {
+        std::fs::create_dir_all(dir)?;
+        for name in ["sandgate-sh", "sandgate-prefix"] {
+            let link = dir.join(name);
+            let _ = std::fs::remove_file(&link);
+            std::os::unix::fs::symlink(&exe, &link)?;
+            println!("{} -> {}", link.display(), exe.display());
+        }
+        Ok(())
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sandgate: cannot install links in {}: {e}", dir.display());
+            ExitCode::from(EXIT_INTERNAL)
+        }
+    }
+}
+
+/// What shell mode adds to a call.
+#[derive(Debug, Default)]
+struct Shellish {
+    /// argv[0] for the real shell (`bash`, as `bash -c` would show it in messages).
+    argv0: Option<OsString>,
+    /// The command string as the caller wrote it, for `retry.directive`.
+    command: Option<String>,
+}
+
+/// Runs the real shell with `shell`'s arguments, turning a directive into the request.
+fn run_shell(mut args: RunArgs, mut shell: ShellCall) -> ExitCode {
     let mode_hint = args.knobs.sandbox;
-    match run_inner(args) {
+    let Some(real) = shell::real_shell() else {
+        let err = Error::Exec(ExecError::NotFound(
+            "/bin/bash or /bin/sh (set SANDGATE_REAL_SHELL)".into(),
+        ));
+        return finish(Err(err), mode_hint);
+    };
+    let original = shell.command().map(|c| c.to_string_lossy().into_owned());
+    if let (Some(command), Some(at)) = (&original, shell.command_at) {
+        match shell::directive(command) {
+            Ok(None) => {}
+            Ok(Some((directive, rest))) => {
+                if args.sandbox_permissions.is_some() || args.justification.is_some() {
+                    let err = PolicyError::Directive(
+                        "a directive and --sandbox-permissions/--justification both ask: use one"
+                            .into(),
+                    );
+                    return finish(Err(err.into()), mode_hint);
+                }
+                args.sandbox_permissions = Some(directive.mode);
+                args.justification = Some(directive.justification);
+                shell.args[at] = rest.into();
+            }
+            Err(message) => return finish(Err(PolicyError::Directive(message).into()), mode_hint),
+        }
+    }
+    args.command = std::iter::once(real.clone().into_os_string())
+        .chain(shell.args)
+        .collect();
+    let shellish = Shellish {
+        argv0: real.file_name().map(OsString::from),
+        command: original,
+    };
+    finish(run_inner(args, shellish), mode_hint)
+}
+
+/// Turns a call's result into sandgate's exit status; every refusal prints a message and
+/// a marker.
+fn finish(result: Result<i32, Error>, mode_hint: Option<Mode>) -> ExitCode {
+    match result {
         Ok(status) => ExitCode::from(u8::try_from(status).unwrap_or(u8::MAX)),
         Err(err) => {
             eprintln!("sandgate: {err}");
@@ -130,7 +270,7 @@ impl Layers {
     }
 }
 
-fn run_inner(args: RunArgs) -> Result<i32, Error> {
+fn run_inner(args: RunArgs, shellish: Shellish) -> Result<i32, Error> {
     let env = gather_env()?;
     if args.command.is_empty() {
         return Err(PolicyError::NoCommand.into());
@@ -196,7 +336,7 @@ fn run_inner(args: RunArgs) -> Result<i32, Error> {
             missing: skip,
         });
     }
-    let reporter = observer(&plan, args.denial_log.as_deref())?;
+    let reporter = observer(&plan, args.denial_log.as_deref(), shellish.command)?;
     let status = loop {
         announce_degraded(&plan, &skip);
         let prepared = sandbox::prepare(&plan, &features, &skip)?;
@@ -205,7 +345,9 @@ fn run_inner(args: RunArgs) -> Result<i32, Error> {
                 "sandgate: not passing fd {fd} (a datagram or network socket) into the sandbox"
             );
         }
-        match exec::run(launch(&plan, prepared, &skip, reporter.as_ref())) {
+        let mut launch = launch(&plan, prepared, &skip, reporter.as_ref());
+        launch.argv0 = shellish.argv0.clone();
+        match exec::run(launch) {
             Err(ExecError::Setup {
                 step: Step::MountNamespace,
                 ..
@@ -233,7 +375,11 @@ fn run_inner(args: RunArgs) -> Result<i32, Error> {
 
 /// The denial reporter of a restricted, observed call; with observation off, one
 /// `source: "none"` note says that no filesystem markers will come.
-fn observer(plan: &Plan, log: Option<&Path>) -> Result<Option<Arc<Mutex<Reporter>>>, Error> {
+fn observer(
+    plan: &Plan,
+    log: Option<&Path>,
+    shell_command: Option<String>,
+) -> Result<Option<Arc<Mutex<Reporter>>>, Error> {
     let Confinement::Restricted(_) = plan.confinement else {
         return Ok(None);
     };
@@ -263,9 +409,9 @@ fn observer(plan: &Plan, log: Option<&Path>) -> Result<Option<Arc<Mutex<Reporter
     let argv = std::env::args_os()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
-    Ok(Some(Arc::new(Mutex::new(Reporter::new(
-        plan.mode, argv, log,
-    )))))
+    let mut reporter = Reporter::new(plan.mode, argv, log);
+    reporter.shell_command = shell_command;
+    Ok(Some(Arc::new(Mutex::new(reporter))))
 }
 
 /// The policy tier and the one answerer: returns the mode to run at, or the refusal. The
@@ -537,6 +683,7 @@ fn launch<'a>(
     };
     Launch {
         command: &plan.command,
+        argv0: None,
         extra_env,
         sandbox: prepared,
         supervision,

@@ -140,6 +140,17 @@ pub enum Sub {
         #[command(subcommand)]
         action: AuditAction,
     },
+    /// Run one command string (a single argument) through the real shell, sandboxed: the
+    /// form a shell *prefix* takes (Claude Code's CLAUDE_CODE_SHELL_PREFIX).
+    Prefix {
+        /// The command string.
+        command: String,
+    },
+    /// Create the `sandgate-sh` and `sandgate-prefix` links to this binary in DIR.
+    InstallLinks {
+        /// Where to put the links (a directory on PATH, say ~/.local/bin).
+        dir: PathBuf,
+    },
     /// Print a shell completion script.
     Completions {
         /// The shell to complete for.

@@ -57,6 +57,9 @@ pub struct Denial {
 /// Collects denials: each one as NDJSON in the denial log, the first of each distinct
 /// (op, target) on stderr up to [`STDERR_CAP`], and a summary at the end.
 pub struct Reporter {
+    /// The `-c` command string of a shell-mode call: its markers also carry the retry as
+    /// a directive, since an agent that talks to its shell can only change that string.
+    pub shell_command: Option<String>,
     mode: Mode,
     /// sandgate's own argv, for the retry hint.
     argv: Vec<String>,
@@ -77,6 +80,7 @@ impl Reporter {
     /// A reporter for a call running at `mode`, invoked as `argv`, logging to `log`.
     pub fn new(mode: Mode, argv: Vec<String>, log: Option<std::fs::File>) -> Reporter {
         Reporter {
+            shell_command: None,
             mode,
             argv,
             log,
@@ -104,10 +108,17 @@ impl Reporter {
     /// Renders the marker JSON for `d`.
     pub fn marker(&self, d: &Denial) -> Value {
         let retry = match d.needed {
-            Some(needed) => json!({
-                "argv": self.retry(needed),
-                "hint": format!("rerun with --sandbox-permissions {needed} --justification \"{WHY}\" (replace {WHY} with the reason)"),
-            }),
+            Some(needed) => {
+                let mut retry = json!({
+                    "argv": self.retry(needed),
+                    "hint": format!("rerun with --sandbox-permissions {needed} --justification \"{WHY}\" (replace {WHY} with the reason)"),
+                });
+                if let (Some(command), Value::Object(fields)) = (&self.shell_command, &mut retry) {
+                    let line = crate::shell::directive_line(needed.as_str(), WHY);
+                    fields.insert("directive".into(), json!(format!("{line}\n{command}")));
+                }
+                retry
+            }
             None => Value::Null,
         };
         let mut body = json!({

@@ -119,7 +119,8 @@ impl Error {
     /// Returns the exit status for this failure.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::Policy(PolicyError::NoCommand) | Error::Escalation(_) => EXIT_USAGE,
+            Error::Policy(PolicyError::NoCommand | PolicyError::Directive(_))
+            | Error::Escalation(_) => EXIT_USAGE,
             Error::Policy(PolicyError::Preset {
                 origin: crate::policy::standing::Origin::Flags,
                 ..
@@ -152,7 +153,9 @@ impl Error {
     /// Returns the marker `kind` for this refusal.
     pub fn kind(&self) -> &'static str {
         match self {
-            Error::Escalation(_) => return "invalid_escalation",
+            Error::Escalation(_) | Error::Policy(PolicyError::Directive(_)) => {
+                return "invalid_escalation"
+            }
             Error::NotGranted { refusal, .. } => return refusal.kind(),
             _ => {}
         }

@@ -62,7 +62,10 @@ const WAITED: [Signal; 8] = [
 
 /// What to run and how.
 pub struct Launch<'a> {
+    /// The program (found on PATH unless it has a slash) and its arguments.
     pub command: &'a [OsString],
+    /// argv[0] for the program, when it should differ from `command[0]`.
+    pub argv0: Option<OsString>,
     /// Variables added to the command's environment.
     pub extra_env: Vec<(&'static str, OsString)>,
     pub sandbox: Prepared,
@@ -82,10 +85,10 @@ pub fn run(launch: Launch<'_>) -> Result<i32, ExecError> {
     };
     let path = find_program(program)?;
     let path = cstring(path.as_os_str())?;
-    let argv: Vec<CString> = launch
-        .command
-        .iter()
-        .map(|a| cstring(a))
+    let shown0 = launch.argv0.as_deref().unwrap_or(program);
+    let argv: Vec<CString> = std::iter::once(shown0)
+        .chain(launch.command[1..].iter().map(OsString::as_os_str))
+        .map(cstring)
         .collect::<Result<_, _>>()?;
     let mut env: Vec<CString> = std::env::vars_os()
         .filter(|(k, _)| !launch.extra_env.iter().any(|(e, _)| OsStr::new(e) == k))

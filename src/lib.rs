@@ -14,5 +14,6 @@ pub mod error;
 pub mod exec;
 pub mod policy;
 pub mod sandbox;
+pub mod shell;
 pub mod supervisor;
 mod sys;

@@ -27,3 +27,31 @@ fn completions_are_produced_for_each_shell() {
         );
     }
 }
+
+#[test]
+fn the_man_page_renders() {
+    let page = concat!(env!("CARGO_MANIFEST_DIR"), "/man/sandgate.1");
+    let out = std::process::Command::new("man")
+        .args(["-l", "-P", "cat", page])
+        .env("MANWIDTH", "100")
+        .output()
+        .unwrap_or_else(|e| panic!("man (package man-db) is needed: {e}"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for section in [
+        "NAME",
+        "SYNOPSIS",
+        "OPTIONS",
+        "--sandbox-permissions",
+        "--approval-endpoint",
+    ] {
+        assert!(
+            text.contains(section),
+            "rendered page lacks {section}:\n{text}"
+        );
+    }
+}

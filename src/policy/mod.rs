@@ -68,6 +68,8 @@ pub enum PolicyError {
     AboveCeiling { mode: Mode, max: Mode },
     #[error(transparent)]
     Config(#[from] config::ConfigError),
+    #[error("invalid escalation request: {0}")]
+    Directive(String),
 }
 
 /// What the environment contributes to a plan, read once by the caller.

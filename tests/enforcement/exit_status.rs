@@ -60,7 +60,8 @@ fn usage_errors_exit_64() {
         .args(["--sandbox", "auto", "--", "true"])
         .assert()
         .code(64);
-    let assert = sandgate().assert().code(64);
+    // (Without `--`, no command and a non-terminal stdin is a script on stdin: shell mode.)
+    let assert = sandgate().arg("--").assert().code(64);
     assert!(String::from_utf8_lossy(&assert.get_output().stderr).contains("no command given"));
     sandgate().arg("--help").assert().success();
 }

@@ -1,0 +1,373 @@
+//! Shell mode (issue #5): sandgate standing in for `bash`, so agents, CI runners and `make`
+//! can use it as their shell with no glue.
+//!
+//! The command line is split before clap sees it: sandgate's own long options (those clap
+//! defines) stay sandgate's; bash-style options (`-c`, grouped `-lc`/`-euo pipefail`,
+//! `-o OPT`/`+o OPT`, `--login`, `--norc`, …) and everything after the command string or
+//! script name go to the real shell, in their original order. A first line
+//! `# sandgate: sandbox_permissions=MODE justification="TEXT"` in a `-c` string is the same
+//! escalation request as the flags, and is removed before the shell runs the rest.
+//!
+//! `--` keeps its issue-2 meaning: what follows is a command to execute directly.
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// How sandgate was invoked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Invocation {
+    /// Plain sandgate: clap parses everything (subcommands, `-- CMD`).
+    Plain(Vec<OsString>),
+    /// Run the real shell with `shell_args`; `sandgate_args` are sandgate's own options.
+    Shell {
+        sandgate_args: Vec<OsString>,
+        shell: ShellCall,
+    },
+}
+
+/// What the real shell is asked to do.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ShellCall {
+    /// The shell's arguments in their original order (the command string included).
+    pub args: Vec<OsString>,
+    /// Index in `args` of the `-c` command string, if any.
+    pub command_at: Option<usize>,
+    /// `--version`: the shell reports its version; nothing is sandboxed to speak of.
+    pub version: bool,
+}
+
+impl ShellCall {
+    /// The `-c` command string.
+    pub fn command(&self) -> Option<&OsStr> {
+        self.command_at.map(|i| self.args[i].as_os_str())
+    }
+}
+
+/// bash's long options that take no value.
+const SHELL_LONG: &[&str] = &[
+    "--login",
+    "--noprofile",
+    "--norc",
+    "--posix",
+    "--noediting",
+    "--restricted",
+    "--verbose",
+    "--debugger",
+    "--dump-strings",
+    "--dump-po-strings",
+    "--protected",
+    "--version",
+    "--help",
+];
+/// bash's long options that take a value.
+const SHELL_LONG_VALUE: &[&str] = &["--rcfile", "--init-file"];
+
+/// Returns true when `argv0` names a shell-mode link (`sandgate-sh`, or any name ending
+/// in `sh`).
+pub fn is_shell_name(argv0: &OsStr) -> bool {
+    Path::new(argv0)
+        .file_name()
+        .is_some_and(|n| n.as_bytes().ends_with(b"sh"))
+}
+
+/// Returns true when `argv0` names the prefix link (`sandgate-prefix`).
+pub fn is_prefix_name(argv0: &OsStr) -> bool {
+    Path::new(argv0)
+        .file_name()
+        .is_some_and(|n| n == "sandgate-prefix")
+}
+
+/// Splits a command line. `long_flags` are sandgate's long options with whether each takes
+/// a value; `subcommands` its subcommand names. `as_shell`: invoked as a shell link, so
+/// every argument is the shell's.
+pub fn classify(
+    args: Vec<OsString>,
+    long_flags: &[(String, bool)],
+    subcommands: &[String],
+    as_shell: bool,
+) -> Invocation {
+    let Some((argv0, rest)) = args.split_first() else {
+        return Invocation::Plain(args);
+    };
+    if !as_shell {
+        if let Some(first) = rest.first() {
+            let first = first.to_string_lossy();
+            if subcommands.iter().any(|s| *s == first)
+                || first == "--help"
+                || first == "-h"
+                || first == "--version"
+                || first == "-V"
+            {
+                return Invocation::Plain(args);
+            }
+        }
+    }
+    let mut sandgate_args = vec![argv0.clone()];
+    let mut shell = ShellCall::default();
+    let mut wants_command = false;
+    let mut i = 0;
+    while i < rest.len() {
+        let arg = &rest[i];
+        let text = arg.to_string_lossy();
+        if text == "--" {
+            if as_shell || wants_command || !shell.args.is_empty() {
+                // bash: `--` ends the shell's options.
+                shell.args.extend(rest[i..].iter().cloned());
+                break;
+            }
+            // Issue 2: `sandgate [FLAGS] -- CMD ARGS` executes CMD directly.
+            return Invocation::Plain(args);
+        }
+        if !as_shell && text.starts_with("--") {
+            let name = text.split('=').next().unwrap_or_default();
+            if let Some((_, takes_value)) = long_flags
+                .iter()
+                .find(|(f, _)| f == name.trim_start_matches("--"))
+            {
+                sandgate_args.push(arg.clone());
+                if *takes_value && !text.contains('=') {
+                    if let Some(value) = rest.get(i + 1) {
+                        sandgate_args.push(value.clone());
+                        i += 1;
+                    }
+                }
+                i += 1;
+                continue;
+            }
+        }
+        if SHELL_LONG.contains(&text.as_ref()) {
+            shell.version |= text == "--version";
+            shell.args.push(arg.clone());
+            i += 1;
+            continue;
+        }
+        if SHELL_LONG_VALUE.contains(&text.as_ref()) {
+            shell
+                .args
+                .extend(rest[i..(i + 2).min(rest.len())].iter().cloned());
+            i += 2;
+            continue;
+        }
+        let is_cluster = (text.starts_with('-') || text.starts_with('+'))
+            && text.len() > 1
+            && !text.starts_with("--");
+        if is_cluster {
+            shell.args.push(arg.clone());
+            let takes_option_name = text[1..].contains('o');
+            wants_command |= text.starts_with('-') && text[1..].contains('c');
+            if takes_option_name {
+                if let Some(value) = rest.get(i + 1) {
+                    shell.args.push(value.clone());
+                    i += 1;
+                }
+            }
+            i += 1;
+            continue;
+        }
+        // The first operand: the command string (with -c) or the script; everything after
+        // it is the shell's ($0, $1, …), never sandgate's.
+        if wants_command {
+            shell.command_at = Some(shell.args.len());
+        }
+        shell.args.extend(rest[i..].iter().cloned());
+        break;
+    }
+    if !as_shell && shell.args.is_empty() {
+        return Invocation::Plain(args);
+    }
+    Invocation::Shell {
+        sandgate_args,
+        shell,
+    }
+}
+
+/// An escalation request written as the first line of a command string.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Directive {
+    pub mode: String,
+    pub justification: String,
+}
+
+/// The directive prefix.
+pub const DIRECTIVE: &str = "# sandgate:";
+
+/// Splits a leading directive line off `command`: `Ok(None)` when there is none, the
+/// directive and the rest otherwise.
+///
+/// # Errors
+/// A first line that starts like a directive but does not parse: refused rather than
+/// silently run without the request the caller meant to make.
+pub fn directive(command: &str) -> Result<Option<(Directive, String)>, String> {
+    let (first, rest) = command.split_once('\n').unwrap_or((command, ""));
+    let Some(body) = first.trim_start().strip_prefix(DIRECTIVE) else {
+        return Ok(None);
+    };
+    let body = body.trim();
+    let bad = || {
+        format!("malformed directive {first:?}: expected `{DIRECTIVE} sandbox_permissions=MODE justification=\"TEXT\"`")
+    };
+    let rest_of = body.strip_prefix("sandbox_permissions=").ok_or_else(bad)?;
+    let (mode, after) = rest_of.split_once(char::is_whitespace).ok_or_else(bad)?;
+    let quoted = after
+        .trim()
+        .strip_prefix("justification=\"")
+        .ok_or_else(bad)?;
+    let justification = quoted.strip_suffix('"').ok_or_else(bad)?;
+    Ok(Some((
+        Directive {
+            mode: mode.to_owned(),
+            justification: justification.replace("\\\"", "\""),
+        },
+        rest.to_owned(),
+    )))
+}
+
+/// Returns the directive line asking for `mode` (the `<why>` placeholder for the reason).
+pub fn directive_line(mode: &str, why: &str) -> String {
+    format!("{DIRECTIVE} sandbox_permissions={mode} justification=\"{why}\"")
+}
+
+/// Finds the real shell: `SANDGATE_REAL_SHELL`, else `/bin/bash`, else `/bin/sh` — never
+/// sandgate itself, which would loop.
+pub fn real_shell() -> Option<PathBuf> {
+    let me = std::fs::metadata("/proc/self/exe").ok();
+    let is_me = |p: &Path| {
+        use std::os::unix::fs::MetadataExt;
+        let Some(me) = &me else { return false };
+        std::fs::metadata(p).is_ok_and(|m| m.dev() == me.dev() && m.ino() == me.ino())
+    };
+    let configured = std::env::var_os("SANDGATE_REAL_SHELL").map(PathBuf::from);
+    configured
+        .into_iter()
+        .chain([PathBuf::from("/bin/bash"), PathBuf::from("/bin/sh")])
+        .find(|p| p.is_absolute() && p.exists() && !is_me(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flags() -> Vec<(String, bool)> {
+        vec![
+            ("sandbox".into(), true),
+            ("no-tty".into(), false),
+            ("preset".into(), true),
+        ]
+    }
+
+    fn split(args: &[&str], as_shell: bool) -> Invocation {
+        classify(
+            args.iter().map(OsString::from).collect(),
+            &flags(),
+            &["doctor".into()],
+            as_shell,
+        )
+    }
+
+    fn shell_args(args: &[&str]) -> Vec<String> {
+        match split(args, false) {
+            Invocation::Shell { shell, .. } => shell
+                .args
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn bash_options_go_to_the_shell_and_sandgate_options_stay() {
+        let inv = split(
+            &[
+                "sandgate",
+                "--sandbox",
+                "read-only",
+                "-euo",
+                "pipefail",
+                "-c",
+                "echo hi",
+                "zero",
+                "one",
+            ],
+            false,
+        );
+        let Invocation::Shell {
+            sandgate_args,
+            shell,
+        } = inv
+        else {
+            panic!("shell mode")
+        };
+        assert_eq!(
+            sandgate_args,
+            vec![
+                OsString::from("sandgate"),
+                "--sandbox".into(),
+                "read-only".into()
+            ]
+        );
+        assert_eq!(
+            shell.args,
+            ["-euo", "pipefail", "-c", "echo hi", "zero", "one"].map(OsString::from)
+        );
+        assert_eq!(shell.command(), Some(OsStr::new("echo hi")));
+        assert_eq!(shell_args(&["sandgate", "-lc", "x"]), ["-lc", "x"]);
+        assert_eq!(
+            shell_args(&["sandgate", "-c", "x", "-l"]),
+            ["-c", "x", "-l"]
+        );
+        assert_eq!(
+            shell_args(&["sandgate", "--login", "+o", "errexit", "-c", "x"]),
+            ["--login", "+o", "errexit", "-c", "x"]
+        );
+        assert_eq!(
+            shell_args(&["sandgate", "script.sh", "--sandbox", "a"]),
+            ["script.sh", "--sandbox", "a"]
+        );
+    }
+
+    #[test]
+    fn plain_forms_stay_plain() {
+        for args in [
+            &["sandgate", "doctor"][..],
+            &["sandgate", "--sandbox", "read-only", "--", "ls"],
+            &["sandgate", "--version"],
+            &["sandgate"],
+        ] {
+            assert!(
+                matches!(split(args, false), Invocation::Plain(_)),
+                "{args:?}"
+            );
+        }
+        // As a shell link, even `--version` is the shell's.
+        assert!(matches!(
+            split(&["sandgate-sh", "--version"], true),
+            Invocation::Shell { .. }
+        ));
+    }
+
+    #[test]
+    fn directives_parse_and_malformed_ones_are_refused() {
+        let (d, rest) = directive(
+            "# sandgate: sandbox_permissions=full-access justification=\"fetch deps\"\nnpm ci",
+        )
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| panic!("directive"));
+        assert_eq!(
+            d,
+            Directive {
+                mode: "full-access".into(),
+                justification: "fetch deps".into()
+            }
+        );
+        assert_eq!(rest, "npm ci");
+        assert_eq!(directive("echo hi"), Ok(None));
+        assert!(directive("# sandgate: please").is_err());
+        assert_eq!(
+            directive_line("workspace-write", "<why>"),
+            "# sandgate: sandbox_permissions=workspace-write justification=\"<why>\""
+        );
+    }
+}
