@@ -1,0 +1,67 @@
+//! Every example in the README's `console` blocks runs, as a newcomer would type it, with
+//! sandgate on PATH. (The set-up block is run verbatim by `.ci/run` instead: it builds and
+//! runs this very suite.)
+
+mod support;
+
+use std::process::Command;
+
+use support::*;
+
+fn examples() -> Vec<String> {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .unwrap_or_default();
+    let setup = readme
+        .split("<!-- /setup -->")
+        .nth(1)
+        .unwrap_or_default()
+        .to_owned();
+    let mut lines = Vec::new();
+    let mut in_console = false;
+    for line in setup.lines() {
+        match line.trim() {
+            "```console" => in_console = true,
+            "```" => in_console = false,
+            l if in_console => {
+                if let Some(cmd) = l.strip_prefix("$ ") {
+                    lines.push(cmd.to_owned());
+                }
+            }
+            _ => {}
+        }
+    }
+    lines
+}
+
+#[test]
+fn every_readme_example_runs() {
+    let env = TestEnv::new();
+    let examples = examples();
+    assert!(examples.len() >= 5, "{examples:?}");
+    let bin = sandgate_inside();
+    let dir = bin
+        .parent()
+        .unwrap_or(std::path::Path::new("/"))
+        .to_path_buf();
+    let path = format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for example in examples {
+        let mut cmd = Command::new("/bin/sh");
+        cmd.current_dir(&env.ws)
+            .arg("-c")
+            .arg(&example)
+            .env("PATH", &path)
+            .env("SANDGATE_WORKSPACE", &env.ws);
+        cmd.env("SANDGATE_CONFIG_DIR", env.root.join("config"))
+            .env("SANDGATE_MANAGED_CONFIG", env.root.join("managed.json"));
+        cmd.env("SANDGATE_AUDIT_LOG", env.audit_log())
+            .env_remove("SANDGATE_SANDBOX")
+            .env_remove("SANDGATE_PRESET");
+        let out = output(&mut cmd);
+        assert_status(&out, 0);
+        assert!(!out.stdout.is_empty(), "{example}: no output");
+    }
+}
