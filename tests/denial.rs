@@ -374,22 +374,10 @@ fn the_retry_argv_with_an_approving_endpoint_succeeds() {
         "{retry:?}"
     );
     let ep = TestEndpoint::http(|r, _| Reply::decision(r, "allowed-once"));
-    let mut cmd = env.sandgate_without_workspace("read-only");
-    cmd.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    let mut cmd = env.command(&retry[0]);
     cmd.env("SANDGATE_APPROVAL_ENDPOINT", &ep.url)
-        .env("SANDGATE_AUDIT_LOG", env.audit_log());
-    cmd.env("SANDGATE_CONFIG_DIR", env.root.join("config"))
-        .env("SANDGATE_MANAGED_CONFIG", env.root.join("managed.json"));
-    let mut cmd2 = std::process::Command::new(&retry[0]);
-    cmd2.args(&retry[1..]).current_dir(&env.ws);
-    for (k, v) in cmd.get_envs() {
-        match v {
-            Some(v) => cmd2.env(k, v),
-            None => cmd2.env_remove(k),
-        };
-    }
-    let out = output(&mut cmd2);
+        .args(&retry[1..]);
+    let out = output(&mut cmd);
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
         "ok",

@@ -4,8 +4,6 @@
 
 mod support;
 
-use std::process::Command;
-
 use support::*;
 
 fn examples() -> Vec<String> {
@@ -49,18 +47,12 @@ fn every_readme_example_runs() {
         std::env::var("PATH").unwrap_or_default()
     );
     for example in examples {
-        let mut cmd = Command::new("/bin/sh");
-        cmd.current_dir(&env.ws)
-            .arg("-c")
-            .arg(&example)
-            .env("PATH", &path)
-            .env("SANDGATE_WORKSPACE", &env.ws);
-        cmd.env("SANDGATE_CONFIG_DIR", env.root.join("config"))
-            .env("SANDGATE_MANAGED_CONFIG", env.root.join("managed.json"));
-        cmd.env("SANDGATE_AUDIT_LOG", env.audit_log())
-            .env_remove("SANDGATE_SANDBOX")
-            .env_remove("SANDGATE_PRESET");
-        let out = output(&mut cmd);
+        let out = output(
+            env.command("/bin/sh")
+                .arg("-c")
+                .arg(&example)
+                .env("PATH", &path),
+        );
         assert_status(&out, 0);
         assert!(!out.stdout.is_empty(), "{example}: no output");
     }

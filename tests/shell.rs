@@ -164,13 +164,7 @@ fn option_forms_behave_as_bash() {
     // Through the shell link every argument is the shell's: `--` ends bash's options (for
     // plain `sandgate`, `--` introduces a command to execute directly, as in issue 2).
     let sh = links(&env).join("sandgate-sh");
-    let mut cmd = Command::new(&sh);
-    cmd.current_dir(&env.ws)
-        .env("SANDGATE_WORKSPACE", &env.ws)
-        .env_remove("SANDGATE_SANDBOX");
-    cmd.env("SANDGATE_CONFIG_DIR", env.root.join("config"))
-        .env("SANDGATE_MANAGED_CONFIG", env.root.join("managed.json"));
-    let got = output(cmd.args(["--", &s, "dash"]));
+    let got = output(env.command(&sh).args(["--", &s, "dash"]));
     let want = output(
         Command::new("bash")
             .current_dir(&env.ws)
@@ -237,29 +231,14 @@ fn make_with_sandgate_sh_as_shell() {
         ),
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let mut make = Command::new("make");
-    make.current_dir(&env.ws)
-        .arg(format!("SHELL={}", sh.display()))
-        .env_remove("SANDGATE_SANDBOX");
-    make.env("SANDGATE_CONFIG_DIR", env.root.join("config"))
-        .env("SANDGATE_MANAGED_CONFIG", env.root.join("managed.json"));
-    make.env("SANDGATE_WORKSPACE", &env.ws)
-        .env("SANDGATE_AUDIT_LOG", env.audit_log());
-    let out = output(make.arg("all"));
+    let shell = format!("SHELL={}", sh.display());
+    let out = output(env.command("make").args([&shell, "all"]));
     assert_status(&out, 0);
     assert_eq!(
         std::fs::read_to_string(env.ws.join("out.txt")).unwrap_or_default(),
         "built\n"
     );
-    let mut make = Command::new("make");
-    make.current_dir(&env.ws)
-        .arg(format!("SHELL={}", sh.display()))
-        .arg("leak");
-    make.env("SANDGATE_CONFIG_DIR", env.root.join("config"))
-        .env("SANDGATE_MANAGED_CONFIG", env.root.join("managed.json"));
-    make.env("SANDGATE_WORKSPACE", &env.ws)
-        .env("SANDGATE_AUDIT_LOG", env.audit_log());
-    let out = output(&mut make);
+    let out = output(env.command("make").args([&shell, "leak"]));
     assert!(!out.status.success());
     assert!(!outside.exists());
     assert!(
@@ -314,23 +293,11 @@ fn a_refused_write_in_shell_mode_retries_as_a_directive() {
     let target = env.outside.join("report");
     let command = format!("echo data > '{}'", target.display());
     let log = env.root.join("denials.ndjson");
-    let mut cmd = Command::new(&sh);
-    cmd.current_dir(&env.ws)
-        .env("SANDGATE_WORKSPACE", &env.ws)
-        .env("SANDGATE_DENIAL_LOG", &log);
-    cmd.env("SANDGATE_CONFIG_DIR", env.root.join("config"))
-        .env("SANDGATE_MANAGED_CONFIG", env.root.join("managed.json"));
-    cmd.env("SANDGATE_AUDIT_LOG", env.audit_log())
-        .env_remove("SANDGATE_SANDBOX")
-        .env_remove("CI");
-    let mut retry_cmd = Command::new(&sh);
-    for (k, v) in cmd.get_envs() {
-        match v {
-            Some(v) => retry_cmd.env(k, v),
-            None => retry_cmd.env_remove(k),
-        };
-    }
-    let out = output(cmd.args(["-c", &command]));
+    let out = output(
+        env.command(&sh)
+            .env("SANDGATE_DENIAL_LOG", &log)
+            .args(["-c", &command]),
+    );
     assert_ne!(status(&out), 0);
     let marker: serde_json::Value = std::fs::read_to_string(&log)
         .ok()
@@ -347,10 +314,9 @@ fn a_refused_write_in_shell_mode_retries_as_a_directive() {
         "{directive}"
     );
     let ep = TestEndpoint::http(|r, _| Reply::decision(r, "allowed-once"));
-    retry_cmd
-        .current_dir(&env.ws)
-        .env("SANDGATE_APPROVAL_ENDPOINT", &ep.url);
-    let out = output(retry_cmd.args(["-c", &directive]));
+    let mut retry = env.command(&sh);
+    retry.env("SANDGATE_APPROVAL_ENDPOINT", &ep.url);
+    let out = output(retry.args(["-c", &directive]));
     assert_status(&out, 0);
     assert_eq!(
         std::fs::read_to_string(&target).unwrap_or_default(),
@@ -366,14 +332,8 @@ fn shell_set_to_sandgate_sh_does_not_loop_and_stays_confined() {
     let env = TestEnv::new();
     let sh = links(&env).join("sandgate-sh");
     let outside = env.outside.join("nested");
-    let mut cmd = Command::new(&sh);
-    cmd.current_dir(&env.ws)
-        .env("SHELL", &sh)
-        .env("SANDGATE_REAL_SHELL", &sh)
-        .env("SANDGATE_WORKSPACE", &env.ws);
-    cmd.env("SANDGATE_CONFIG_DIR", env.root.join("config"))
-        .env("SANDGATE_MANAGED_CONFIG", env.root.join("managed.json"));
-    cmd.env_remove("SANDGATE_SANDBOX");
+    let mut cmd = env.command(&sh);
+    cmd.env("SHELL", &sh).env("SANDGATE_REAL_SHELL", &sh);
     cmd.args(["-c"]).arg(format!(
         "\"$SHELL\" -c 'echo inner > inner.txt; echo x > {}'; echo outer-done",
         outside.display()

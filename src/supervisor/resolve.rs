@@ -131,16 +131,7 @@ pub fn resolve<'a>(
     let mut links = 0;
     if pending.is_empty() {
         // "/" or "": the start directory itself.
-        let st = fstat(cur.as_fd())?;
-        let own = cur
-            .as_fd()
-            .try_clone_to_owned()
-            .map_err(|_| Errno::EMFILE)?;
-        return Ok(Target {
-            dir: cur,
-            dir_id: Some(inode(&st)),
-            object: Some((own, st)),
-        });
+        return itself(cur);
     }
     while let Some(name) = pending.pop() {
         let last = pending.is_empty();
@@ -160,16 +151,7 @@ pub fn resolve<'a>(
                 continue;
             }
             // A path ending in `.`: it names the directory itself.
-            let st = fstat(cur.as_fd())?;
-            let own = cur
-                .as_fd()
-                .try_clone_to_owned()
-                .map_err(|_| Errno::EMFILE)?;
-            return Ok(Target {
-                dir_id: Some(inode(&st)),
-                dir: cur,
-                object: Some((own, st)),
-            });
+            return itself(cur);
         }
         let next = match name.as_slice() {
             b".." => open_at(cur.as_fd(), b"..")?,
@@ -219,6 +201,20 @@ pub fn resolve<'a>(
     }
     // Only reached when a symlink's target was empty.
     Err(Errno::ENOENT)
+}
+
+/// The target a path naming a directory itself (`/`, `.`) has: that directory.
+fn itself(dir: Dir<'_>) -> Result<Target<'_>, Errno> {
+    let st = fstat(dir.as_fd())?;
+    let own = dir
+        .as_fd()
+        .try_clone_to_owned()
+        .map_err(|_| Errno::EMFILE)?;
+    Ok(Target {
+        dir_id: Some(inode(&st)),
+        dir,
+        object: Some((own, st)),
+    })
 }
 
 /// Resolves a unix socket path for `connect` and checks what the kernel would: the path

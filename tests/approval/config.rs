@@ -7,13 +7,7 @@ use crate::support::*;
 
 fn presets_json(env: &TestEnv, flags: &[&str]) -> Value {
     // `presets` is a subcommand: it cannot follow the `--sandbox` TestEnv puts first.
-    let mut cmd = std::process::Command::new(sandgate());
-    cmd.current_dir(&env.ws)
-        .env("SANDGATE_CONFIG_DIR", env.root.join("config"))
-        .env("SANDGATE_MANAGED_CONFIG", env.root.join("managed.json"));
-    cmd.env_remove("SANDGATE_PRESET")
-        .env_remove("SANDGATE_SANDBOX")
-        .env_remove("SANDGATE_APPROVAL");
+    let mut cmd = env.command(sandgate());
     cmd.arg("presets").arg("--json").args(flags);
     let out = output(&mut cmd);
     assert_status(&out, 0);

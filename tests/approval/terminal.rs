@@ -2,7 +2,7 @@
 
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use crate::support::*;
@@ -17,16 +17,8 @@ fn on_pty(
 ) -> (Option<i32>, String) {
     let pty = nix::pty::openpty(None, None).unwrap_or_else(|e| panic!("openpty: {e}"));
     let slave = |fd: &OwnedFd| Stdio::from(fd.try_clone().unwrap_or_else(|e| panic!("{e}")));
-    let template = env.sandgate("read-only");
-    let mut cmd = Command::new("setsid");
-    cmd.args(["-c", "/bin/sh", "-c", script])
-        .current_dir(&env.ws);
-    for (k, v) in template.get_envs() {
-        match v {
-            Some(v) => cmd.env(k, v),
-            None => cmd.env_remove(k),
-        };
-    }
+    let mut cmd = env.command("setsid");
+    cmd.args(["-c", "/bin/sh", "-c", script]);
     cmd.env("SG", sandgate())
         .env("WS", &env.ws)
         .env("MARK", env.ws.join("ran"));

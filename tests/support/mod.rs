@@ -116,16 +116,7 @@ impl TestEnv {
     /// Like [`TestEnv::sandgate`], for tests that pick the workspace themselves.
     pub fn sandgate_without_workspace(&self, mode: &str) -> Command {
         let mut cmd = Command::new(sandgate());
-        for (key, _) in std::env::vars_os() {
-            let k = key.to_string_lossy();
-            if k.starts_with("SANDGATE_") || k.starts_with("XDG_") || k == "TMPDIR" || k == "CI" {
-                cmd.env_remove(&key);
-            }
-        }
-        // Configuration and audit log of this test only, never the host's.
-        cmd.env("SANDGATE_CONFIG_DIR", self.root.join("config"))
-            .env("SANDGATE_MANAGED_CONFIG", self.root.join("managed.json"))
-            .env("SANDGATE_AUDIT_LOG", self.audit_log());
+        self.isolate(&mut cmd);
         cmd.current_dir(&self.ws).args(["--sandbox", mode]);
         // scripts/test runs the enforcement suite a second time without observation: the
         // same operations must succeed and fail either way.
@@ -133,6 +124,30 @@ impl TestEnv {
             cmd.arg("--no-observe");
         }
         cmd
+    }
+
+    /// Runs `program` (a sandgate link, a shell, make) in the workspace, isolated like
+    /// [`TestEnv::sandgate`], with the workspace given by `SANDGATE_WORKSPACE`.
+    pub fn command(&self, program: impl AsRef<OsStr>) -> Command {
+        let mut cmd = Command::new(program);
+        self.isolate(&mut cmd);
+        cmd.current_dir(&self.ws)
+            .env("SANDGATE_WORKSPACE", &self.ws);
+        cmd
+    }
+
+    /// Clears inherited SANDGATE_*, XDG_*, TMPDIR and CI, so the host cannot steer the
+    /// call, and points configuration and the audit log at this test's own files.
+    pub fn isolate(&self, cmd: &mut Command) {
+        for (key, _) in std::env::vars_os() {
+            let k = key.to_string_lossy();
+            if k.starts_with("SANDGATE_") || k.starts_with("XDG_") || k == "TMPDIR" || k == "CI" {
+                cmd.env_remove(&key);
+            }
+        }
+        cmd.env("SANDGATE_CONFIG_DIR", self.root.join("config"))
+            .env("SANDGATE_MANAGED_CONFIG", self.root.join("managed.json"))
+            .env("SANDGATE_AUDIT_LOG", self.audit_log());
     }
 
     /// The audit log sandgate writes in this test.
