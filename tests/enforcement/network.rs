@@ -127,3 +127,41 @@ fn unix_sockets_inside_the_workspace_and_socketpairs_work() {
         assert_eq!(env.probe(mode, &["socketpair-stream"]), "ok", "{mode}");
     }
 }
+
+/// The supervisor lives in sandgate. A process that outlives it (left running in the
+/// background) keeps its sandbox, and the calls that needed the supervisor now fail closed
+/// (ENOSYS) — even a connect to a socket inside the workspace it would have allowed.
+#[test]
+fn without_the_supervisor_connects_fail_closed() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let sock = env.ws.join("late.sock");
+    let _listener = UnixListener::bind(&sock).unwrap_or_else(|e| panic!("{e}"));
+    // The background probe writes to the stdout pipe it inherited; `output` returns once it
+    // has closed it, well after sandgate itself exited.
+    let script = format!(
+        "(sleep 0.5; '{}' unix-connect '{}') & exit 0",
+        probe().display(),
+        sock.display()
+    );
+    let started = std::time::Instant::now();
+    let out = env.sh("workspace-write", &script);
+    assert_status(&out, 0);
+    assert!(started.elapsed() >= std::time::Duration::from_millis(500));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "err:ENOSYS",
+        "{}",
+        show(&out)
+    );
+    // While sandgate runs, the same connect is allowed.
+    assert_eq!(
+        env.probe(
+            "workspace-write",
+            &["unix-connect", &sock.to_string_lossy()]
+        ),
+        "ok"
+    );
+}
