@@ -5,26 +5,32 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use clap::Parser;
 use serde_json::{json, Map};
 
-use crate::approval::{self, Answerer, Outcome};
 use crate::audit::{AuditError, AuditLog};
 use crate::cli::{self, AuditAction, Cli, RunArgs, Sub};
 use crate::denial::{marker, Reporter};
 use crate::doctor;
-use crate::error::{Error, Refusal, EXIT_INTERNAL, EXIT_USAGE};
+use crate::error::{Error, EXIT_USAGE};
 use crate::exec::{self, ExecError, Launch};
 use crate::policy::{
-    self, config, standing, Approval, Confinement, Env, EscalationRequest, Mode, MountSource,
-    Parent, Plan, PolicyError, Request, Standing,
+    self, config, standing, Confinement, Env, Mode, MountSource, Parent, Plan, PolicyError,
+    Request, Standing,
 };
 use crate::sandbox::{self, Features, Guarantee, Step};
 use crate::shell::{self, Invocation, ShellCall};
 use crate::supervisor;
 use std::io::IsTerminal;
+
+mod escalate;
+mod shell_mode;
+mod subcommands;
+
+use escalate::decide;
+use shell_mode::{prefix_call, run_shell, Shellish};
+use subcommands::{install_links, presets, verify};
 
 /// Parses the command line, runs the call and returns sandgate's exit status.
 pub fn main() -> ExitCode {
@@ -70,18 +76,6 @@ fn usage(e: &clap::Error) -> ExitCode {
     let code = if e.use_stderr() { EXIT_USAGE } else { 0 };
     let _ = e.print();
     ExitCode::from(code)
-}
-
-fn prefix_call(argv0: OsString, command: String) -> Invocation {
-    let shell = ShellCall {
-        args: vec!["-c".into(), command.into()],
-        command_at: Some(1),
-        version: false,
-    };
-    Invocation::Shell {
-        sandgate_args: vec![argv0],
-        shell,
-    }
 }
 
 /// sandgate's own command line: subcommands, or `[FLAGS] -- CMD ARGS`.
@@ -130,74 +124,6 @@ fn plain(args: Vec<OsString>) -> ExitCode {
         }
         None => finish(run_inner(cli.run, Shellish::default()), None),
     }
-}
-
-/// `sandgate install-links DIR`.
-fn install_links(dir: &Path) -> ExitCode {
-    let result = std::env::current_exe().and_then(|exe| {
-        std::fs::create_dir_all(dir)?;
-        for name in ["sandgate-sh", "sandgate-prefix"] {
-            let link = dir.join(name);
-            let _ = std::fs::remove_file(&link);
-            std::os::unix::fs::symlink(&exe, &link)?;
-            println!("{} -> {}", link.display(), exe.display());
-        }
-        Ok(())
-    });
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("sandgate: cannot install links in {}: {e}", dir.display());
-            ExitCode::from(EXIT_INTERNAL)
-        }
-    }
-}
-
-/// What shell mode adds to a call.
-#[derive(Debug, Default)]
-struct Shellish {
-    /// argv[0] for the real shell (`bash`, as `bash -c` would show it in messages).
-    argv0: Option<OsString>,
-    /// The command string as the caller wrote it, for `retry.directive`.
-    command: Option<String>,
-}
-
-/// Runs the real shell with `shell`'s arguments, turning a directive into the request.
-fn run_shell(mut args: RunArgs, mut shell: ShellCall) -> ExitCode {
-    let mode_hint = args.knobs.sandbox;
-    let Some(real) = shell::real_shell() else {
-        let err = Error::Exec(ExecError::NotFound(
-            "/bin/bash or /bin/sh (set SANDGATE_REAL_SHELL)".into(),
-        ));
-        return finish(Err(err), mode_hint);
-    };
-    let original = shell.command().map(|c| c.to_string_lossy().into_owned());
-    if let (Some(command), Some(at)) = (&original, shell.command_at) {
-        match shell::directive(command) {
-            Ok(None) => {}
-            Ok(Some((directive, rest))) => {
-                if args.sandbox_permissions.is_some() || args.justification.is_some() {
-                    let err = PolicyError::Directive(
-                        "a directive and --sandbox-permissions/--justification both ask: use one"
-                            .into(),
-                    );
-                    return finish(Err(err.into()), mode_hint);
-                }
-                args.sandbox_permissions = Some(directive.mode);
-                args.justification = Some(directive.justification);
-                shell.args[at] = rest.into();
-            }
-            Err(message) => return finish(Err(PolicyError::Directive(message).into()), mode_hint),
-        }
-    }
-    args.command = std::iter::once(real.clone().into_os_string())
-        .chain(shell.args)
-        .collect();
-    let shellish = Shellish {
-        argv0: real.file_name().map(OsString::from),
-        command: original,
-    };
-    finish(run_inner(args, shellish), mode_hint)
 }
 
 /// Turns a call's result into sandgate's exit status; every refusal prints a message and
@@ -412,219 +338,6 @@ fn observer(
     let mut reporter = Reporter::new(plan.mode, argv, log);
     reporter.shell_command = shell_command;
     Ok(Some(Arc::new(Mutex::new(reporter))))
-}
-
-/// The policy tier and the one answerer: returns the mode to run at, or the refusal. The
-/// audit pair is written around the decision whatever it is; if the `asked` record cannot
-/// be written, nobody is asked and the command does not run.
-fn decide(
-    request: &EscalationRequest,
-    standing: &Standing,
-    args: &RunArgs,
-    layers: &Layers,
-    env: &Env,
-    workspace: &Path,
-    audit: &AuditLog,
-) -> Result<Mode, Error> {
-    let id = approval::fresh_id();
-    let argv: Vec<String> = args
-        .command
-        .iter()
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
-    let cwd = env.cwd.to_string_lossy().into_owned();
-    let mut asked = Map::new();
-    asked.insert("id".into(), json!(id));
-    asked.insert("argv".into(), json!(argv));
-    asked.insert("cwd".into(), json!(cwd));
-    asked.insert(
-        "standing".into(),
-        json!({"mode": standing.mode, "approval": standing.approval, "preset": standing.preset}),
-    );
-    asked.insert("requested".into(), json!({"mode": request.to()}));
-    asked.insert("justification".into(), json!(request.justification()));
-    audit.append("approval/asked", asked)?;
-
-    let timeout = Duration::from_secs(args.approval_timeout);
-    let refusal_before_asking = match (&env.parent, standing.approval, standing.max_mode) {
-        (Some(parent), _, _) => Some(Refusal::Nested {
-            parent: parent.mode,
-        }),
-        (None, Approval::Never, _) => Some(Refusal::PolicyNever {
-            preset: standing.preset.clone(),
-        }),
-        (None, Approval::OnRequest, Some(max)) if request.to() > max => {
-            Some(Refusal::Ceiling { max })
-        }
-        (None, Approval::OnRequest, _) => None,
-    };
-    let (refusal, _interrupts_blocked) = match refusal_before_asking {
-        Some(refusal) => (Some(refusal), None),
-        None => {
-            let question = approval::Question {
-                body: approval::request_body(
-                    &id,
-                    &argv,
-                    &cwd,
-                    &workspace.to_string_lossy(),
-                    (
-                        standing.mode.as_str(),
-                        standing.approval.as_str(),
-                        &standing.preset,
-                    ),
-                    (request.to().as_str(), request.justification()),
-                    timeout,
-                ),
-                display: approval::Display {
-                    argv: argv.clone(),
-                    cwd: cwd.clone(),
-                    workspace: workspace.to_string_lossy().into_owned(),
-                    standing: standing.mode.to_string(),
-                    requested: request.to().to_string(),
-                    justification: request.justification().to_owned(),
-                },
-                id: id.clone(),
-                timeout,
-            };
-            let (outcome, guard) = approval::ask(&answerer(args, layers), &question);
-            let refusal = match outcome {
-                Outcome::AllowedOnce => None,
-                Outcome::Rejected => Some(Refusal::Rejected),
-                Outcome::Cancelled { why } => Some(Refusal::Cancelled { why }),
-                Outcome::Unavailable { why } => Some(Refusal::Unavailable { why }),
-            };
-            (refusal, guard)
-        }
-    };
-    let mut decided = Map::new();
-    decided.insert("id".into(), json!(id));
-    decided.insert(
-        "outcome".into(),
-        json!(refusal.as_ref().map_or("allowed-once", Refusal::outcome)),
-    );
-    if let Some(r) = &refusal {
-        decided.insert("reason".into(), json!(r.kind()));
-    }
-    audit.append("approval/decided", decided)?;
-    match refusal {
-        None => Ok(request.to()),
-        Some(refusal) => Err(Error::NotGranted {
-            to: request.to(),
-            refusal,
-        }),
-    }
-}
-
-/// Chooses the one answerer (DESIGN §4): the endpoint (the managed one first), else the
-/// approver program, else the terminal — never when CI is set or the terminal is disabled.
-fn answerer(args: &RunArgs, layers: &Layers) -> Answerer {
-    let endpoint = layers
-        .managed
-        .approval_endpoint
-        .clone()
-        .or_else(|| args.approval_endpoint.clone())
-        .or_else(|| layers.user.approval_endpoint.clone());
-    if let Some(url) = endpoint {
-        return match url.parse::<approval::Endpoint>() {
-            Ok(endpoint) => Answerer::Endpoint {
-                endpoint,
-                token_file: std::env::var_os("SANDGATE_APPROVAL_TOKEN_FILE").map(PathBuf::from),
-            },
-            Err(e) => Answerer::None {
-                why: format!("the approval endpoint is unusable: {e}"),
-            },
-        };
-    }
-    if let Some(command) = args
-        .approver
-        .clone()
-        .or_else(|| layers.user.approver.clone())
-    {
-        return Answerer::Program { command };
-    }
-    let in_ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty());
-    let tty_off = args.no_tty || std::env::var("SANDGATE_TTY").is_ok_and(|v| v == "never");
-    if in_ci || tty_off {
-        let why = if in_ci {
-            "CI is set, so nobody can answer a prompt"
-        } else {
-            "the terminal prompt is disabled"
-        };
-        return Answerer::None {
-            why: format!("{why}: configure --approval-endpoint or --approver"),
-        };
-    }
-    Answerer::Tty
-}
-
-/// `sandgate presets`: the table and the current preset for the effective knobs.
-fn presets(json: bool, knobs: &cli::Knobs) -> ExitCode {
-    let current = gather_env().and_then(|env| {
-        let layers = Layers::load()?;
-        let workspace = policy::resolve_workspace(None, &env.cwd)?;
-        layers.standing(knobs, &workspace, &env)
-    });
-    let current = match current {
-        Ok(standing) => standing,
-        Err(err) => {
-            eprintln!("sandgate: {err}");
-            return ExitCode::from(err.exit_code());
-        }
-    };
-    let table = policy::preset::table();
-    if json {
-        let body = json!({
-            "presets": table,
-            "current": { "preset": current.preset, "mode": current.mode, "approval": current.approval },
-        });
-        println!("{body}");
-    } else {
-        for row in &table {
-            let mark = if row.key == current.preset { "*" } else { " " };
-            let aliases = if row.aliases.is_empty() {
-                String::new()
-            } else {
-                format!(" (alias {})", row.aliases.join(", "))
-            };
-            println!(
-                "{mark} {:<16}{:<16}{:<11}{}{aliases}",
-                row.key, row.mode, row.approval, row.description
-            );
-        }
-        if current.preset == policy::preset::CUSTOM {
-            println!(
-                "* custom          {:<16}{:<11}(no preset matches)",
-                current.mode, current.approval
-            );
-        }
-    }
-    ExitCode::SUCCESS
-}
-
-/// `sandgate audit verify`: checks the hash chain.
-fn verify(log: Option<PathBuf>) -> ExitCode {
-    let path = log.or_else(|| {
-        let layers = Layers::load().ok()?;
-        let flag = std::env::var_os("SANDGATE_AUDIT_LOG").map(PathBuf::from);
-        layers.audit_log(flag).map(|l| l.path().to_path_buf())
-    });
-    let Some(path) = path else {
-        eprintln!("sandgate: no audit log configured; pass --log FILE");
-        return ExitCode::from(EXIT_USAGE);
-    };
-    match crate::audit::verify(&path) {
-        Ok(lines) => {
-            println!(
-                "sandgate: audit log {} verifies: {lines} lines",
-                path.display()
-            );
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("sandgate: {e}");
-            ExitCode::FAILURE
-        }
-    }
 }
 
 /// Says on stderr, as a marker, which guarantees a degraded run lacks.

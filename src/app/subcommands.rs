@@ -1,0 +1,103 @@
+//! sandgate's subcommands other than running a command: `install-links`, `presets`,
+//! `audit verify`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use serde_json::json;
+
+use super::{gather_env, Layers};
+use crate::cli;
+use crate::error::{EXIT_INTERNAL, EXIT_USAGE};
+use crate::policy;
+
+/// `sandgate install-links DIR`.
+pub(super) fn install_links(dir: &Path) -> ExitCode {
+    let result = std::env::current_exe().and_then(|exe| {
+        std::fs::create_dir_all(dir)?;
+        for name in ["sandgate-sh", "sandgate-prefix"] {
+            let link = dir.join(name);
+            let _ = std::fs::remove_file(&link);
+            std::os::unix::fs::symlink(&exe, &link)?;
+            println!("{} -> {}", link.display(), exe.display());
+        }
+        Ok(())
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sandgate: cannot install links in {}: {e}", dir.display());
+            ExitCode::from(EXIT_INTERNAL)
+        }
+    }
+}
+
+/// `sandgate presets`: the table and the current preset for the effective knobs.
+pub(super) fn presets(json: bool, knobs: &cli::Knobs) -> ExitCode {
+    let current = gather_env().and_then(|env| {
+        let layers = Layers::load()?;
+        let workspace = policy::resolve_workspace(None, &env.cwd)?;
+        layers.standing(knobs, &workspace, &env)
+    });
+    let current = match current {
+        Ok(standing) => standing,
+        Err(err) => {
+            eprintln!("sandgate: {err}");
+            return ExitCode::from(err.exit_code());
+        }
+    };
+    let table = policy::preset::table();
+    if json {
+        let body = json!({
+            "presets": table,
+            "current": { "preset": current.preset, "mode": current.mode, "approval": current.approval },
+        });
+        println!("{body}");
+    } else {
+        for row in &table {
+            let mark = if row.key == current.preset { "*" } else { " " };
+            let aliases = if row.aliases.is_empty() {
+                String::new()
+            } else {
+                format!(" (alias {})", row.aliases.join(", "))
+            };
+            println!(
+                "{mark} {:<16}{:<16}{:<11}{}{aliases}",
+                row.key, row.mode, row.approval, row.description
+            );
+        }
+        if current.preset == policy::preset::CUSTOM {
+            println!(
+                "* custom          {:<16}{:<11}(no preset matches)",
+                current.mode, current.approval
+            );
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+/// `sandgate audit verify`: checks the hash chain.
+pub(super) fn verify(log: Option<PathBuf>) -> ExitCode {
+    let path = log.or_else(|| {
+        let layers = Layers::load().ok()?;
+        let flag = std::env::var_os("SANDGATE_AUDIT_LOG").map(PathBuf::from);
+        layers.audit_log(flag).map(|l| l.path().to_path_buf())
+    });
+    let Some(path) = path else {
+        eprintln!("sandgate: no audit log configured; pass --log FILE");
+        return ExitCode::from(EXIT_USAGE);
+    };
+    match crate::audit::verify(&path) {
+        Ok(lines) => {
+            println!(
+                "sandgate: audit log {} verifies: {lines} lines",
+                path.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("sandgate: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
