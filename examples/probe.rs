@@ -308,6 +308,88 @@ fn run(op: &str, args: &[String]) -> Res {
             }
             Ok(())
         }
+        "connect-race" => {
+            // Connect N times through one sockaddr buffer that another thread keeps
+            // rewriting between INSIDE and OUTSIDE (the TOCTOU a supervisor that answered
+            // CONTINUE would lose). Prints how many connects succeeded.
+            let (inside, outside, n): (String, String, usize) =
+                (arg(0), arg(1), arg(2).parse().unwrap_or(100));
+            let make = |p: &str| {
+                let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+                addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+                for (d, b) in addr.sun_path.iter_mut().zip(p.bytes()) {
+                    *d = b as libc::c_char;
+                }
+                addr
+            };
+            let (a, b) = (make(&inside), make(&outside));
+            let shared: &'static mut libc::sockaddr_un = Box::leak(Box::new(a));
+            let ptr = shared as *mut libc::sockaddr_un as usize;
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let flips = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let flipper = {
+                let (stop, flips) = (stop.clone(), flips.clone());
+                std::thread::spawn(move || {
+                    let mut flip = false;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let src = if flip { &a } else { &b };
+                        unsafe { std::ptr::write_volatile(ptr as *mut libc::sockaddr_un, *src) };
+                        flip = !flip;
+                        flips.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                })
+            };
+            // Start only once the other thread is really flipping.
+            while flips.load(std::sync::atomic::Ordering::Relaxed) < 10_000 {
+                std::thread::yield_now();
+            }
+            let mut ok = 0;
+            for _ in 0..n {
+                let s = sock(AddressFamily::Unix, SockType::Stream)?;
+                let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+                if unsafe { libc::connect(s.as_raw_fd(), ptr as *const libc::sockaddr, len) } == 0 {
+                    ok += 1;
+                }
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            let _ = flipper.join();
+            println!("connected {ok}");
+            Ok(())
+        }
+        "connect-symlink-race" => {
+            // Connect N times through LINK while another thread keeps re-pointing it between
+            // INSIDE and OUTSIDE.
+            let (link, inside, outside, n): (String, String, String, usize) =
+                (arg(0), arg(1), arg(2), arg(3).parse().unwrap_or(100));
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let flipper = {
+                let (stop, link) = (stop.clone(), link.clone());
+                std::thread::spawn(move || {
+                    let tmp = format!("{link}.tmp");
+                    let mut flip = false;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let _ = std::fs::remove_file(&tmp);
+                        let _ =
+                            std::os::unix::fs::symlink(if flip { &inside } else { &outside }, &tmp);
+                        let _ = std::fs::rename(&tmp, &link);
+                        flip = !flip;
+                    }
+                })
+            };
+            let mut ok = 0;
+            for _ in 0..n {
+                let s = sock(AddressFamily::Unix, SockType::Stream)?;
+                if let Ok(addr) = UnixAddr::new(link.as_str()) {
+                    if connect(s.as_raw_fd(), &addr).is_ok() {
+                        ok += 1;
+                    }
+                }
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            let _ = flipper.join();
+            println!("connected {ok}");
+            Ok(())
+        }
         "euid" => {
             println!("{}", nix::unistd::geteuid());
             Ok(())

@@ -165,3 +165,95 @@ fn without_the_supervisor_connects_fail_closed() {
         "ok"
     );
 }
+
+/// A listener that accepts and counts connections on a background thread until dropped.
+struct Counting {
+    count: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Counting {
+    fn bind(path: &std::path::Path) -> Counting {
+        use std::sync::atomic::Ordering;
+        let listener = UnixListener::bind(path).unwrap_or_else(|e| panic!("{e}"));
+        listener
+            .set_nonblocking(true)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (c, s) = (count.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !s.load(Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok(_) => {
+                        c.fetch_add(1, Ordering::SeqCst);
+                    }
+                    Err(_) => std::thread::sleep(std::time::Duration::from_millis(1)),
+                }
+            }
+        });
+        Counting { count, stop }
+    }
+
+    fn count(&self) -> usize {
+        // Let the accept loop drain what is queued.
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        self.count.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for Counting {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// The attack a supervisor that answered CONTINUE would lose: another thread rewrites the
+/// address (or re-points the symlink) between the check and the kernel's own lookup. The
+/// supervisor connects on its own copy, through the inode it checked, so not one connect
+/// reaches the outside listener; the full-access control shows the race does reach it.
+#[test]
+fn racing_the_address_or_a_symlink_never_reaches_outside() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let (inside_path, outside_path) = (env.ws.join("in.sock"), env.outside.join("out.sock"));
+    let (inside, outside) = (Counting::bind(&inside_path), Counting::bind(&outside_path));
+    let (i, o) = (
+        inside_path.to_string_lossy().into_owned(),
+        outside_path.to_string_lossy().into_owned(),
+    );
+    let link = env.ws.join("race.sock").to_string_lossy().into_owned();
+    for (what, args) in [
+        ("address", vec!["connect-race", &i, &o, "400"]),
+        (
+            "symlink",
+            vec!["connect-symlink-race", &link, &i, &o, "400"],
+        ),
+    ] {
+        let before = outside.count();
+        let out = env.probe("workspace-write", &args);
+        assert!(out.starts_with("connected "), "{what}: {out}");
+        assert_eq!(
+            outside.count(),
+            before,
+            "{what}: a sandboxed connect reached the outside listener"
+        );
+        assert!(
+            inside.count() > 0,
+            "{what}: the race never connected inside"
+        );
+        // Control: unconfined, the same race does reach outside (a busy machine may need
+        // more than one round to interleave).
+        let reached = (0..5).any(|_| {
+            let control = env.probe("full-access", &args);
+            assert!(control.starts_with("connected "), "{what}: {control}");
+            outside.count() > before
+        });
+        assert!(
+            reached,
+            "{what}: control: the race did not reach outside unconfined"
+        );
+    }
+}
