@@ -147,7 +147,9 @@ pub fn run(launch: Launch<'_>) -> Result<i32, ExecError> {
     let listener = match fd_channel {
         Some((ours, theirs)) => {
             drop(theirs);
-            sys::recv_fd(ours.as_fd())?
+            let listener = sys::recv_fd(ours.as_fd())?;
+            let root = sys::recv_fd(ours.as_fd())?;
+            listener.zip(root)
         }
         None => None,
     };
@@ -164,10 +166,15 @@ pub fn run(launch: Launch<'_>) -> Result<i32, ExecError> {
             (step, _) => ExecError::Setup { step, source },
         });
     }
-    if let (Some(listener), Some(setup)) = (listener, launch.supervision) {
-        supervisor::spawn(listener, child, setup)?;
+    let running = match (listener, launch.supervision) {
+        (Some((listener, root)), Some(setup)) => Some(supervisor::spawn(listener, root, setup)?),
+        _ => None,
+    };
+    let status = supervise(child, &waited)?;
+    if let Some(running) = running {
+        running.hand_over();
     }
-    supervise(child, &waited)
+    Ok(status)
 }
 
 /// Finds `program` on PATH the way `execvp` would; a name with a slash is used as is.
@@ -248,7 +255,14 @@ fn child(
             let Some(sock) = send else {
                 report(Step::Supervisor, io::Error::from_raw_os_error(libc::EBADF))
             };
-            if let Err(e) = sys::send_fd(sys::borrow_raw(sock), listener.as_fd()) {
+            // The listener, then the sandbox's root: the supervisor identifies paths through
+            // it, and it stays valid however soon this process exits.
+            let root = sys::open_path(c"/", libc::O_DIRECTORY);
+            let sent = root.and_then(|root| {
+                sys::send_fd(sys::borrow_raw(sock), listener.as_fd())?;
+                sys::send_fd(sys::borrow_raw(sock), root.as_fd())
+            });
+            if let Err(e) = sent {
                 report(Step::Supervisor, e);
             }
             drop::<OwnedFd>(listener);

@@ -472,3 +472,20 @@ pub fn borrow_raw(fd: RawFd) -> BorrowedFd<'static> {
     // only handed to syscalls that report EBADF for a closed fd.
     unsafe { BorrowedFd::borrow_raw(fd) }
 }
+
+/// Points stdin, stdout and stderr at /dev/null (a detached helper must not hold the
+/// caller's pipes open).
+pub fn stdio_to_dev_null() {
+    // SAFETY: open/dup2/close on fd numbers only; failures leave the fds as they were.
+    unsafe {
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
+        if null >= 0 {
+            for fd in 0..3 {
+                libc::dup2(null, fd);
+            }
+            if null > 2 {
+                libc::close(null);
+            }
+        }
+    }
+}

@@ -51,7 +51,7 @@ pub struct Setup {
 }
 
 /// The setup, with every path turned into an inode identity.
-struct Context {
+pub struct Context {
     mode: Mode,
     roots: HashSet<Inode>,
     workspace_write_roots: HashSet<Inode>,
@@ -77,20 +77,31 @@ impl Context {
     }
 }
 
-/// Starts the supervisor thread for `listener`. Paths are identified by inode through
-/// `child`'s root, once, now: the child has finished building its mount namespace by the
-/// time sandgate gets here.
+/// A supervisor thread that is serving.
+pub struct Running {
+    handle: std::thread::JoinHandle<Option<(OwnedFd, Context)>>,
+    /// Written to ask the thread to stop and hand back its listener.
+    stop: OwnedFd,
+}
+
+/// Starts the supervisor thread for `listener`. Paths are identified by inode, once, now,
+/// through `root`: the sandbox's own `/`, sent by the child once its mount namespace was
+/// built (a command that exits at once leaves no `/proc/PID/root` to look through).
 ///
 /// # Errors
 /// The thread could not be started.
-pub fn spawn(listener: OwnedFd, child: Pid, setup: Setup) -> io::Result<()> {
+pub fn spawn(listener: OwnedFd, root: OwnedFd, setup: Setup) -> io::Result<Running> {
     let identify = |paths: &[PathBuf]| -> HashSet<Inode> {
         paths
             .iter()
             .filter_map(|p| {
-                let inside =
-                    Path::new(&format!("/proc/{child}/root")).join(p.strip_prefix("/").ok()?);
-                nix::sys::stat::stat(&inside)
+                let relative = p.strip_prefix("/").ok()?;
+                let relative = if relative.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    relative
+                };
+                nix::sys::stat::fstatat(root.as_fd(), relative, nix::fcntl::AtFlags::empty())
                     .ok()
                     .map(|st| resolve::identity(&st))
             })
@@ -102,43 +113,99 @@ pub fn spawn(listener: OwnedFd, child: Pid, setup: Setup) -> io::Result<()> {
         workspace_write_roots: identify(&setup.workspace_write_roots),
         protected: identify(&setup.protected),
         devices: identify(&setup.devices),
-        proc_dev: nix::sys::stat::stat(format!("/proc/{child}/root/proc").as_str())
+        proc_dev: nix::sys::stat::fstatat(root.as_fd(), "proc", nix::fcntl::AtFlags::empty())
             .ok()
             .map(|st| st.st_dev),
-        root: std::ffi::CString::new(format!("/proc/{child}/root"))
-            .ok()
-            .and_then(|p| sys::open_path(&p, libc::O_DIRECTORY).ok())
-            .and_then(|fd| resolve::Root::new(fd).ok()),
+        root: resolve::Root::new(root).ok(),
         cache: observe::VerdictCache::default(),
         reporter: setup.reporter,
     };
     // Without it a notification round trip costs 10-80 µs on a small VM (kernel ≥ 6.6).
     sys::notif_sync_wake_up(listener.as_fd());
-    std::thread::Builder::new()
+    let (stop_r, stop) = nix::unistd::pipe()?;
+    let handle = std::thread::Builder::new()
         .name("sandgate-supervisor".into())
-        .spawn(move || serve(&listener, &context))
-        .map(drop)
+        .spawn(
+            move || match serve(&listener, &context, Some(stop_r.as_fd())) {
+                Served::Stopped => Some((listener, context)),
+                Served::AllGone => None,
+            },
+        )?;
+    Ok(Running { handle, stop })
 }
 
-/// Answers notifications until every sandboxed process is gone.
-fn serve(listener: &OwnedFd, context: &Context) {
-    loop {
+impl Running {
+    /// Called once the command has exited. Processes it left running in the background
+    /// keep their sandbox and still need answers (without them their connects and, when
+    /// observed, their writes would fail with ENOSYS), so if any remain the listener goes
+    /// to a detached process of its own — stdio closed, markers only to the denial log —
+    /// which serves until the last of them exits. sandgate itself returns at once, as
+    /// `bash -c 'server &'` does.
+    pub fn hand_over(self) {
+        let _ = nix::unistd::write(&self.stop, b"x");
+        let Ok(Some((listener, context))) = self.handle.join() else {
+            return;
+        };
         let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+        let _ = poll(&mut fds, PollTimeout::ZERO);
+        if fds[0]
+            .revents()
+            .is_some_and(|r| r.contains(PollFlags::POLLHUP))
+        {
+            return;
+        }
+        // The thread is joined: sandgate is single-threaded again and may fork.
+        if let Ok(0) = sys::fork() {
+            let _ = nix::unistd::setsid();
+            let _ = nix::sys::signal::SigSet::all().thread_unblock();
+            sys::stdio_to_dev_null();
+            serve(&listener, &context, None);
+            sys::exit_immediately(0);
+        }
+    }
+}
+
+/// How serving ended.
+enum Served {
+    /// Every sandboxed process is gone (POLLHUP), or the listener failed.
+    AllGone,
+    /// sandgate asked for the listener back.
+    Stopped,
+}
+
+/// Answers notifications until every sandboxed process is gone, or `stop` is readable.
+fn serve(
+    listener: &OwnedFd,
+    context: &Context,
+    stop: Option<std::os::fd::BorrowedFd<'_>>,
+) -> Served {
+    loop {
+        let mut fds = vec![PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+        if let Some(stop) = stop {
+            fds.push(PollFd::new(stop, PollFlags::POLLIN));
+        }
         match poll(&mut fds, PollTimeout::NONE) {
             Err(Errno::EINTR) => continue,
-            Err(_) => return,
+            Err(_) => return Served::AllGone,
             Ok(_) => {}
+        }
+        if fds
+            .get(1)
+            .and_then(PollFd::revents)
+            .is_some_and(|r| !r.is_empty())
+        {
+            return Served::Stopped;
         }
         let revents = fds[0].revents().unwrap_or(PollFlags::POLLHUP);
         if !revents.contains(PollFlags::POLLIN) {
             // POLLHUP: no process is left under the filter.
-            return;
+            return Served::AllGone;
         }
         let notif = match sys::notif_recv(listener.as_fd()) {
             Ok(n) => n,
             // ENOENT: the caller died or was interrupted before we received it.
             Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::EINTR)) => continue,
-            Err(_) => return,
+            Err(_) => return Served::AllGone,
         };
         let call = Call {
             listener,
