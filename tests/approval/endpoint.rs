@@ -11,24 +11,7 @@ use crate::support::*;
 type Respond = fn(&Value, &[Value]) -> Reply;
 
 fn ask_with(env: &TestEnv, url: &str, timeout: &str) -> std::process::Output {
-    let marker = env.ws.join("ran");
-    let mut cmd = env.sandgate("read-only");
-    cmd.args([
-        "--sandbox-permissions",
-        "workspace-write",
-        "--justification",
-        "write a file",
-    ]);
-    cmd.args([
-        "--approval-endpoint",
-        url,
-        "--approval-timeout",
-        timeout,
-        "--",
-        "touch",
-    ])
-    .arg(&marker);
-    output(&mut cmd)
+    env.ask_for_workspace_write(&["--approval-endpoint", url], timeout)
 }
 
 #[test]

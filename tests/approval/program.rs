@@ -11,23 +11,7 @@ fn answering(decision: &str) -> String {
 }
 
 fn ask(env: &TestEnv, approver: &str, timeout: &str) -> std::process::Output {
-    let mut cmd = env.sandgate("read-only");
-    cmd.args([
-        "--sandbox-permissions",
-        "workspace-write",
-        "--justification",
-        "write a file",
-    ]);
-    cmd.args([
-        "--approver",
-        approver,
-        "--approval-timeout",
-        timeout,
-        "--",
-        "touch",
-    ])
-    .arg(env.ws.join("ran"));
-    output(&mut cmd)
+    env.ask_for_workspace_write(&["--approver", approver], timeout)
 }
 
 fn last_outcome(env: &TestEnv) -> String {

@@ -164,6 +164,22 @@ impl TestEnv {
             .collect()
     }
 
+    /// Runs `touch ws/ran` under read-only, asking `answerer` (its flags) for
+    /// workspace-write within `timeout` seconds: the common shape of the approval tests.
+    pub fn ask_for_workspace_write(&self, answerer: &[&str], timeout: &str) -> Output {
+        let mut cmd = self.sandgate("read-only");
+        cmd.args([
+            "--sandbox-permissions",
+            "workspace-write",
+            "--justification",
+            "write a file",
+        ]);
+        cmd.args(answerer)
+            .args(["--approval-timeout", timeout, "--", "touch"])
+            .arg(self.ws.join("ran"));
+        output(&mut cmd)
+    }
+
     /// Runs `argv` under `mode`.
     pub fn run<S: AsRef<OsStr>>(&self, mode: &str, argv: &[S]) -> Output {
         let mut cmd = self.sandgate(mode);
