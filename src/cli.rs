@@ -59,9 +59,21 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR", env = "SANDGATE_WORKSPACE")]
     pub workspace: Option<PathBuf>,
 
-    /// An extra directory writable under workspace-write (repeatable).
+    /// An extra directory writable under workspace-write (repeatable). Its unix sockets
+    /// stay unreachable unless named with --allow-unix-socket.
     #[arg(long = "writable-root", value_name = "DIR")]
     pub writable_roots: Vec<PathBuf>,
+
+    /// Let connects reach this unix socket although it lies outside the workspace and the
+    /// private temp (repeatable; SANDGATE_ALLOW_UNIX_SOCKETS takes a colon-separated list;
+    /// also `allow_unix_sockets` in the user or managed configuration, never the project's).
+    #[arg(
+        long = "allow-unix-socket",
+        value_name = "PATH",
+        env = "SANDGATE_ALLOW_UNIX_SOCKETS",
+        value_delimiter = ':'
+    )]
+    pub allow_unix_sockets: Vec<PathBuf>,
 
     /// Run even when a guarantee of the profile cannot be enforced on this kernel; sandgate
     /// says on stderr which guarantees do not hold.
@@ -145,6 +157,17 @@ pub enum Sub {
     Prefix {
         /// The command string.
         command: String,
+    },
+    /// Print where a workspace's private temp lies on the host (what `/tmp` is inside its
+    /// workspace-write sandboxes), or remove it with --clean.
+    Tmp {
+        /// The workspace (default: as for a run — the git top-level of the current
+        /// directory, else the current directory).
+        #[arg(long, value_name = "DIR", env = "SANDGATE_WORKSPACE")]
+        workspace: Option<PathBuf>,
+        /// Remove the directory and everything in it (never following a link inside).
+        #[arg(long)]
+        clean: bool,
     },
     /// Create the `sandgate-sh` and `sandgate-prefix` links to this binary in DIR.
     InstallLinks {

@@ -73,6 +73,10 @@ pub struct Reporter {
 /// At most this many markers go to stderr per call; the log gets them all.
 pub const STDERR_CAP: usize = 20;
 
+/// The `op` of every network refusal; one with a `path` is a unix socket refused for its
+/// provenance, which `--allow-unix-socket` can allow alone.
+pub const NETWORK: &str = "network";
+
 /// The placeholder a caller replaces with its justification.
 pub const WHY: &str = "<why>";
 
@@ -135,6 +139,16 @@ impl Reporter {
         if let Value::Object(fields) = &mut body {
             if let Some(path) = &d.path {
                 fields.insert("path".into(), json!(path));
+                if d.op == NETWORK {
+                    // Reaching one socket rarely needs a whole wider mode.
+                    fields.insert("allow".into(), json!(["--allow-unix-socket", path]));
+                    if let Some(Value::Object(retry)) = fields.get_mut("retry") {
+                        retry.insert(
+                            "hint".into(),
+                            json!(format!("to reach only this socket, rerun with --allow-unix-socket {path}; or ask for {} with --sandbox-permissions", Mode::FullAccess)),
+                        );
+                    }
+                }
             }
             if let Some(addr) = &d.addr {
                 fields.insert("addr".into(), json!(addr));

@@ -135,6 +135,9 @@ impl Error {
                 | PolicyError::WorkspaceIsRoot
                 | PolicyError::WritableRootIsRoot { .. }
                 | PolicyError::WritableRoot { .. }
+                | PolicyError::RedirectedRoot { .. }
+                | PolicyError::SharedTempAsRoot { .. }
+                | PolicyError::AllowedSocket { .. }
                 | PolicyError::BadProfile { .. }
                 | PolicyError::Preset { .. }
                 | PolicyError::PresetNotAllowed { .. }

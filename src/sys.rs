@@ -128,16 +128,18 @@ pub fn set_parent_death_signal(signal: libc::c_int) -> io::Result<()> {
     check(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, signal, 0, 0, 0) }.into()).map(drop)
 }
 
+/// `struct mount_attr` of `mount_setattr(2)`.
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
 /// `mount_setattr(2)` on `path`: sets and clears mount attributes (`MOUNT_ATTR_*`),
 /// recursively when asked. Async-signal-safe.
 pub fn mount_setattr(path: &CStr, recursive: bool, set: u64, clear: u64) -> io::Result<()> {
-    #[repr(C)]
-    struct MountAttr {
-        attr_set: u64,
-        attr_clr: u64,
-        propagation: u64,
-        userns_fd: u64,
-    }
     let attr = MountAttr {
         attr_set: set,
         attr_clr: clear,
@@ -152,6 +154,72 @@ pub fn mount_setattr(path: &CStr, recursive: bool, set: u64, clear: u64) -> io::
             libc::AT_FDCWD,
             path.as_ptr(),
             flags,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    })
+    .map(drop)
+}
+
+/// Clones the mount tree at `source` (an open fd; `O_PATH` is enough) into a detached
+/// mount, the whole tree beneath it when `recursive` (`open_tree(OPEN_TREE_CLONE)`). The
+/// returned fd keeps naming that mount after [`move_mount`] attached it, so its attributes
+/// can still be changed through it. Async-signal-safe.
+pub fn clone_tree(source: BorrowedFd<'_>, recursive: bool) -> io::Result<OwnedFd> {
+    let mut flags = libc::OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint;
+    flags |= libc::AT_EMPTY_PATH as libc::c_uint;
+    if recursive {
+        flags |= libc::AT_RECURSIVE as libc::c_uint;
+    }
+    // SAFETY: an fd, a NUL-terminated empty path and integer flags; the returned fd is
+    // owned below.
+    let fd = check(unsafe {
+        libc::syscall(libc::SYS_open_tree, source.as_raw_fd(), c"".as_ptr(), flags)
+    })?;
+    // SAFETY: a fresh fd owned by nothing else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// Attaches the detached mount `tree` on top of the file or directory `target` is open on.
+/// Both ends are fds, so neither can be swapped for a symlink between the check that
+/// opened them and the mount. Async-signal-safe.
+pub fn move_mount(tree: BorrowedFd<'_>, target: BorrowedFd<'_>) -> io::Result<()> {
+    let flags = libc::MOVE_MOUNT_F_EMPTY_PATH | libc::MOVE_MOUNT_T_EMPTY_PATH;
+    // SAFETY: two fds, two NUL-terminated empty paths and integer flags.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            target.as_raw_fd(),
+            c"".as_ptr(),
+            flags,
+        )
+    })
+    .map(drop)
+}
+
+/// `mount_setattr(2)` on the mount `fd` is open on (and every mount beneath it when
+/// `recursive`). Async-signal-safe.
+pub fn mount_setattr_fd(
+    fd: BorrowedFd<'_>,
+    recursive: bool,
+    set: u64,
+    clear: u64,
+) -> io::Result<()> {
+    let attr = MountAttr {
+        attr_set: set,
+        attr_clr: clear,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: an fd, a NUL-terminated empty path, and a live, correctly sized struct.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH | if recursive { libc::AT_RECURSIVE } else { 0 },
             &attr as *const MountAttr,
             std::mem::size_of::<MountAttr>(),
         )

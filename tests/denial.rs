@@ -270,6 +270,21 @@ fn each_denial_class_yields_exactly_one_marker() {
         );
         let shown = m["path"].as_str().or_else(|| m["addr"].as_str());
         assert_eq!(shown, target, "{args:?}: {m}");
+        if args[0] == "unix-connect" {
+            // A socket refused for where it lies: the flag that allows just it.
+            assert_eq!(
+                m["allow"],
+                serde_json::json!(["--allow-unix-socket", sock]),
+                "{m}"
+            );
+            assert!(
+                m["retry"]["hint"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("--allow-unix-socket"),
+                "{m}"
+            );
+        }
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains("sandgate: denied {"), "{}", show(&out));
         assert!(

@@ -30,7 +30,7 @@ mod subcommands;
 
 use escalate::decide;
 use shell_mode::{prefix_call, run_shell, Shellish};
-use subcommands::{install_links, presets, verify};
+use subcommands::{install_links, presets, tmp, verify};
 
 /// Parses the command line, runs the call and returns sandgate's exit status.
 pub fn main() -> ExitCode {
@@ -111,6 +111,7 @@ fn plain(args: Vec<OsString>) -> ExitCode {
             ExitCode::SUCCESS
         }
         Some(Sub::InstallLinks { dir }) => install_links(&dir),
+        Some(Sub::Tmp { workspace, clean }) => tmp(workspace.as_deref(), clean),
         Some(Sub::Prefix { command }) => match prefix_call(argv0.clone(), command) {
             Invocation::Shell { shell, .. } => match Cli::try_parse_from([argv0]) {
                 Ok(cli) => run_shell(cli.run, shell),
@@ -244,6 +245,13 @@ fn run_inner(args: RunArgs, shellish: Shellish) -> Result<i32, Error> {
         mode: Some(mode),
         workspace: Some(workspace),
         writable_roots: args.writable_roots,
+        allowed_sockets: args
+            .allow_unix_sockets
+            .iter()
+            .chain(&layers.managed.allow_unix_sockets)
+            .chain(&layers.user.allow_unix_sockets)
+            .cloned()
+            .collect(),
         allow_degraded: args.allow_degraded,
         observe: !args.no_observe,
         command: args.command,
@@ -370,27 +378,40 @@ fn launch<'a>(
         Confinement::None => (vec![], None),
         Confinement::Restricted(r) => {
             let mut writable_roots: Vec<PathBuf> = r.writable_roots.iter().cloned().collect();
-            let own_tmp = r.private_tmp
-                && r.mounts == MountSource::Own
-                && !skip.contains(&Guarantee::MountNamespace);
-            if own_tmp {
-                writable_roots.push(PathBuf::from("/tmp"));
+            let mut socket_roots: Vec<PathBuf> = r.socket_roots.iter().cloned().collect();
+            let private_temp =
+                r.mounts == MountSource::Parent || !skip.contains(&Guarantee::MountNamespace);
+            if private_temp {
+                let temps = policy::roots::SHARED_TEMPS.map(PathBuf::from);
+                writable_roots.extend(temps.clone());
+                socket_roots.extend(temps);
             }
             let setup = supervisor::Setup {
                 mode: plan.mode,
+                read_only_islands: r
+                    .kept_visible
+                    .iter()
+                    .filter(|p| !r.writable_roots.iter().any(|w| p.starts_with(w)))
+                    .cloned()
+                    .collect(),
                 writable_roots,
+                socket_roots,
+                allowed_sockets: r.allowed_sockets.iter().cloned().collect(),
                 workspace_write_roots: r.workspace_write_roots.iter().cloned().collect(),
                 protected: r.protected.iter().cloned().collect(),
                 devices: r.devices.iter().cloned().collect(),
                 reporter: reporter.cloned(),
             };
-            let env = vec![
+            let mut env = vec![
                 (policy::PARENT_MODE_ENV, OsString::from(plan.mode.as_str())),
                 (
                     policy::PARENT_WORKSPACE_ENV,
                     plan.workspace.clone().into_os_string(),
                 ),
             ];
+            if let Some(tmpdir) = &plan.tmpdir {
+                env.push(("TMPDIR", tmpdir.clone().into_os_string()));
+            }
             (env, Some(setup))
         }
     };

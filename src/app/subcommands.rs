@@ -1,5 +1,5 @@
 //! sandgate's subcommands other than running a command: `install-links`, `presets`,
-//! `audit verify`.
+//! `audit verify`, `tmp`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -8,8 +8,9 @@ use serde_json::json;
 
 use super::{gather_env, Layers};
 use crate::cli;
-use crate::error::{EXIT_INTERNAL, EXIT_USAGE};
+use crate::error::{EXIT_CONFIG, EXIT_INTERNAL, EXIT_USAGE};
 use crate::policy;
+use crate::sandbox::private_temp;
 
 /// `sandgate install-links DIR`.
 pub(super) fn install_links(dir: &Path) -> ExitCode {
@@ -98,6 +99,37 @@ pub(super) fn verify(log: Option<PathBuf>) -> ExitCode {
         Err(e) => {
             eprintln!("sandgate: {e}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// `sandgate tmp [--workspace DIR] [--clean]`.
+pub(super) fn tmp(workspace: Option<&Path>, clean: bool) -> ExitCode {
+    let workspace =
+        gather_env().and_then(|env| Ok(policy::resolve_workspace(workspace, &env.cwd)?));
+    let workspace = match workspace {
+        Ok(ws) => ws,
+        Err(err) => {
+            eprintln!("sandgate: {err}");
+            return ExitCode::from(err.exit_code());
+        }
+    };
+    if !clean {
+        println!("{}", private_temp::path_for(&workspace).display());
+        return ExitCode::SUCCESS;
+    }
+    match private_temp::clean(&workspace) {
+        Ok(true) => {
+            println!("removed {}", private_temp::path_for(&workspace).display());
+            ExitCode::SUCCESS
+        }
+        Ok(false) => {
+            println!("{} has no private temp", workspace.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("sandgate: {e}");
+            ExitCode::from(EXIT_CONFIG)
         }
     }
 }

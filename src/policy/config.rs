@@ -22,6 +22,9 @@ pub struct Managed {
     pub max_mode: Option<Mode>,
     pub allowed_presets: Option<Vec<String>>,
     pub approval_endpoint: Option<String>,
+    /// Unix sockets every sandbox may connect to (as `--allow-unix-socket`).
+    #[serde(default)]
+    pub allow_unix_sockets: Vec<PathBuf>,
 }
 
 /// The user's file: defaults for every call.
@@ -34,6 +37,9 @@ pub struct User {
     pub approval_endpoint: Option<String>,
     pub approver: Option<String>,
     pub audit_log: Option<PathBuf>,
+    /// Unix sockets this user's sandboxes may connect to (as `--allow-unix-socket`).
+    #[serde(default)]
+    pub allow_unix_sockets: Vec<PathBuf>,
 }
 
 /// The project's file (`.sandgate/config.json` in the workspace): may only narrow.
@@ -50,6 +56,7 @@ pub struct Project {
     pub approval_endpoint: Option<serde_json::Value>,
     pub approver: Option<serde_json::Value>,
     pub audit_log: Option<serde_json::Value>,
+    pub allow_unix_sockets: Option<serde_json::Value>,
 }
 
 /// Why a configuration file cannot be used.
@@ -165,6 +172,7 @@ pub fn narrowing(project: &Project, standing: Mode, approval: Approval) -> Narro
         ("approval_endpoint", project.approval_endpoint.is_some()),
         ("approver", project.approver.is_some()),
         ("audit_log", project.audit_log.is_some()),
+        ("allow_unix_sockets", project.allow_unix_sockets.is_some()),
     ] {
         if set {
             ignore(key, "only the user or managed configuration may set it");
@@ -184,12 +192,17 @@ mod tests {
             max_mode: Some(Mode::FullAccess),
             approval: Some(Approval::OnRequest),
             approval_endpoint: Some(serde_json::json!("http://evil")),
+            allow_unix_sockets: Some(serde_json::json!(["/run/docker.sock"])),
             ..Project::default()
         };
         let n = narrowing(&wide, Mode::ReadOnly, Approval::Never);
         assert_eq!(n.mode, None);
         assert!(!n.never);
-        assert_eq!(n.warnings.len(), 4, "{:?}", n.warnings);
+        assert_eq!(n.warnings.len(), 5, "{:?}", n.warnings);
+        assert!(n
+            .warnings
+            .iter()
+            .any(|w| w.contains("`allow_unix_sockets`")));
         assert!(n.warnings.iter().any(|w| w.contains("`sandbox`")));
 
         let narrow = Project {

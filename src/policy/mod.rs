@@ -10,6 +10,7 @@ mod mode;
 pub mod preset;
 pub mod profile;
 mod protected;
+pub mod roots;
 pub mod standing;
 mod workspace;
 
@@ -20,7 +21,7 @@ use std::path::{Path, PathBuf};
 pub use escalation::{EscalationRequest, InvalidEscalation};
 pub use mode::Mode;
 pub use preset::Approval;
-pub use profile::Network;
+pub use profile::{Network, Temp};
 use profile::{Placeholders, ProfileSpec};
 pub use standing::Standing;
 pub use workspace::resolve as resolve_workspace;
@@ -53,6 +54,16 @@ pub enum PolicyError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("refusing {what} {}: it passes through the symlink {}, which lies inside a writable root, where an earlier sandboxed call could have planted it; name the real directory instead", path.display(), link.display())]
+    RedirectedRoot {
+        what: &'static str,
+        path: PathBuf,
+        link: PathBuf,
+    },
+    #[error("refusing {} as {what}: inside the sandbox it is private, and making the host's writable would hand over its sockets and shared memory; use a directory beneath it", path.display())]
+    SharedTempAsRoot { what: &'static str, path: PathBuf },
+    #[error("cannot allow unix socket {}: {why}", path.display())]
+    AllowedSocket { path: PathBuf, why: String },
     #[error("cannot read the current directory: {0}")]
     Cwd(std::io::Error),
     #[error("the shipped {mode} profile is invalid: {reason}")]
@@ -76,6 +87,7 @@ pub enum PolicyError {
 #[derive(Debug, Clone, Default)]
 pub struct Env {
     pub cwd: PathBuf,
+    /// The host's `$TMPDIR`, when set and absolute.
     pub tmpdir: Option<PathBuf>,
     /// Terminal devices behind stdin/stdout/stderr.
     pub ptys: Vec<PathBuf>,
@@ -96,6 +108,8 @@ pub struct Request {
     pub mode: Option<Mode>,
     pub workspace: Option<PathBuf>,
     pub writable_roots: Vec<PathBuf>,
+    /// Unix sockets outside the workspace and private temp that connects may reach.
+    pub allowed_sockets: Vec<PathBuf>,
     pub allow_degraded: bool,
     /// Report refusals as markers (off: `--no-observe`).
     pub observe: bool,
@@ -116,6 +130,9 @@ pub struct Plan {
     pub cwd: PathBuf,
     /// Never empty: `resolve` refuses an empty command.
     pub command: Vec<OsString>,
+    /// `$TMPDIR` for the command: `/tmp` (the private one) unless the host's lies beneath
+    /// the writable workspace. `None` for full access, which keeps the host's.
+    pub tmpdir: Option<PathBuf>,
     pub confinement: Confinement,
     pub allow_degraded: bool,
     pub observe: bool,
@@ -145,7 +162,14 @@ pub struct Restrictions {
     pub pinned: BTreeSet<PathBuf>,
     /// Device nodes the command may write (and ioctl).
     pub devices: BTreeSet<PathBuf>,
-    pub private_tmp: bool,
+    pub temp: Temp,
+    /// Paths beneath `/tmp` or `/dev/shm` that stay visible at their own path on top of
+    /// the private temp (the workspace, writable roots, allowed sockets, the cwd).
+    pub kept_visible: BTreeSet<PathBuf>,
+    /// A unix connect reaches a socket beneath these (the workspace) or the private temp.
+    pub socket_roots: BTreeSet<PathBuf>,
+    /// ...or one of these sockets, named by the user.
+    pub allowed_sockets: BTreeSet<PathBuf>,
     pub network: Network,
     pub mounts: MountSource,
 }
@@ -180,28 +204,41 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
         ProfileSpec::Restricted(spec) => {
             let placeholders = Placeholders {
                 workspace: &workspace,
-                tmpdir: env.tmpdir.clone(),
                 ptys: env.ptys.clone(),
             };
             let mut workspace_write_roots = match profile::shipped(Mode::WorkspaceWrite)? {
                 ProfileSpec::Restricted(ww) => placeholders.existing(&ww.writable_roots),
                 ProfileSpec::None { .. } => BTreeSet::new(),
             };
+            let mut extra_given = Vec::new();
             for extra in &request.writable_roots {
                 let path = env.cwd.join(extra);
-                let canonical = std::fs::canonicalize(&path)
-                    .map_err(|source| PolicyError::WritableRoot { path, source })?;
+                let canonical =
+                    std::fs::canonicalize(&path).map_err(|source| PolicyError::WritableRoot {
+                        path: path.clone(),
+                        source,
+                    })?;
                 workspace_write_roots.insert(canonical);
+                extra_given.push(path);
+            }
+            for root in &workspace_write_roots {
+                if root == Path::new("/") {
+                    return Err(PolicyError::WritableRootIsRoot {
+                        origin: "--writable-root",
+                    });
+                }
+                if roots::is_shared_temp(root) {
+                    return Err(PolicyError::SharedTempAsRoot {
+                        what: "a writable root",
+                        path: root.clone(),
+                    });
+                }
             }
             let writable_roots = match mode {
                 Mode::WorkspaceWrite => workspace_write_roots.clone(),
                 Mode::ReadOnly | Mode::FullAccess => placeholders.existing(&spec.writable_roots),
             };
-            if workspace_write_roots.contains(Path::new("/")) {
-                return Err(PolicyError::WritableRootIsRoot {
-                    origin: "$TMPDIR or --writable-root",
-                });
-            }
+            check_redirects(&request, env, &extra_given, &writable_roots)?;
             let subpaths: Vec<String> = spec
                 .protected_subpaths
                 .iter()
@@ -222,6 +259,18 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
                 }
                 _ => MountSource::Own,
             };
+            let allowed_sockets = request
+                .allowed_sockets
+                .iter()
+                .map(|p| allowed_socket(&env.cwd.join(p)))
+                .collect::<Result<BTreeSet<_>, _>>()?;
+            let kept_visible = std::iter::once(&workspace)
+                .chain(&writable_roots)
+                .chain(&allowed_sockets)
+                .chain(std::iter::once(&env.cwd))
+                .filter(|p| roots::hidden_by_temp(p))
+                .cloned()
+                .collect();
             Confinement::Restricted(Restrictions {
                 protected: protected
                     .read_only
@@ -238,22 +287,82 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
                 writable_roots,
                 workspace_write_roots,
                 devices: placeholders.existing(&spec.devices),
-                private_tmp: spec.private_tmp,
+                temp: spec.temp,
+                kept_visible,
+                socket_roots: BTreeSet::from([workspace.clone()]),
+                allowed_sockets,
                 network: spec.network,
                 mounts,
             })
         }
+    };
+    let tmpdir = match &confinement {
+        Confinement::None => None,
+        Confinement::Restricted(r) => Some(
+            env.tmpdir
+                .as_ref()
+                .and_then(|t| std::fs::canonicalize(t).ok())
+                .filter(|t| mode == Mode::WorkspaceWrite && t.starts_with(&workspace))
+                .filter(|_| matches!(r.temp, Temp::PerWorkspace))
+                .unwrap_or_else(|| PathBuf::from("/tmp")),
+        ),
     };
     Ok(Plan {
         mode,
         workspace,
         cwd: env.cwd.clone(),
         command: request.command,
+        tmpdir,
         confinement,
         allow_degraded: request.allow_degraded,
         observe: request.observe,
         narrowed_from,
     })
+}
+
+/// Refuses a workspace, writable root or in-workspace `$TMPDIR` whose path, as given,
+/// passes through a symlink inside a writable root of this call.
+fn check_redirects(
+    request: &Request,
+    env: &Env,
+    extra_given: &[PathBuf],
+    writable_roots: &BTreeSet<PathBuf>,
+) -> Result<(), PolicyError> {
+    let workspace = request.workspace.as_ref().map(|w| env.cwd.join(w));
+    let tmpdir = env
+        .tmpdir
+        .as_ref()
+        .filter(|t| writable_roots.iter().any(|r| t.starts_with(r)));
+    let given = workspace
+        .iter()
+        .map(|p| ("the workspace", p))
+        .chain(extra_given.iter().map(|p| ("writable root", p)))
+        .chain(tmpdir.map(|p| ("$TMPDIR", p)));
+    for (what, path) in given {
+        if let Some(link) = roots::planted_symlink(path, writable_roots) {
+            return Err(PolicyError::RedirectedRoot {
+                what,
+                path: path.clone(),
+                link,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Canonicalises a socket named by `--allow-unix-socket`, which must exist and be one.
+fn allowed_socket(path: &Path) -> Result<PathBuf, PolicyError> {
+    use std::os::unix::fs::FileTypeExt;
+    let refuse = |why: String| PolicyError::AllowedSocket {
+        path: path.to_path_buf(),
+        why,
+    };
+    let canonical = std::fs::canonicalize(path).map_err(|e| refuse(e.to_string()))?;
+    let meta = std::fs::metadata(&canonical).map_err(|e| refuse(e.to_string()))?;
+    if !meta.file_type().is_socket() {
+        return Err(refuse("not a unix socket".into()));
+    }
+    Ok(canonical)
 }
 
 #[cfg(test)]
@@ -278,18 +387,34 @@ mod tests {
     }
 
     #[test]
-    fn workspace_write_makes_the_workspace_and_tmp_writable(
-    ) -> Result<(), Box<dyn std::error::Error>> {
+    fn workspace_write_makes_only_the_workspace_writable() -> Result<(), Box<dyn std::error::Error>>
+    {
         let ws = tempfile::tempdir()?;
-        let plan = resolve(request(Mode::WorkspaceWrite), &env_in(ws.path()))?;
+        let canonical = std::fs::canonicalize(ws.path())?;
+        let mut env = env_in(ws.path());
+        env.tmpdir = Some("/var/tmp".into());
+        let plan = resolve(request(Mode::WorkspaceWrite), &env)?;
         let Confinement::Restricted(r) = plan.confinement else {
             panic!("restricted")
         };
-        assert!(r
-            .writable_roots
-            .contains(&std::fs::canonicalize(ws.path())?));
-        assert!(r.writable_roots.contains(&std::fs::canonicalize("/tmp")?));
-        assert!(!r.private_tmp);
+        assert_eq!(r.writable_roots, BTreeSet::from([canonical.clone()]));
+        assert_eq!(r.temp, Temp::PerWorkspace);
+        assert_eq!(r.socket_roots, BTreeSet::from([canonical]));
+        assert_eq!(plan.tmpdir, Some(PathBuf::from("/tmp")));
+        Ok(())
+    }
+
+    #[test]
+    fn a_tmpdir_inside_the_workspace_is_kept() -> Result<(), Box<dyn std::error::Error>> {
+        let ws = tempfile::tempdir()?;
+        let inside = std::fs::canonicalize(ws.path())?.join("tmp");
+        std::fs::create_dir(&inside)?;
+        let mut env = env_in(ws.path());
+        env.tmpdir = Some(inside.clone());
+        let plan = resolve(request(Mode::WorkspaceWrite), &env)?;
+        assert_eq!(plan.tmpdir, Some(inside));
+        let plan = resolve(request(Mode::ReadOnly), &env)?;
+        assert_eq!(plan.tmpdir, Some(PathBuf::from("/tmp")));
         Ok(())
     }
 
@@ -304,18 +429,43 @@ mod tests {
             panic!("restricted")
         };
         assert!(r.writable_roots.is_empty());
-        assert!(r.private_tmp);
+        assert_eq!(r.temp, Temp::PerCall);
         Ok(())
     }
 
     #[test]
-    fn tmpdir_of_root_is_refused() -> Result<(), Box<dyn std::error::Error>> {
+    fn shared_temps_are_refused_as_writable_roots() -> Result<(), Box<dyn std::error::Error>> {
         let ws = tempfile::tempdir()?;
-        let mut env = env_in(ws.path());
-        env.tmpdir = Some("/".into());
+        for root in ["/", "/tmp", "/dev/shm"] {
+            let mut req = request(Mode::WorkspaceWrite);
+            req.writable_roots = vec![root.into()];
+            assert!(matches!(
+                resolve(req, &env_in(ws.path())),
+                Err(PolicyError::WritableRootIsRoot { .. } | PolicyError::SharedTempAsRoot { .. })
+            ));
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_root_through_a_symlink_inside_the_workspace_is_refused(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(dir.path().join("target"))?;
+        std::fs::create_dir_all(&ws)?;
+        std::os::unix::fs::symlink(dir.path().join("target"), ws.join("planted"))?;
+        let mut req = request(Mode::WorkspaceWrite);
+        req.writable_roots = vec![ws.join("planted")];
+        assert!(matches!(
+            resolve(req, &env_in(&ws)),
+            Err(PolicyError::RedirectedRoot { .. })
+        ));
+        let mut env = env_in(&ws);
+        env.tmpdir = Some(ws.join("planted"));
         assert!(matches!(
             resolve(request(Mode::WorkspaceWrite), &env),
-            Err(PolicyError::WritableRootIsRoot { .. })
+            Err(PolicyError::RedirectedRoot { .. })
         ));
         Ok(())
     }

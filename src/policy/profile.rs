@@ -2,8 +2,8 @@
 //! any directory. This module parses them and expands their placeholders into concrete,
 //! canonical paths for one call.
 //!
-//! Placeholders: `$WORKSPACE` (the resolved workspace), `$TMPDIR` (skipped when unset) and
-//! `$PTY` (every terminal device behind stdin, stdout and stderr).
+//! Placeholders: `$WORKSPACE` (the resolved workspace) and `$PTY` (every terminal device
+//! behind stdin, stdout and stderr).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -36,8 +36,20 @@ pub struct RestrictedSpec {
     pub writable_roots: Vec<String>,
     pub protected_subpaths: Vec<String>,
     pub devices: Vec<String>,
-    pub private_tmp: bool,
+    pub temp: Temp,
     pub network: Network,
+}
+
+/// What `/tmp` and `/dev/shm` are inside the sandbox. Never the host's: its `/tmp` holds
+/// the user's tmux, X11, ssh-agent and editor sockets, FIFOs and shared memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Temp {
+    /// Empty ones, gone after the call.
+    PerCall,
+    /// `/tmp` is the workspace's own directory, kept between calls in that workspace;
+    /// `/dev/shm` is empty per call.
+    PerWorkspace,
 }
 
 /// What the profile allows on the network.
@@ -79,23 +91,21 @@ pub fn shipped(mode: Mode) -> Result<ProfileSpec, PolicyError> {
 /// The values placeholders expand to for one call.
 pub struct Placeholders<'a> {
     pub workspace: &'a Path,
-    pub tmpdir: Option<PathBuf>,
     pub ptys: Vec<PathBuf>,
 }
 
 impl Placeholders<'_> {
-    /// Expands one profile entry into zero or more paths (unset `$TMPDIR` expands to none).
+    /// Expands one profile entry into zero or more paths.
     fn expand(&self, entry: &str) -> Vec<PathBuf> {
         match entry {
             "$WORKSPACE" => vec![self.workspace.to_path_buf()],
-            "$TMPDIR" => self.tmpdir.iter().cloned().collect(),
             "$PTY" => self.ptys.clone(),
             literal => vec![PathBuf::from(literal)],
         }
     }
 
     /// Expands and canonicalises entries, dropping those that do not exist on this machine
-    /// (a profile may name `/dev/shm` or `$TMPDIR` that a host lacks).
+    /// (a profile may name a device a host lacks).
     pub fn existing(&self, entries: &[String]) -> BTreeSet<PathBuf> {
         entries
             .iter()
@@ -121,22 +131,25 @@ mod tests {
     }
 
     #[test]
-    fn read_only_has_no_writable_roots_but_a_private_tmp() {
-        let Ok(ProfileSpec::Restricted(spec)) = shipped(Mode::ReadOnly) else {
-            panic!("read-only must be restricted");
+    fn read_only_writes_nowhere_and_workspace_write_only_in_the_workspace() {
+        let (Ok(ProfileSpec::Restricted(ro)), Ok(ProfileSpec::Restricted(ww))) =
+            (shipped(Mode::ReadOnly), shipped(Mode::WorkspaceWrite))
+        else {
+            panic!("both must be restricted");
         };
-        assert!(spec.writable_roots.is_empty());
-        assert!(spec.private_tmp);
+        assert!(ro.writable_roots.is_empty());
+        assert_eq!(ro.temp, Temp::PerCall);
+        assert_eq!(ww.writable_roots, ["$WORKSPACE"]);
+        assert_eq!(ww.temp, Temp::PerWorkspace);
     }
 
     #[test]
-    fn unset_tmpdir_expands_to_nothing() {
+    fn placeholders_expand() {
         let p = Placeholders {
             workspace: Path::new("/ws"),
-            tmpdir: None,
             ptys: vec![],
         };
-        assert_eq!(p.expand("$TMPDIR"), Vec::<PathBuf>::new());
+        assert_eq!(p.expand("$PTY"), Vec::<PathBuf>::new());
         assert_eq!(p.expand("$WORKSPACE"), vec![PathBuf::from("/ws")]);
         assert_eq!(p.expand("/dev/null"), vec![PathBuf::from("/dev/null")]);
     }

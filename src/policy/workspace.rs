@@ -29,6 +29,12 @@ pub fn resolve(explicit: Option<&Path>, cwd: &Path) -> Result<PathBuf, PolicyErr
     if canonical == Path::new("/") {
         return Err(PolicyError::WorkspaceIsRoot);
     }
+    if super::roots::is_shared_temp(&canonical) {
+        return Err(PolicyError::SharedTempAsRoot {
+            what: "the workspace",
+            path: canonical,
+        });
+    }
     Ok(canonical)
 }
 

@@ -8,8 +8,8 @@
 //! ABI (`probe`), not discovered here.
 //!
 //! The ruleset is created in sandgate (opening the rule paths there), and finished and
-//! applied in the child: the private `/tmp` of `read-only` exists only after the child has
-//! mounted it, so its rule can only be added then.
+//! applied in the child: the private `/tmp` and `/dev/shm` exist only after the child has
+//! mounted them, so their rules can only be added then.
 
 use std::os::fd::OwnedFd;
 use std::path::Path;
@@ -80,18 +80,18 @@ fn rights_for(path: &Path) -> BitFlags<AccessFs> {
 }
 
 impl Prepared {
-    /// Adds the private `/tmp` (when given) and restricts the calling thread, which also
-    /// sets no_new_privs. Runs in the child.
+    /// Adds the private temp directories (`/tmp`, `/dev/shm`) and restricts the calling
+    /// thread, which also sets no_new_privs. Runs in the child.
     ///
     /// # Errors
     /// Fails when the kernel refuses (the errno is all the child can report), or with
     /// `ENOSYS` when it enforced nothing at all.
-    pub fn apply(self, private_tmp: Option<OwnedFd>) -> std::io::Result<()> {
+    pub fn apply(self, private_temps: Vec<OwnedFd>) -> std::io::Result<()> {
         let as_io = |e: RulesetError| std::io::Error::other(e.to_string());
         let mut ruleset = self.0;
-        if let Some(tmp) = private_tmp {
+        for temp in private_temps {
             ruleset = ruleset
-                .add_rule(PathBeneath::new(tmp, writable_dir()))
+                .add_rule(PathBeneath::new(temp, writable_dir()))
                 .map_err(as_io)?;
         }
         let status = ruleset.restrict_self().map_err(as_io)?;

@@ -7,13 +7,14 @@
 mod caps;
 pub mod landlock;
 pub mod mounts;
+pub mod private_temp;
 pub mod probe;
 pub mod seccomp;
 
 use std::io;
 use std::os::fd::{OwnedFd, RawFd};
 
-use crate::policy::{Confinement, MountSource, Plan};
+use crate::policy::{Confinement, MountSource, Plan, Temp};
 use crate::sys;
 pub use probe::{Features, Guarantee};
 
@@ -26,6 +27,8 @@ pub enum SandboxError {
     Seccomp(#[from] seccomp::BuildError),
     #[error("cannot prepare the mount namespace: {0}")]
     Mounts(io::Error),
+    #[error(transparent)]
+    Temp(#[from] private_temp::TempError),
 }
 
 /// The step of the child's setup that failed, reported to sandgate through a pipe.
@@ -61,7 +64,7 @@ impl Step {
     pub fn describe(self) -> &'static str {
         match self {
             Step::MountNamespace => {
-                "the private mount namespace (read-only view, protected paths, private /tmp)"
+                "the private mount, IPC and network namespaces (read-only view, protected paths, private /tmp and /dev/shm)"
             }
             Step::Capabilities => "dropping every capability",
             Step::NoNewPrivs => "no_new_privs",
@@ -76,6 +79,10 @@ impl Step {
 /// The layers to apply to one restricted call.
 struct Layers {
     mounts: Option<mounts::MountPlan>,
+    /// `/tmp` and `/dev/shm` in the child's view are private (made by `mounts`, or by an
+    /// enclosing sandgate whose namespace this call shares), so landlock may let it write
+    /// there.
+    private_temp: bool,
     landlock: Option<landlock::Prepared>,
     seccomp: Option<seccomp::Prepared>,
     last_cap: u32,
@@ -100,10 +107,18 @@ pub fn prepare(
     };
     let mounts = match (r.mounts, skip.contains(&Guarantee::MountNamespace)) {
         (MountSource::Own, false) => {
-            Some(mounts::MountPlan::build(r, &plan.cwd).map_err(SandboxError::Mounts)?)
+            let temp = match r.temp {
+                Temp::PerWorkspace => private_temp::open(&plan.workspace, true)?,
+                Temp::PerCall => None,
+            };
+            Some(
+                mounts::MountPlan::build(r, &plan.cwd, temp.as_ref())
+                    .map_err(SandboxError::Mounts)?,
+            )
         }
         _ => None,
     };
+    let private_temp = mounts.is_some() || r.mounts == MountSource::Parent;
     let landlock = (features.landlock_abi > 0)
         .then(|| landlock::prepare(r))
         .transpose()?;
@@ -113,6 +128,7 @@ pub fn prepare(
         .transpose()?;
     Ok(Prepared(Some(Layers {
         mounts,
+        private_temp,
         landlock,
         seccomp,
         last_cap: last_cap(),
@@ -153,7 +169,7 @@ impl Prepared {
     /// 1. the mount namespace (needs the capabilities dropped in 2);
     /// 2. capabilities: bounding, ambient, then inheritable/permitted/effective;
     /// 3. no_new_privs (landlock and seccomp require it; it also neuters setuid binaries);
-    /// 4. landlock, with the private `/tmp` rule if one was mounted;
+    /// 4. landlock, with rules for the private `/tmp` and `/dev/shm`;
     /// 5. seccomp, last, because its deny list forbids the mount calls of step 1.
     ///
     /// Returns the seccomp listener for the supervisor, if any.
@@ -168,22 +184,22 @@ impl Prepared {
             // Best effort: an fd that vanished needs no closing.
             let _ = sys::set_cloexec(*fd);
         }
-        let mut private_tmp = None;
         if let Some(mounts) = &layers.mounts {
             mounts.apply().map_err(|e| (Step::MountNamespace, e))?;
-            if mounts.private_tmp() {
-                private_tmp = Some(
-                    sys::open_path(c"/tmp", libc::O_DIRECTORY)
-                        .map_err(|e| (Step::MountNamespace, e))?,
-                );
-            }
         }
+        // Opened in the child's own view: these are the private ones, never the host's.
+        let temps = if layers.private_temp {
+            [c"/tmp", c"/dev/shm"]
+                .iter()
+                .filter_map(|p| sys::open_path(p, libc::O_DIRECTORY).ok())
+                .collect()
+        } else {
+            vec![]
+        };
         caps::drop_all(layers.last_cap).map_err(|e| (Step::Capabilities, e))?;
         sys::set_no_new_privs().map_err(|e| (Step::NoNewPrivs, e))?;
         if let Some(landlock) = layers.landlock {
-            landlock
-                .apply(private_tmp)
-                .map_err(|e| (Step::Landlock, e))?;
+            landlock.apply(temps).map_err(|e| (Step::Landlock, e))?;
         }
         match &layers.seccomp {
             Some(seccomp) => seccomp.apply().map_err(|e| (Step::Seccomp, e)),

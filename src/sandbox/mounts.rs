@@ -1,42 +1,121 @@
 //! The mount-namespace layer: a private view of the filesystem in which everything is
 //! mounted read-only except the writable roots, protected paths are read-only bind mounts
-//! inside them, and `read-only` gets an empty, private `/tmp`.
+//! inside them, `/tmp` and `/dev/shm` are private, and SysV IPC, POSIX message queues and
+//! abstract unix socket names are the sandbox's own.
 //!
 //! Landlock cannot carve a read-only hole in a writable tree, and it does not govern
 //! `chmod`, `chown`, `utimes` or extended attributes at all; a read-only mount refuses all
 //! of those with `EROFS`, which is why every restricted profile gets this layer.
 //!
-//! `MountPlan::build` runs in sandgate (it allocates); `MountPlan::apply` runs in the forked
+//! `MountPlan::build` runs in sandgate: it opens every path once with no symlink allowed
+//! anywhere in it and records the object's identity. `MountPlan::apply` runs in the forked
 //! child, in this order:
-//! 1. `unshare` a mount namespace (with a user namespace when not root) and map our own
-//!    uid/gid into it, so nothing outside changes and the child needs no privilege;
-//! 2. make every mount private, so nothing propagates back to the host;
-//! 3. bind each writable root (and each pinned path) onto itself, making it its own mount;
-//! 4. mark the whole tree read-only, recursively;
-//! 5. re-open the writable binds for writing (only those whose host mount was writable —
-//!    sandgate never turns a read-only host mount writable);
-//! 6. bind each protected path onto itself, read-only (after 5, so it stays read-only);
-//! 7. mount the private `/tmp` last, on top of everything;
-//! 8. re-enter the working directory by path: the process's cwd still points into the
-//!    mount it was on before the binds were stacked on top (the read-only one).
+//! 1. `unshare` mount, IPC and network namespaces (with a user namespace when not root)
+//!    and map our own uid/gid into it; make every mount private, so nothing propagates
+//!    back to the host. The network namespace is what makes abstract socket names private
+//!    (TCP is refused by landlock and seccomp anyway);
+//! 2. open what must stay visible beneath `/tmp` or `/dev/shm` (the workspace, writable
+//!    roots, allowed sockets, the cwd) while the host's are still in view;
+//! 3. cover `/tmp` with the private temp (an empty tmpfs, or the workspace's own directory)
+//!    and `/dev/shm` with an empty tmpfs, then put each kept object back at its own path;
+//! 4. bind each writable root (and each pinned git directory) onto itself, making it its
+//!    own mount;
+//! 5. mark the whole tree read-only, recursively, and re-open the writable binds and the
+//!    private temp for writing (never a bind whose host mount was read-only);
+//! 6. bind each protected path onto itself, read-only;
+//! 7. re-enter the working directory by path: the process's cwd still points into the
+//!    mount it was on before the binds were stacked on top.
+//!
+//! Every path the child opens is checked against the identity recorded in sandgate, and
+//! every mount is made from fd to fd (`open_tree` + `move_mount`): a directory swapped for
+//! a symlink by a process left over from an earlier call fails the call instead of
+//! redirecting a mount.
 
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+use nix::errno::Errno;
+use nix::fcntl::{openat, openat2, OFlag, OpenHow, ResolveFlag, AT_FDCWD};
 use nix::mount::{mount, MsFlags};
 use nix::sched::{unshare, CloneFlags};
+use nix::sys::stat::{fstat, mkdirat, Mode};
+use nix::unistd::{unlinkat, UnlinkatFlags};
 
-use crate::policy::Restrictions;
+use super::private_temp::PrivateTemp;
+use crate::policy::{roots::SHARED_TEMPS, Restrictions, Temp};
 use crate::sys;
+
+/// A file's identity: device and inode.
+type Identity = (u64, u64);
+
+/// A path the child re-opens, and the object it must find there.
+#[derive(Debug)]
+struct Checked {
+    path: CString,
+    id: Identity,
+}
+
+impl Checked {
+    /// Opens `path` in sandgate with no symlink anywhere in it and records what it names.
+    fn record(path: &Path) -> io::Result<Checked> {
+        let path = cstring(path)?;
+        // With no symlink allowed anywhere, a canonical path opens as the object it named
+        // when it was canonicalised, not whatever a link swapped in since points to.
+        let how = OpenHow::new()
+            .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
+            .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS);
+        let fd = openat2(AT_FDCWD, path.as_c_str(), how)?;
+        Ok(Checked {
+            path,
+            id: identity(fd.as_fd())?,
+        })
+    }
+
+    /// Re-opens the path in the child; fails with `ESTALE` when it names another object
+    /// than the one recorded (it was swapped since).
+    fn open(&self) -> io::Result<OwnedFd> {
+        let fd = sys::open_path(&self.path, 0)?;
+        if identity(fd.as_fd())? != self.id {
+            return Err(io::Error::from_raw_os_error(libc::ESTALE));
+        }
+        Ok(fd)
+    }
+}
+
+fn identity(fd: BorrowedFd<'_>) -> io::Result<Identity> {
+    let st = fstat(fd)?;
+    Ok((st.st_dev, st.st_ino))
+}
 
 /// One writable bind mount.
 #[derive(Debug)]
 struct RwBind {
-    path: CString,
+    target: Checked,
     /// False when the host mount is already read-only: then it stays read-only.
     reopen: bool,
+}
+
+/// Something beneath `/tmp` or `/dev/shm` that stays visible at its own path.
+#[derive(Debug)]
+struct Kept {
+    source: Checked,
+    /// Which private temp it lies in (index into `SHARED_TEMPS`).
+    temp: usize,
+    /// The components below that temp.
+    below: Vec<CString>,
+    dir: bool,
+}
+
+/// What covers `/tmp`.
+#[derive(Debug)]
+enum TempMount {
+    /// A fresh tmpfs.
+    Empty,
+    /// The workspace's private temp directory on the host.
+    Workspace(Checked),
 }
 
 /// Everything the child needs to build its mount namespace, prepared before forking.
@@ -44,9 +123,11 @@ struct RwBind {
 pub struct MountPlan {
     /// `Some((uid_map, gid_map))` when a user namespace is needed (sandgate is not root).
     id_maps: Option<(Vec<u8>, Vec<u8>)>,
+    /// `None`: a plan that only builds the namespaces and the read-only view (`probe`).
+    temp: Option<TempMount>,
+    kept: Vec<Kept>,
     rw_binds: Vec<RwBind>,
-    ro_binds: Vec<CString>,
-    private_tmp: bool,
+    ro_binds: Vec<Checked>,
     cwd: Option<CString>,
 }
 
@@ -69,11 +150,17 @@ fn cstring(path: &Path) -> io::Result<CString> {
 }
 
 impl MountPlan {
-    /// Prepares the mount steps for `r`.
+    /// Prepares the mount steps for `r`; `temp` is the workspace's private temp when the
+    /// profile keeps one.
     ///
     /// # Errors
-    /// A path with an interior NUL byte cannot be mounted.
-    pub fn build(r: &Restrictions, cwd: &Path) -> io::Result<MountPlan> {
+    /// A path that cannot be opened without following a symlink (it was swapped since the
+    /// policy stage looked), or that has an interior NUL byte.
+    pub fn build(
+        r: &Restrictions,
+        cwd: &Path,
+        temp: Option<&PrivateTemp>,
+    ) -> io::Result<MountPlan> {
         // Shallow paths first, so a nested root is bound on top of its parent's bind.
         let mut writable: Vec<&Path> = r
             .writable_roots
@@ -89,7 +176,7 @@ impl MountPlan {
                     .map(|s| s.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY))
                     .unwrap_or(true);
                 Ok(RwBind {
-                    path: cstring(p)?,
+                    target: Checked::record(p)?,
                     reopen: !read_only_host,
                 })
             })
@@ -97,13 +184,42 @@ impl MountPlan {
         let ro_binds = r
             .protected
             .iter()
-            .map(|p| cstring(p))
+            .map(|p| Checked::record(p))
+            .collect::<io::Result<_>>()?;
+        let temp = match (r.temp, temp) {
+            (Temp::PerWorkspace, Some(t)) => TempMount::Workspace(Checked {
+                path: cstring(&t.path)?,
+                id: identity(t.fd.as_fd())?,
+            }),
+            (Temp::PerWorkspace, None) => return Err(io::Error::from_raw_os_error(libc::ENOENT)),
+            (Temp::PerCall, _) => TempMount::Empty,
+        };
+        let kept = r
+            .kept_visible
+            .iter()
+            .filter_map(|p| {
+                let temp = SHARED_TEMPS.iter().position(|t| p.starts_with(t))?;
+                let below = p.strip_prefix(SHARED_TEMPS[temp]).ok()?;
+                Some((p, temp, below))
+            })
+            .map(|(p, temp, below)| {
+                Ok(Kept {
+                    source: Checked::record(p)?,
+                    temp,
+                    below: below
+                        .iter()
+                        .map(|c| cstring(Path::new(c)))
+                        .collect::<io::Result<_>>()?,
+                    dir: p.is_dir(),
+                })
+            })
             .collect::<io::Result<_>>()?;
         Ok(MountPlan {
             id_maps: id_maps(),
+            temp: Some(temp),
+            kept,
             rw_binds,
             ro_binds,
-            private_tmp: r.private_tmp,
             cwd: Some(cstring(cwd)?),
         })
     }
@@ -111,7 +227,8 @@ impl MountPlan {
     /// Builds the private mount namespace in the calling (child) process; see the module
     /// docs for the order. Runs after `fork` in a single-threaded child.
     pub fn apply(&self) -> io::Result<()> {
-        let mut flags = CloneFlags::CLONE_NEWNS;
+        let mut flags =
+            CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWIPC | CloneFlags::CLONE_NEWNET;
         if self.id_maps.is_some() {
             flags |= CloneFlags::CLONE_NEWUSER;
         }
@@ -121,7 +238,7 @@ impl MountPlan {
             sys::write_file(c"/proc/self/uid_map", uid_map)?;
             sys::write_file(c"/proc/self/gid_map", gid_map)?;
         }
-        let none = None::<&std::ffi::CStr>;
+        let none = None::<&CStr>;
         mount(
             none,
             c"/",
@@ -129,49 +246,152 @@ impl MountPlan {
             MsFlags::MS_REC | MsFlags::MS_PRIVATE,
             none,
         )?;
+        let temps = match &self.temp {
+            Some(temp) => self.private_temps(temp)?,
+            None => vec![],
+        };
+        let mut reopen = Vec::new();
         for bind in &self.rw_binds {
-            let path = bind.path.as_c_str();
-            mount(
-                Some(path),
-                path,
-                none,
-                MsFlags::MS_BIND | MsFlags::MS_REC,
-                none,
-            )?;
+            let target = bind.target.open()?;
+            let tree = sys::clone_tree(target.as_fd(), true)?;
+            sys::move_mount(tree.as_fd(), target.as_fd())?;
+            if bind.reopen {
+                reopen.push(tree);
+            }
         }
         sys::mount_setattr(c"/", true, libc::MOUNT_ATTR_RDONLY, 0)?;
-        for bind in self.rw_binds.iter().filter(|b| b.reopen) {
-            sys::mount_setattr(&bind.path, false, 0, libc::MOUNT_ATTR_RDONLY)?;
+        for tree in reopen.iter().chain(temps.iter().flatten()) {
+            sys::mount_setattr_fd(tree.as_fd(), false, 0, libc::MOUNT_ATTR_RDONLY)?;
         }
         for path in &self.ro_binds {
-            mount(
-                Some(path.as_c_str()),
-                path.as_c_str(),
-                none,
-                MsFlags::MS_BIND,
-                none,
-            )?;
-            sys::mount_setattr(path, false, libc::MOUNT_ATTR_RDONLY, 0)?;
-        }
-        if self.private_tmp {
-            mount(
-                Some(c"tmpfs"),
-                c"/tmp",
-                Some(c"tmpfs"),
-                MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-                Some(c"mode=1777"),
-            )?;
+            let target = path.open()?;
+            let tree = sys::clone_tree(target.as_fd(), true)?;
+            sys::mount_setattr_fd(tree.as_fd(), true, libc::MOUNT_ATTR_RDONLY, 0)?;
+            sys::move_mount(tree.as_fd(), target.as_fd())?;
         }
         if let Some(cwd) = &self.cwd {
-            // A cwd hidden by the private /tmp cannot be re-entered; the old one stays.
-            let _ = nix::unistd::chdir(cwd.as_c_str());
+            nix::unistd::chdir(cwd.as_c_str())?;
         }
         Ok(())
     }
 
-    /// Returns true when the plan mounts a private `/tmp`.
-    pub fn private_tmp(&self) -> bool {
-        self.private_tmp
+    /// Steps 2 and 3: covers `/tmp` and `/dev/shm` and puts back what stays visible.
+    /// Returns the private temps' mounts (`None` for a host without `/dev/shm`).
+    fn private_temps(&self, temp: &TempMount) -> io::Result<Vec<Option<OwnedFd>>> {
+        let kept: Vec<OwnedFd> = self
+            .kept
+            .iter()
+            .map(|k| k.source.open())
+            .collect::<io::Result<_>>()?;
+        let tmpfs = |at: &CStr| {
+            mount(
+                Some(c"tmpfs"),
+                at,
+                Some(c"tmpfs"),
+                MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+                Some(c"mode=1777"),
+            )
+        };
+        match temp {
+            TempMount::Empty => tmpfs(c"/tmp")?,
+            TempMount::Workspace(dir) => {
+                let source = dir.open()?;
+                let tree = sys::clone_tree(source.as_fd(), true)?;
+                sys::mount_setattr_fd(
+                    tree.as_fd(),
+                    false,
+                    libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV,
+                    0,
+                )?;
+                let at = sys::open_path(c"/tmp", libc::O_DIRECTORY)?;
+                sys::move_mount(tree.as_fd(), at.as_fd())?;
+            }
+        }
+        let tmp = Some(sys::open_path(c"/tmp", libc::O_DIRECTORY)?);
+        let shm = match sys::open_path(c"/dev/shm", libc::O_DIRECTORY) {
+            Ok(_) => {
+                tmpfs(c"/dev/shm")?;
+                Some(sys::open_path(c"/dev/shm", libc::O_DIRECTORY)?)
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,
+            Err(e) => return Err(e),
+        };
+        let temps = [tmp, shm];
+        for (k, source) in self.kept.iter().zip(&kept) {
+            let Some(base) = temps[k.temp].as_ref() else {
+                continue;
+            };
+            let stub = stub(base.as_fd(), &k.below, k.dir)?;
+            let tree = sys::clone_tree(source.as_fd(), true)?;
+            sys::move_mount(tree.as_fd(), stub.as_fd())?;
+        }
+        Ok(temps.into())
+    }
+}
+
+/// Makes (or reuses) the mount point for a kept object at `below` beneath the private temp
+/// `base`, walking with `O_NOFOLLOW`: the private temp is the sandbox's, and an earlier
+/// call may have left a symlink or a file where the mount point belongs. Whatever is in
+/// the way is removed (it is covered by the mount anyway).
+fn stub(base: BorrowedFd<'_>, below: &[CString], dir: bool) -> io::Result<OwnedFd> {
+    let open = |at: BorrowedFd<'_>, name: &CStr, want_dir: bool| {
+        let mut flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        if want_dir {
+            flags |= OFlag::O_DIRECTORY;
+        }
+        openat(at, name, flags, Mode::empty())
+    };
+    let mut cur: Option<OwnedFd> = None;
+    for (i, name) in below.iter().enumerate() {
+        let want_dir = dir || i + 1 < below.len();
+        let at = cur.as_ref().map_or(base, |c| c.as_fd());
+        let next = match open(at, name, want_dir) {
+            Ok(fd) if want_dir || is_regular(fd.as_fd()) => fd,
+            Ok(_) | Err(Errno::ENOTDIR | Errno::ELOOP) => {
+                clear(at, name)?;
+                make(at, name, want_dir)?;
+                open(at, name, want_dir)?
+            }
+            Err(Errno::ENOENT) => {
+                make(at, name, want_dir)?;
+                open(at, name, want_dir)?
+            }
+            Err(e) => return Err(e.into()),
+        };
+        cur = Some(next);
+    }
+    cur.ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+fn is_regular(fd: BorrowedFd<'_>) -> bool {
+    fstat(fd).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFREG)
+}
+
+/// Removes what is in the way of a mount point: a file, a symlink, or an empty directory.
+fn clear(at: BorrowedFd<'_>, name: &CStr) -> io::Result<()> {
+    match unlinkat(at, name, UnlinkatFlags::NoRemoveDir) {
+        Ok(()) | Err(Errno::ENOENT) => Ok(()),
+        Err(Errno::EISDIR) => Ok(unlinkat(at, name, UnlinkatFlags::RemoveDir)?),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Creates an empty directory or regular file to mount on.
+fn make(at: BorrowedFd<'_>, name: &CStr, dir: bool) -> io::Result<()> {
+    let made = if dir {
+        mkdirat(at, name, Mode::from_bits_truncate(0o755))
+    } else {
+        openat(
+            at,
+            name,
+            OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_WRONLY | OFlag::O_CLOEXEC,
+            Mode::from_bits_truncate(0o600),
+        )
+        .map(drop)
+    };
+    match made {
+        Ok(()) | Err(Errno::EEXIST) => Ok(()),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -180,9 +400,10 @@ impl MountPlan {
     pub fn probe() -> MountPlan {
         MountPlan {
             id_maps: id_maps(),
+            temp: None,
+            kept: vec![],
             rw_binds: vec![],
             ro_binds: vec![],
-            private_tmp: false,
             cwd: None,
         }
     }

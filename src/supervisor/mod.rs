@@ -1,11 +1,12 @@
 //! The supervisor: one thread in sandgate that answers the seccomp notifications of the
 //! sandboxed process tree.
 //!
-//! - `connect` is *mediated* (DESIGN §3): the supervisor copies the address out of the
-//!   caller's memory, resolves a pathname in the caller's own view of the filesystem, checks
-//!   that the socket lies beneath a writable root, and then connects a duplicate of the
-//!   caller's socket (`pidfd_getfd`) itself, through the inode it resolved. It never
-//!   answers CONTINUE there: the kernel would re-read an address the caller can rewrite.
+//! - `connect` is *mediated*: the supervisor copies the address out of the caller's
+//!   memory, resolves a pathname in the caller's own view of the filesystem, checks the
+//!   socket's provenance — beneath the workspace or the private temp, or one the user
+//!   allowed by name — and then connects a duplicate of the caller's socket
+//!   (`pidfd_getfd`) itself, through the inode it resolved. It never answers CONTINUE
+//!   there: the kernel would re-read an address the caller can rewrite.
 //! - Calls that may change the filesystem by path are *observed* (`observe`): the
 //!   supervisor resolves the target as the kernel will, records a marker when the profile
 //!   refuses it, and answers CONTINUE — landlock and the mount namespace stay the
@@ -43,6 +44,13 @@ const SOCKADDR_UN_LEN: usize = std::mem::size_of::<libc::sockaddr_un>();
 pub struct Setup {
     pub mode: Mode,
     pub writable_roots: Vec<PathBuf>,
+    /// Directories kept visible read-only on top of a writable private temp (a read-only
+    /// workspace under `/tmp`): beneath them nothing is writable, whatever lies above.
+    pub read_only_islands: Vec<PathBuf>,
+    /// A connect may reach a socket beneath these (the workspace, the private temp)...
+    pub socket_roots: Vec<PathBuf>,
+    /// ...or one of these sockets.
+    pub allowed_sockets: Vec<PathBuf>,
     pub workspace_write_roots: Vec<PathBuf>,
     pub protected: Vec<PathBuf>,
     pub devices: Vec<PathBuf>,
@@ -54,6 +62,9 @@ pub struct Setup {
 pub struct Context {
     mode: Mode,
     roots: HashSet<Inode>,
+    islands: HashSet<Inode>,
+    socket_roots: HashSet<Inode>,
+    allowed_sockets: HashSet<Inode>,
     workspace_write_roots: HashSet<Inode>,
     protected: HashSet<Inode>,
     devices: HashSet<Inode>,
@@ -110,6 +121,9 @@ pub fn spawn(listener: OwnedFd, root: OwnedFd, setup: Setup) -> io::Result<Runni
     let context = Context {
         mode: setup.mode,
         roots: identify(&setup.writable_roots),
+        islands: identify(&setup.read_only_islands),
+        socket_roots: identify(&setup.socket_roots),
+        allowed_sockets: identify(&setup.allowed_sockets),
         workspace_write_roots: identify(&setup.workspace_write_roots),
         protected: identify(&setup.protected),
         devices: identify(&setup.devices),
@@ -212,11 +226,20 @@ fn serve(
             notif: &notif,
         };
         let (answer, denial) = match i64::from(notif.data.nr) {
-            libc::SYS_connect => match mediate_connect(&call, &context.roots) {
+            libc::SYS_connect => match mediate_connect(&call, context) {
                 Ok(()) => (Answer::Return(0), None),
                 Err(Refused::Policy(errno, addr)) => (
                     Answer::Error(errno as i32),
                     Some(call.denial("network", None, Some(addr), Some(Mode::FullAccess))),
+                ),
+                Err(Refused::Provenance(path)) => (
+                    Answer::Error(libc::EACCES),
+                    Some(call.denial(
+                        crate::denial::NETWORK,
+                        Some(path),
+                        None,
+                        Some(Mode::FullAccess),
+                    )),
                 ),
                 Err(Refused::Kernel(errno)) => (Answer::Error(errno as i32), None),
             },
@@ -372,6 +395,8 @@ fn creds_of(tid: Pid) -> Result<Creds, Errno> {
 enum Refused {
     /// The sandbox refused it (a marker is due): the errno and the address.
     Policy(Errno, String),
+    /// A pathname socket outside the workspace and the private temp, not allowed by name.
+    Provenance(String),
     /// The kernel would have failed it anyway (no such socket, bad fd, …).
     Kernel(Errno),
 }
@@ -383,7 +408,7 @@ impl From<Errno> for Refused {
 }
 
 /// Decides and performs one `connect(fd, addr, len)` for the sandboxed caller.
-fn mediate_connect(call: &Call<'_>, roots: &HashSet<Inode>) -> Result<(), Refused> {
+fn mediate_connect(call: &Call<'_>, context: &Context) -> Result<(), Refused> {
     let fd = i32::try_from(call.arg(0)).map_err(|_| Errno::EBADF)?;
     let len = usize::try_from(call.arg(2)).map_err(|_| Errno::EINVAL)?;
     if !(2..=SOCKADDR_UN_LEN).contains(&len) {
@@ -430,9 +455,19 @@ fn mediate_connect(call: &Call<'_>, roots: &HashSet<Inode>) -> Result<(), Refuse
     let cwd = call.open_proc("cwd")?;
     let creds = creds_of(call.tid())?;
     let (dir, socket_file) = resolve::resolve_socket(&root, cwd.as_fd(), path, &creds)?;
-    if !resolve::is_beneath(dir.as_fd(), &root, roots)? {
-        let shown = observe::shown_path(call, libc::AT_FDCWD, path);
-        return Err(Refused::Policy(Errno::EACCES, shown));
+    let allowed = resolve::identity(&nix::sys::stat::fstat(socket_file.as_fd())?);
+    let reachable = context.allowed_sockets.contains(&allowed)
+        || resolve::nearest(
+            dir.as_fd(),
+            &root,
+            &[&context.islands, &context.socket_roots],
+        )? == Some(1);
+    if !reachable {
+        return Err(Refused::Provenance(observe::shown_path(
+            call,
+            libc::AT_FDCWD,
+            path,
+        )));
     }
     let via = format!("/proc/self/fd/{}", socket_file.as_raw_fd());
     let target = UnixAddr::new(via.as_str())?;

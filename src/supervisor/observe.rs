@@ -327,18 +327,22 @@ impl Context {
             return Some(*v);
         }
         let chain = resolve::ancestry(dir, root).ok()?;
-        let verdict = if chain.iter().any(|id| self.protected.contains(id)) {
-            Verdict::Refused(None)
-        } else if chain.iter().any(|id| self.roots.contains(id)) {
-            Verdict::Allowed
-        } else if self.mode == Mode::ReadOnly
+        let needed = if self.mode == Mode::ReadOnly
             && chain
                 .iter()
                 .any(|id| self.workspace_write_roots.contains(id))
         {
-            Verdict::Refused(Some(Mode::WorkspaceWrite))
+            Some(Mode::WorkspaceWrite)
         } else {
-            Verdict::Refused(Some(Mode::FullAccess))
+            Some(Mode::FullAccess)
+        };
+        let verdict = if chain.iter().any(|id| self.protected.contains(id)) {
+            Verdict::Refused(None)
+        } else {
+            match chain.iter().find_map(|id| self.islands_or_roots(id)) {
+                Some(true) => Verdict::Allowed,
+                Some(false) | None => Verdict::Refused(needed),
+            }
         };
         let mut cache = self.cache.borrow_mut();
         if cache.len() > 4096 {
@@ -346,6 +350,20 @@ impl Context {
         }
         cache.insert(dir_id, verdict);
         Some(verdict)
+    }
+}
+
+impl Context {
+    /// Says whether a directory on the way up settles the verdict: `Some(true)` for a
+    /// writable root, `Some(false)` for a read-only island, `None` to keep walking.
+    fn islands_or_roots(&self, id: &Inode) -> Option<bool> {
+        if self.islands.contains(id) {
+            Some(false)
+        } else if self.roots.contains(id) {
+            Some(true)
+        } else {
+            None
+        }
     }
 }
 

@@ -268,13 +268,21 @@ pub fn ancestry(dir: BorrowedFd<'_>, root: &Root) -> Result<Vec<Inode>, Errno> {
     Ok(chain)
 }
 
-/// Returns true when `dir` or one of its ancestors (up to the caller's `root`) is one of
-/// `roots`.
+/// Walks up from `dir` (itself first) to the caller's `root` and returns the index of the
+/// set in `sets` that holds the nearest directory on the way, `None` when none does. The
+/// nearest wins: a read-only directory kept visible inside a writable private temp is
+/// read-only, however writable what lies above it is.
 ///
 /// # Errors
 /// A failure to open `..` on the way up.
-pub fn is_beneath(dir: BorrowedFd<'_>, root: &Root, roots: &HashSet<Inode>) -> Result<bool, Errno> {
-    Ok(ancestry(dir, root)?.iter().any(|id| roots.contains(id)))
+pub fn nearest(
+    dir: BorrowedFd<'_>,
+    root: &Root,
+    sets: &[&HashSet<Inode>],
+) -> Result<Option<usize>, Errno> {
+    Ok(ancestry(dir, root)?
+        .iter()
+        .find_map(|id| sets.iter().position(|set| set.contains(id))))
 }
 
 /// Returns a file's identity.
@@ -315,7 +323,10 @@ mod tests {
         for path in [b"s".as_slice(), b"../a/./s", b"../link"] {
             let (dir, _) =
                 resolve_socket(&root, cwd.as_fd(), path, &creds()).map_err(std::io::Error::from)?;
-            assert!(is_beneath(dir.as_fd(), &root, &roots).map_err(std::io::Error::from)?);
+            assert_eq!(
+                nearest(dir.as_fd(), &root, &[&roots]).map_err(std::io::Error::from)?,
+                Some(0)
+            );
         }
         assert_eq!(
             resolve_socket(&root, cwd.as_fd(), b"missing", &creds()).err(),

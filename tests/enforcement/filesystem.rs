@@ -60,16 +60,18 @@ fn read_only_allows_dev_null_and_a_private_tmp_that_vanishes() {
 }
 
 #[test]
-fn workspace_write_writes_in_the_workspace_and_tmp() {
+fn workspace_write_writes_in_the_workspace_and_its_private_tmp() {
     if !require_full_enforcement() {
         return;
     }
     let env = TestEnv::new();
-    let tmp_file = tempfile::Builder::new()
+    // A host file of the same name in the host's /tmp: the sandbox's /tmp is another one.
+    let host_file = tempfile::Builder::new()
         .prefix("sandgate-ww")
         .tempfile_in("/tmp")
         .unwrap_or_else(|e| panic!("{e}"));
-    let tmp = tmp_file.path().to_string_lossy().into_owned();
+    std::fs::write(host_file.path(), "host\n").unwrap_or_else(|e| panic!("{e}"));
+    let tmp = host_file.path().to_string_lossy().into_owned();
     let out = env.sh(
         "workspace-write",
         &format!("mkdir d && echo a > d/f && mv d/f g && echo t > '{tmp}'"),
@@ -79,7 +81,13 @@ fn workspace_write_writes_in_the_workspace_and_tmp() {
         std::fs::read_to_string(env.ws.join("g")).unwrap_or_default(),
         "a\n"
     );
-    assert_eq!(std::fs::read_to_string(&tmp).unwrap_or_default(), "t\n");
+    assert_eq!(std::fs::read_to_string(&tmp).unwrap_or_default(), "host\n");
+    let name = host_file.path().file_name().unwrap_or_default();
+    let private = private_tmp_of(&env);
+    assert_eq!(
+        std::fs::read_to_string(private.join(name)).unwrap_or_default(),
+        "t\n"
+    );
 }
 
 /// Every way out of the workspace an attacker would try; each must leave the outside

@@ -223,6 +223,15 @@ impl TestEnv {
     }
 }
 
+/// The host path of the workspace's private temp, as `sandgate tmp` prints it.
+pub fn private_tmp_of(env: &TestEnv) -> PathBuf {
+    let mut cmd = Command::new(sandgate());
+    env.isolate(&mut cmd);
+    let out = output(cmd.arg("tmp").arg("--workspace").arg(&env.ws));
+    assert_status(&out, 0);
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
 /// Runs a command, returning its output.
 pub fn output(cmd: &mut Command) -> Output {
     cmd.output()

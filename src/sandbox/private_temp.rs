@@ -1,0 +1,193 @@
+//! The per-workspace private temp directory: what `/tmp` is inside a `workspace-write`
+//! sandbox. It lives on the host at `/tmp/sandgate-UID/NAME-HASH`, one per workspace, so a
+//! script written to `/tmp` in one call is there in the next call in the same workspace,
+//! and no other workspace (nor anything of the host's `/tmp`) is visible beside it.
+//!
+//! The host's `/tmp` is shared with every other user and process, so the directory is
+//! reached without trusting it: every component is opened with `O_NOFOLLOW` relative to
+//! the one before, `/` and `/tmp` must belong to root (or the caller) and be sticky if
+//! others can write them, and the two levels sandgate creates must be directories owned by
+//! the caller with mode 0700. Anything else refuses the call instead of guessing.
+
+use std::ffi::OsStr;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use nix::errno::Errno;
+use nix::fcntl::{openat, OFlag};
+use nix::sys::stat::{fstat, mkdirat, Mode, SFlag};
+use sha2::{Digest, Sha256};
+
+/// Where the per-workspace directories live: `/tmp/sandgate-UID`.
+pub fn base() -> PathBuf {
+    PathBuf::from(format!("/tmp/sandgate-{}", nix::unistd::geteuid()))
+}
+
+/// The private temp of `workspace` on the host (whether or not it exists yet).
+pub fn path_for(workspace: &Path) -> PathBuf {
+    base().join(leaf_name(workspace))
+}
+
+/// A readable, collision-free name: the workspace's base name (sanitised, shortened) and
+/// a hash of its whole canonical path.
+fn leaf_name(workspace: &Path) -> String {
+    let digest = Sha256::digest(workspace.as_os_str().as_bytes());
+    let hash: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    let stem: String = workspace
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(40)
+        .collect();
+    let stem = stem.trim_start_matches('.');
+    if stem.is_empty() {
+        hash
+    } else {
+        format!("{stem}-{hash}")
+    }
+}
+
+/// Why the private temp cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot use the private temp directory {}: {why}; remove it (or fix its owner and mode 0700) and retry", path.display())]
+pub struct TempError {
+    pub path: PathBuf,
+    pub why: String,
+}
+
+fn error(path: &Path, why: impl Into<String>) -> TempError {
+    TempError {
+        path: path.to_path_buf(),
+        why: why.into(),
+    }
+}
+
+/// An opened private temp directory.
+pub struct PrivateTemp {
+    pub path: PathBuf,
+    /// `O_PATH` on the directory itself.
+    pub fd: OwnedFd,
+}
+
+/// Opens the private temp of `workspace`, creating it (and `/tmp/sandgate-UID`) when
+/// `create`; `Ok(None)` when it does not exist and `create` is false.
+///
+/// # Errors
+/// A component that is a symlink, not a directory, owned by someone else, or open to
+/// others (see the module docs).
+pub fn open(workspace: &Path, create: bool) -> Result<Option<PrivateTemp>, TempError> {
+    let path = path_for(workspace);
+    let me = nix::unistd::geteuid().as_raw();
+    let open_dir = |dir: &OwnedFd, name: &OsStr| -> Result<OwnedFd, Errno> {
+        openat(
+            dir.as_fd(),
+            name,
+            OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+    };
+    let root = crate::sys::open_path(c"/", libc::O_DIRECTORY)
+        .map_err(|e| error(Path::new("/"), e.to_string()))?;
+    let mut cur = root;
+    let mut shown = PathBuf::from("/");
+    let components: Vec<&OsStr> = path.iter().skip(1).collect();
+    let system_levels = components.len().saturating_sub(2);
+    for (depth, name) in components.into_iter().enumerate() {
+        shown.push(name);
+        let owned_by_caller = depth >= system_levels;
+        let next = match open_dir(&cur, name) {
+            Ok(fd) => fd,
+            Err(Errno::ENOENT) if owned_by_caller && create => {
+                match mkdirat(cur.as_fd(), name, Mode::from_bits_truncate(0o700)) {
+                    Ok(()) | Err(Errno::EEXIST) => {}
+                    Err(e) => return Err(error(&shown, format!("cannot create it: {e}"))),
+                }
+                open_dir(&cur, name).map_err(|e| error(&shown, e.to_string()))?
+            }
+            Err(Errno::ENOENT) if owned_by_caller => return Ok(None),
+            Err(Errno::ENOTDIR | Errno::ELOOP) => {
+                return Err(error(&shown, "it is a symlink or not a directory"))
+            }
+            Err(e) => return Err(error(&shown, e.to_string())),
+        };
+        let st = fstat(next.as_fd()).map_err(|e| error(&shown, e.to_string()))?;
+        check(st.st_mode, st.st_uid, owned_by_caller, me).map_err(|why| error(&shown, why))?;
+        cur = next;
+    }
+    Ok(Some(PrivateTemp { path, fd: cur }))
+}
+
+/// Checks one component: a directory; the caller's own with mode 0700 for the levels
+/// sandgate creates; root's or the caller's, and sticky when others may write, above.
+fn check(st_mode: u32, uid: u32, owned_by_caller: bool, me: u32) -> Result<(), String> {
+    if SFlag::from_bits_truncate(st_mode) & SFlag::S_IFMT != SFlag::S_IFDIR {
+        return Err("not a directory".into());
+    }
+    let mode = st_mode & 0o7777;
+    if owned_by_caller {
+        if uid != me {
+            return Err(format!("owned by uid {uid}, not {me}"));
+        }
+        if mode & 0o077 != 0 {
+            return Err(format!("mode {mode:o} lets others in (must be 0700)"));
+        }
+    } else {
+        if uid != 0 && uid != me {
+            return Err(format!("owned by uid {uid}"));
+        }
+        if mode & 0o022 != 0 && mode & 0o1000 == 0 {
+            return Err(format!("mode {mode:o}: writable by others and not sticky"));
+        }
+    }
+    Ok(())
+}
+
+/// Removes the private temp of `workspace`; returns whether there was one. Deletion never
+/// follows a symlink planted inside (std's `remove_dir_all` walks with `O_NOFOLLOW`).
+///
+/// # Errors
+/// As [`open`], or a removal that failed.
+pub fn clean(workspace: &Path) -> Result<bool, TempError> {
+    let Some(temp) = open(workspace, false)? else {
+        return Ok(false);
+    };
+    drop(temp.fd);
+    std::fs::remove_dir_all(&temp.path).map_err(|e| error(&temp.path, e.to_string()))?;
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_readable_and_distinct() {
+        let a = leaf_name(Path::new("/home/u/proj"));
+        let b = leaf_name(Path::new("/srv/proj"));
+        assert!(a.starts_with("proj-") && b.starts_with("proj-"));
+        assert_ne!(a, b);
+        assert!(!leaf_name(Path::new("/a/.hidden dir")).contains(' '));
+        assert!(!leaf_name(Path::new("/a/..")).starts_with('.'));
+    }
+
+    #[test]
+    fn components_open_to_others_are_refused() {
+        let dir = |mode| libc::S_IFDIR | mode;
+        assert!(check(dir(0o700), 7, true, 7).is_ok());
+        assert!(check(dir(0o755), 7, true, 7).is_err());
+        assert!(check(dir(0o700), 8, true, 7).is_err());
+        assert!(check(libc::S_IFLNK | 0o700, 7, true, 7).is_err());
+        assert!(check(dir(0o1777), 0, false, 7).is_ok());
+        assert!(check(dir(0o777), 0, false, 7).is_err());
+        assert!(check(dir(0o755), 8, false, 7).is_err());
+    }
+}
