@@ -106,6 +106,15 @@ pub struct RunArgs {
     pub approval_timeout: u64,
 
     /// Never prompt on the terminal (also SANDGATE_TTY=never; always so when CI is set).
+    ///
+    /// The terminal prompt grants only when the person types the short random code it
+    /// shows; y or yes alone rejects. Started through a link (sandgate-sh, a bash link,
+    /// sandgate-prefix, or as sandgate prefix), sandgate does not prompt at all unless
+    /// SANDGATE_TTY=always: an agent that owns the terminal could answer its own request,
+    /// so without an approval endpoint or approver the outcome there is unavailable.
+    /// SANDGATE_TTY=never is this flag; SANDGATE_TTY=always lets the terminal answer
+    /// through the links too (set it only where a person owns the terminal); unset or auto
+    /// prompts only when started as sandgate itself.
     #[arg(long)]
     pub no_tty: bool,
 

@@ -78,6 +78,34 @@ pub fn is_prefix_name(argv0: &OsStr) -> bool {
         .is_some_and(|n| n == "sandgate-prefix")
 }
 
+/// Who is presumed to be calling, from how sandgate was started. Decided once, from argv[0]
+/// (and the `prefix` subcommand), and handed down to the choice of answerer.
+///
+/// Only the links count as an agent: they are how an agent is wired to sandgate (its shell
+/// or shell prefix), and such an agent usually owns the terminal or pty it runs in, so it
+/// could read a prompt and type the answer itself. `sandgate` by its own name, `-c` and a
+/// script on stdin included, is what a person types; an agent that calls it that way on a
+/// pty it owns needs `SANDGATE_TTY=never` or an approval endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Caller {
+    /// Started as `sandgate` (any form): the terminal may answer.
+    Person,
+    /// Started through a link (`sandgate-sh`, a `bash` link, `sandgate-prefix`) or as
+    /// `sandgate prefix`: the terminal answers only with `SANDGATE_TTY=always`.
+    AgentLink,
+}
+
+impl Caller {
+    /// Returns who calls when sandgate was started with `argv0`.
+    pub fn of_argv0(argv0: &OsStr) -> Caller {
+        if is_shell_name(argv0) || is_prefix_name(argv0) {
+            Caller::AgentLink
+        } else {
+            Caller::Person
+        }
+    }
+}
+
 /// Splits a command line. `long_flags` are sandgate's long options with whether each takes
 /// a value; `subcommands` its subcommand names. `as_shell`: invoked as a shell link, so
 /// every argument is the shell's.
@@ -273,6 +301,31 @@ mod tests {
                 .map(|a| a.to_string_lossy().into_owned())
                 .collect(),
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn only_the_links_are_agent_callers() {
+        for link in [
+            "sandgate-sh",
+            "/usr/local/bin/bash",
+            "sh",
+            "zsh",
+            "sandgate-prefix",
+        ] {
+            assert_eq!(
+                Caller::of_argv0(OsStr::new(link)),
+                Caller::AgentLink,
+                "{link}"
+            );
+        }
+        for name in [
+            "sandgate",
+            "/usr/bin/sandgate",
+            "./target/debug/sandgate",
+            "",
+        ] {
+            assert_eq!(Caller::of_argv0(OsStr::new(name)), Caller::Person, "{name}");
         }
     }
 

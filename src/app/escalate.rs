@@ -7,19 +7,23 @@ use std::time::Duration;
 use serde_json::{json, Map};
 
 use super::Layers;
-use crate::approval::{self, Answerer, Outcome};
+use crate::approval::{self, Answerer, Outcome, TtyAnswerer, TtySetting};
 use crate::audit::AuditLog;
 use crate::cli::RunArgs;
 use crate::error::{Error, Refusal};
 use crate::policy::{Approval, Env, EscalationRequest, Mode, Standing};
+use crate::shell::Caller;
 
 /// The policy tier and the one answerer: returns the mode to run at, or the refusal. The
 /// audit pair is written around the decision whatever it is; if the `asked` record cannot
-/// be written, nobody is asked and the command does not run.
+/// be written, nobody is asked and the command does not run. `caller` decides whether the
+/// terminal may answer.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn decide(
     request: &EscalationRequest,
     standing: &Standing,
     args: &RunArgs,
+    caller: Caller,
     layers: &Layers,
     env: &Env,
     workspace: &Path,
@@ -85,7 +89,7 @@ pub(super) fn decide(
                 id: id.clone(),
                 timeout,
             };
-            let (outcome, guard) = approval::ask(&answerer(args, layers), &question);
+            let (outcome, guard) = approval::ask(&answerer(args, caller, layers), &question);
             let refusal = match outcome {
                 Outcome::AllowedOnce => None,
                 Outcome::Rejected => Some(Refusal::Rejected),
@@ -114,9 +118,9 @@ pub(super) fn decide(
     }
 }
 
-/// Chooses the one answerer (DESIGN §4): the endpoint (the managed one first), else the
-/// approver program, else the terminal — never when CI is set or the terminal is disabled.
-fn answerer(args: &RunArgs, layers: &Layers) -> Answerer {
+/// Chooses the one answerer: the endpoint (the managed one first), else the
+/// approver program, else the terminal if `TtyAnswerer::decide` lets it answer this caller.
+fn answerer(args: &RunArgs, caller: Caller, layers: &Layers) -> Answerer {
     let endpoint = layers
         .managed
         .approval_endpoint
@@ -142,16 +146,5 @@ fn answerer(args: &RunArgs, layers: &Layers) -> Answerer {
         return Answerer::Program { command };
     }
     let in_ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty());
-    let tty_off = args.no_tty || std::env::var("SANDGATE_TTY").is_ok_and(|v| v == "never");
-    if in_ci || tty_off {
-        let why = if in_ci {
-            "CI is set, so nobody can answer a prompt"
-        } else {
-            "the terminal prompt is disabled"
-        };
-        return Answerer::None {
-            why: format!("{why}: configure --approval-endpoint or --approver"),
-        };
-    }
-    Answerer::Tty
+    TtyAnswerer::decide(caller, &TtySetting::from_env(), args.no_tty, in_ci).into()
 }

@@ -20,7 +20,7 @@ use crate::policy::{
     Request, Standing,
 };
 use crate::sandbox::{self, Features, Guarantee, Step};
-use crate::shell::{self, Invocation, ShellCall};
+use crate::shell::{self, Caller, Invocation, ShellCall};
 use crate::supervisor;
 use std::io::IsTerminal;
 
@@ -36,6 +36,7 @@ use subcommands::{install_links, presets, tmp, verify};
 pub fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
     let argv0 = args.first().cloned().unwrap_or_default();
+    let caller = Caller::of_argv0(&argv0);
     let invocation = if shell::is_prefix_name(&argv0) {
         // The prefix link receives the command string as one word (or, tolerantly, several).
         let words: Vec<String> = args[1..]
@@ -61,12 +62,12 @@ pub fn main() -> ExitCode {
         )
     };
     match invocation {
-        Invocation::Plain(args) => plain(args),
+        Invocation::Plain(args) => plain(args, caller),
         Invocation::Shell {
             sandgate_args,
             shell,
         } => match Cli::try_parse_from(sandgate_args) {
-            Ok(cli) => run_shell(cli.run, shell),
+            Ok(cli) => run_shell(cli.run, shell, caller),
             Err(e) => usage(&e),
         },
     }
@@ -79,7 +80,7 @@ fn usage(e: &clap::Error) -> ExitCode {
 }
 
 /// sandgate's own command line: subcommands, or `[FLAGS] -- CMD ARGS`.
-fn plain(args: Vec<OsString>) -> ExitCode {
+fn plain(args: Vec<OsString>, caller: Caller) -> ExitCode {
     let argv0 = args.first().cloned().unwrap_or_default();
     // `--` asks for direct execution: with nothing after it, that is a usage error, not a
     // script on stdin.
@@ -112,18 +113,19 @@ fn plain(args: Vec<OsString>) -> ExitCode {
         }
         Some(Sub::InstallLinks { dir }) => install_links(&dir),
         Some(Sub::Tmp { workspace, clean }) => tmp(workspace.as_deref(), clean),
+        // The subcommand is the prefix link's other spelling: an agent's call too.
         Some(Sub::Prefix { command }) => match prefix_call(argv0.clone(), command) {
             Invocation::Shell { shell, .. } => match Cli::try_parse_from([argv0]) {
-                Ok(cli) => run_shell(cli.run, shell),
+                Ok(cli) => run_shell(cli.run, shell, Caller::AgentLink),
                 Err(e) => usage(&e),
             },
             Invocation::Plain(_) => ExitCode::from(EXIT_USAGE),
         },
         // No command and a script on stdin (a pipe, GitLab's form): the shell reads it.
         None if cli.run.command.is_empty() && !explicit && !std::io::stdin().is_terminal() => {
-            run_shell(cli.run, ShellCall::default())
+            run_shell(cli.run, ShellCall::default(), caller)
         }
-        None => finish(run_inner(cli.run, Shellish::default()), None),
+        None => finish(run_inner(cli.run, Shellish::default(), caller), None),
     }
 }
 
@@ -197,7 +199,7 @@ impl Layers {
     }
 }
 
-fn run_inner(args: RunArgs, shellish: Shellish) -> Result<i32, Error> {
+fn run_inner(args: RunArgs, shellish: Shellish, caller: Caller) -> Result<i32, Error> {
     let env = gather_env()?;
     if args.command.is_empty() {
         return Err(PolicyError::NoCommand.into());
@@ -231,7 +233,9 @@ fn run_inner(args: RunArgs, shellish: Shellish) -> Result<i32, Error> {
                     ),
                 })
             })?;
-            decide(request, &standing, &args, &layers, &env, &workspace, audit)?
+            decide(
+                request, &standing, &args, caller, &layers, &env, &workspace, audit,
+            )?
         }
     };
     // sandgate's own records and configuration stay out of the sandbox's reach.

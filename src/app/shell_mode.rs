@@ -9,7 +9,7 @@ use crate::cli::RunArgs;
 use crate::error::Error;
 use crate::exec::ExecError;
 use crate::policy::PolicyError;
-use crate::shell::{self, Invocation, ShellCall};
+use crate::shell::{self, Caller, Invocation, ShellCall};
 
 /// A prefix call: one command string for `-c`.
 pub(super) fn prefix_call(argv0: OsString, command: String) -> Invocation {
@@ -34,7 +34,7 @@ pub(super) struct Shellish {
 }
 
 /// Runs the real shell with `shell`'s arguments, turning a directive into the request.
-pub(super) fn run_shell(mut args: RunArgs, mut shell: ShellCall) -> ExitCode {
+pub(super) fn run_shell(mut args: RunArgs, mut shell: ShellCall, caller: Caller) -> ExitCode {
     let mode_hint = args.knobs.sandbox;
     let Some(real) = shell::real_shell() else {
         let err = Error::Exec(ExecError::NotFound(
@@ -68,5 +68,5 @@ pub(super) fn run_shell(mut args: RunArgs, mut shell: ShellCall) -> ExitCode {
         argv0: real.file_name().map(OsString::from),
         command: original,
     };
-    finish(run_inner(args, shellish), mode_hint)
+    finish(run_inner(args, shellish, caller), mode_hint)
 }

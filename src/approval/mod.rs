@@ -23,6 +23,7 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use serde_json::{json, Value};
 
 pub use transport::Endpoint;
+pub use tty::{TtyAnswerer, TtySetting};
 
 /// The largest reply accepted from an endpoint or approver program.
 pub const MAX_REPLY: usize = 64 * 1024;
@@ -93,10 +94,8 @@ pub struct Display {
 
 /// Returns a fresh, unguessable request id (128 random bits, hex).
 pub fn fresh_id() -> String {
-    use std::io::Read;
     let mut bytes = [0u8; 16];
-    let filled = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
-    if filled.is_err() {
+    if random_bytes(&mut bytes).is_err() {
         // Still unique per call even without randomness: time and pid.
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -105,6 +104,20 @@ pub fn fresh_id() -> String {
         bytes[8..12].copy_from_slice(&std::process::id().to_ne_bytes());
     }
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Fills `buf` from the kernel's CSPRNG. Only the character device counts: a regular file
+/// at `/dev/urandom` (a broken container image) would give the same bytes every time.
+fn random_bytes(buf: &mut [u8]) -> std::io::Result<()> {
+    use std::io::Read;
+    use std::os::unix::fs::FileTypeExt;
+    let mut urandom = std::fs::File::open("/dev/urandom")?;
+    if !urandom.metadata()?.file_type().is_char_device() {
+        return Err(std::io::Error::other(
+            "/dev/urandom is not a character device",
+        ));
+    }
+    urandom.read_exact(buf)
 }
 
 /// Blocks SIGINT, SIGTERM and SIGHUP while a question is open, so that an interrupt

@@ -1,19 +1,149 @@
-//! The terminal prompt (DESIGN §4). It talks to `/dev/tty` directly — never to the
+//! The terminal prompt. It talks to `/dev/tty` directly — never to the
 //! command's stdin or stdout, which may be pipes an agent reads — and only when sandgate is
 //! in the terminal's foreground process group: an agent's full-screen UI that runs commands
 //! in the background must not have its screen and keystrokes taken over.
 //!
-//! Only `y` or `yes` grants. Enter, anything else: rejected. EOF (Ctrl-D), Ctrl-C (watched
-//! by `approval::ask`) and the timeout: cancelled. Everything shown is neutralised, so a justification or an argument
-//! cannot repaint the prompt with escape sequences.
+//! Only typing the short random code the prompt shows grants; `y`, `yes`, Enter and anything
+//! else reject. EOF (Ctrl-D), Ctrl-C (watched by `approval::ask`) and the timeout cancel.
+//! The code is drawn from the kernel's CSPRNG after the question is built and is written
+//! nowhere but the terminal, and what was typed before the prompt appeared is discarded.
+//! So a process that paints a forged prompt (a left-over background job of an earlier
+//! sandboxed call, say) cannot show the right code, and nothing typed in answer to it
+//! counts. Everything shown is neutralised, so a justification or an argument cannot
+//! repaint the prompt with escape sequences.
+//!
+//! Who may answer here at all is decided first (`TtyAnswerer::decide`): through an agent's
+//! link the terminal is usually the agent's own pty, which could read the code and type it.
 
+use std::ffi::OsStr;
 use std::io::{Read, Write};
 use std::os::fd::AsFd;
 use std::time::Instant;
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::termios::{tcflush, FlushArg};
 
-use super::{Outcome, Question};
+use super::{Answerer, Outcome, Question};
+use crate::shell::Caller;
+
+/// What `SANDGATE_TTY` asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TtySetting {
+    /// Unset, empty or `auto`: the terminal answers for a person's call only.
+    Auto,
+    /// The terminal answers through an agent's link too: a person owns it.
+    Always,
+    /// The terminal never answers (as `--no-tty`).
+    Never,
+    /// Any other value: taken as `auto`, and named where it makes a difference.
+    Unknown(String),
+}
+
+impl TtySetting {
+    /// Reads `SANDGATE_TTY`.
+    pub fn from_env() -> TtySetting {
+        TtySetting::parse(std::env::var_os("SANDGATE_TTY").as_deref())
+    }
+
+    fn parse(value: Option<&OsStr>) -> TtySetting {
+        match value.map(OsStr::to_string_lossy).as_deref() {
+            None | Some("" | "auto") => TtySetting::Auto,
+            Some("always") => TtySetting::Always,
+            Some("never") => TtySetting::Never,
+            Some(other) => TtySetting::Unknown(other.to_owned()),
+        }
+    }
+}
+
+/// Who may answer an approval question on the terminal, decided once per call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TtyAnswerer {
+    /// The person at the terminal, by typing the code the prompt shows.
+    Person,
+    /// Nobody: no prompt is written. `why` says how to get an answer instead.
+    Nobody { why: String },
+}
+
+impl TtyAnswerer {
+    /// `--no-tty` and `SANDGATE_TTY=never` turn the terminal off, so does `CI`; through an
+    /// agent's link it answers only with `SANDGATE_TTY=always`.
+    pub fn decide(caller: Caller, setting: &TtySetting, no_tty: bool, in_ci: bool) -> TtyAnswerer {
+        let nobody = |why: String| TtyAnswerer::Nobody { why };
+        if no_tty || *setting == TtySetting::Never {
+            return nobody(
+                "the terminal prompt is disabled (--no-tty or SANDGATE_TTY=never): configure \
+                 --approval-endpoint or --approver"
+                    .into(),
+            );
+        }
+        if in_ci {
+            return nobody(
+                "CI is set, so nobody can answer a prompt: configure --approval-endpoint or --approver"
+                    .into(),
+            );
+        }
+        match (caller, setting) {
+            (Caller::Person, _) | (Caller::AgentLink, TtySetting::Always) => TtyAnswerer::Person,
+            (Caller::AgentLink, setting) => {
+                let ignored = match setting {
+                    TtySetting::Unknown(v) => format!(" (SANDGATE_TTY={v:?} is not `always`)"),
+                    _ => String::new(),
+                };
+                nobody(format!(
+                    "sandgate was started through a link (sandgate-sh, a bash link, \
+                     sandgate-prefix), where the terminal is not asked: the agent that owns it \
+                     could answer its own request{ignored}. Configure an approval endpoint \
+                     (SANDGATE_APPROVAL_ENDPOINT) or an approver program (SANDGATE_APPROVER), \
+                     or set SANDGATE_TTY=always if a person owns this terminal"
+                ))
+            }
+        }
+    }
+}
+
+impl From<TtyAnswerer> for Answerer {
+    fn from(who: TtyAnswerer) -> Answerer {
+        match who {
+            TtyAnswerer::Person => Answerer::Tty,
+            TtyAnswerer::Nobody { why } => Answerer::None { why },
+        }
+    }
+}
+
+/// How many characters the code has: about 5 million codes, one guess per prompt.
+const CODE_LEN: usize = 5;
+
+/// Capitals and digits that cannot be mistaken for one another (no 0/O/Q, 1/I/L, 2/Z,
+/// 5/S, 6/G, 8/B).
+const CODE_ALPHABET: &[u8] = b"ACDEFHJKMNPRTUVWXY3479";
+
+/// Returns a fresh code: `CODE_LEN` characters drawn uniformly from `CODE_ALPHABET` with
+/// bytes from the kernel's CSPRNG (bytes past the last whole multiple of the alphabet are
+/// dropped, so no character is likelier than another).
+fn fresh_code() -> std::io::Result<String> {
+    let n = CODE_ALPHABET.len();
+    let limit = 256 - 256 % n;
+    let mut code = String::with_capacity(CODE_LEN);
+    while code.len() < CODE_LEN {
+        let mut bytes = [0u8; 16];
+        super::random_bytes(&mut bytes)?;
+        for b in bytes.map(usize::from).into_iter().filter(|b| *b < limit) {
+            if code.len() < CODE_LEN {
+                code.push(char::from(CODE_ALPHABET[b % n]));
+            }
+        }
+    }
+    Ok(code)
+}
+
+/// What a typed line means: only the code grants, whatever its case and surrounding blanks.
+fn judge(line: &str, code: &str) -> Outcome {
+    if line.trim().eq_ignore_ascii_case(code) {
+        Outcome::AllowedOnce
+    } else {
+        Outcome::Rejected
+    }
+}
 
 /// Returns `s` with every control character shown as an escape (`\u{1b}`), so it cannot
 /// move the cursor, change colours or clear the screen.
@@ -47,7 +177,7 @@ pub fn shell_quote(arg: &str) -> String {
     }
 }
 
-/// Asks the person at the terminal.
+/// Asks the person at the terminal, who grants by typing the code shown.
 pub fn ask(question: &Question) -> Outcome {
     let unavailable = |why: &str| Outcome::Unavailable {
         why: why.to_owned(),
@@ -58,7 +188,7 @@ pub fn ask(question: &Question) -> Outcome {
         .open("/dev/tty")
     else {
         return unavailable(
-            "no approval channel is available: configure --approval-endpoint or run in a terminal",
+            "there is no terminal to ask: configure --approval-endpoint or --approver",
         );
     };
     let foreground = nix::unistd::tcgetpgrp(tty.as_fd()).ok() == Some(nix::unistd::getpgrp());
@@ -69,8 +199,8 @@ pub fn ask(question: &Question) -> Outcome {
     }
     let d = &question.display;
     let argv: Vec<String> = d.argv.iter().map(|a| neutralise(&shell_quote(a))).collect();
-    let prompt = format!(
-        "\nsandgate: a command asks to run with a wider sandbox\n  command:       {}\n  cwd:           {}\n  workspace:     {}\n  sandbox:       {} -> {}\n  justification: {}\nAllow this one call? [y/N] ",
+    let question_text = format!(
+        "\nsandgate: a command asks to run with a wider sandbox\n  command:       {}\n  cwd:           {}\n  workspace:     {}\n  sandbox:       {} -> {}\n  justification: {}\n",
         argv.join(" "),
         neutralise(&d.cwd),
         neutralise(&d.workspace),
@@ -78,17 +208,35 @@ pub fn ask(question: &Question) -> Outcome {
         d.requested,
         neutralise(&d.justification),
     );
+    // The code exists only from here on, and only on the terminal.
+    let Ok(code) = fresh_code() else {
+        return unavailable("no randomness for the confirmation code (/dev/urandom)");
+    };
+    // Lines typed before the real prompt (perhaps at a forged one) are not answers to it.
+    if tcflush(tty.as_fd(), FlushArg::TCIFLUSH).is_err() {
+        return unavailable("cannot discard what was typed before the prompt");
+    }
+    let prompt = format!(
+        "{question_text}To allow this one call, type the code {code} and press Enter.\n\
+         y or yes does not allow it: any answer but the code rejects; Ctrl-C cancels.\n\
+         code: "
+    );
     if tty.write_all(prompt.as_bytes()).is_err() {
         return unavailable("cannot write to the terminal");
     }
-    let answer = read_answer(&mut tty, question);
-    let _ = tty.write_all(b"\n");
+    let answer = read_answer(&mut tty, question, &code);
+    let verdict: &[u8] = match answer {
+        Outcome::AllowedOnce => b"sandgate: allowed once\n",
+        Outcome::Rejected => b"sandgate: rejected (that is not the code shown)\n",
+        Outcome::Cancelled { .. } | Outcome::Unavailable { .. } => b"\n",
+    };
+    let _ = tty.write_all(verdict);
     answer
 }
 
-/// Reads one line; EOF and the timeout cancel. (Ctrl-C is watched by the caller, which
-/// blocks SIGINT for the whole question: see `approval::ask`.)
-fn read_answer(tty: &mut std::fs::File, question: &Question) -> Outcome {
+/// Reads one line and judges it against `code`; EOF and the timeout cancel. (Ctrl-C is
+/// watched by the caller, which blocks SIGINT for the whole question: see `approval::ask`.)
+fn read_answer(tty: &mut std::fs::File, question: &Question, code: &str) -> Outcome {
     let cancelled = |why: &str| Outcome::Cancelled {
         why: why.to_owned(),
     };
@@ -116,15 +264,9 @@ fn read_answer(tty: &mut std::fs::File, question: &Question) -> Outcome {
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(_) => return cancelled("the terminal went away"),
         }
-        if let Some(end) = line.iter().position(|b| *b == b'\n') {
-            let answer = String::from_utf8_lossy(&line[..end])
-                .trim()
-                .to_ascii_lowercase();
-            return if answer == "y" || answer == "yes" {
-                Outcome::AllowedOnce
-            } else {
-                Outcome::Rejected
-            };
+        // A terminal left in raw mode sends Enter as a carriage return.
+        if let Some(end) = line.iter().position(|b| *b == b'\n' || *b == b'\r') {
+            return judge(&String::from_utf8_lossy(&line[..end]), code);
         }
         if line.len() > 4096 {
             return Outcome::Rejected;
@@ -144,6 +286,89 @@ mod tests {
             "{shown}"
         );
         assert!(shown.contains("\\u{1b}[2J"));
+    }
+
+    #[test]
+    fn only_the_code_grants() {
+        let code = "K7QX3";
+        for line in ["K7QX3", "k7qx3", "  K7qx3 \t", "\tk7QX3"] {
+            assert_eq!(judge(line, code), Outcome::AllowedOnce, "{line:?}");
+        }
+        for line in [
+            "y", "yes", "Y", "YES", "", " ", "K7QX", "K7QX33", "K7 QX3", "K7QX3 y",
+        ] {
+            assert_eq!(judge(line, code), Outcome::Rejected, "{line:?}");
+        }
+    }
+
+    #[test]
+    fn codes_are_short_unambiguous_and_fresh() {
+        let codes: Vec<String> = (0..64)
+            .map(|_| fresh_code().unwrap_or_else(|e| panic!("{e}")))
+            .collect();
+        for code in &codes {
+            assert_eq!(code.len(), CODE_LEN, "{code}");
+            assert!(code.bytes().all(|b| CODE_ALPHABET.contains(&b)), "{code}");
+        }
+        let mut distinct = codes.clone();
+        distinct.sort();
+        distinct.dedup();
+        // 64 draws from ~5 million: a repeat means the source is not random.
+        assert_eq!(distinct.len(), codes.len(), "{codes:?}");
+        for confusable in b"0OQ1IL2Z5S6G8B" {
+            assert!(
+                !CODE_ALPHABET.contains(confusable),
+                "{}",
+                *confusable as char
+            );
+        }
+    }
+
+    #[test]
+    fn the_terminal_answers_a_persons_call_and_through_a_link_only_when_always() {
+        use TtySetting::*;
+        let person = |who: &TtyAnswerer| *who == TtyAnswerer::Person;
+        let agent = Caller::AgentLink;
+        assert!(person(&TtyAnswerer::decide(
+            Caller::Person,
+            &Auto,
+            false,
+            false
+        )));
+        assert!(person(&TtyAnswerer::decide(agent, &Always, false, false)));
+        for setting in [Auto, Never, Unknown("1".into()), Unknown("yes".into())] {
+            assert!(
+                !person(&TtyAnswerer::decide(agent, &setting, false, false)),
+                "{setting:?}"
+            );
+        }
+        // --no-tty, never and CI win over everything, `always` included.
+        for caller in [Caller::Person, agent] {
+            assert!(!person(&TtyAnswerer::decide(caller, &Always, true, false)));
+            assert!(!person(&TtyAnswerer::decide(caller, &Always, false, true)));
+            assert!(!person(&TtyAnswerer::decide(caller, &Never, false, false)));
+        }
+        let TtyAnswerer::Nobody { why } = TtyAnswerer::decide(agent, &Auto, false, false) else {
+            panic!("the terminal answered through a link");
+        };
+        for how in [
+            "SANDGATE_APPROVAL_ENDPOINT",
+            "SANDGATE_APPROVER",
+            "SANDGATE_TTY=always",
+        ] {
+            assert!(why.contains(how), "{why}");
+        }
+    }
+
+    #[test]
+    fn the_setting_is_read_strictly() {
+        let parse = |v: &str| TtySetting::parse(Some(OsStr::new(v)));
+        assert_eq!(TtySetting::parse(None), TtySetting::Auto);
+        assert_eq!(parse(""), TtySetting::Auto);
+        assert_eq!(parse("auto"), TtySetting::Auto);
+        assert_eq!(parse("always"), TtySetting::Always);
+        assert_eq!(parse("never"), TtySetting::Never);
+        assert_eq!(parse("Always"), TtySetting::Unknown("Always".into()));
     }
 
     #[test]
