@@ -394,6 +394,30 @@ fn run(op: &str, args: &[String]) -> Res {
             println!("{}", nix::unistd::geteuid());
             Ok(())
         }
+        "unix-bind-abstract" => {
+            // Bind NAME in the abstract namespace, say so, and hold it for MILLIS.
+            let l = sock(AddressFamily::Unix, SockType::Stream)?;
+            bind(l.as_raw_fd(), &UnixAddr::new_abstract(arg(0).as_bytes())?)?;
+            listen(&l, Backlog::new(1)?)?;
+            println!("bound");
+            std::thread::sleep(std::time::Duration::from_millis(
+                arg(1).parse().unwrap_or(500),
+            ));
+            Ok(())
+        }
+        "sysv-shm-write" => {
+            let id: i32 = arg(0).parse().map_err(|_| Errno::EINVAL)?;
+            let at = unsafe { libc::shmat(id, std::ptr::null(), 0) };
+            if at as isize == -1 {
+                return Err(Errno::last());
+            }
+            unsafe { *at.cast::<u8>() = b'X' };
+            raw(unsafe { libc::shmdt(at) }.into())
+        }
+        "sysv-shm-remove" => {
+            let id: i32 = arg(0).parse().map_err(|_| Errno::EINVAL)?;
+            raw(unsafe { libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()) }.into())
+        }
         other => {
             eprintln!("probe: unknown operation {other}");
             std::process::exit(2)
