@@ -13,13 +13,13 @@
 //!   the operations it queues), ptrace and process_vm_*, bpf, perf_event_open,
 //!   userfaultfd, keyrings, the mount family, namespace creation, kexec and modules, every
 //!   call that would act on a process outside the sandbox (`prlimit64`, priorities,
-//!   scheduling, memory placement of another pid — see [`DENY_LIST`]), the terminal
-//!   requests that take over or redirect a terminal (see [`TERMINAL_IOCTLS`]), every
+//!   scheduling, memory placement of another pid — see `DENY_LIST`), the terminal
+//!   requests that take over or redirect a terminal (see `TERMINAL_IOCTLS`), every
 //!   socket family but `AF_UNIX`, and unix *datagram* sockets (see below) — refused with
 //!   `EPERM`, or, when observing, handed to the supervisor, which records a marker and
 //!   refuses with the same `EPERM`.
 //!
-//! [`DENY_LIST`] and the observed calls are the one table of syscalls: the filter, the
+//! `DENY_LIST` and the observed calls are the one table of syscalls: the filter, the
 //! names in markers and their `op`s all derive from it.
 //!
 //! It must be one filter: the kernel lets a process tree hold one listener, and a
@@ -622,7 +622,7 @@ const OBSERVED_LEGACY: &[Observed] = &[
 const OBSERVED_LEGACY: &[Observed] = &[];
 
 /// Syscalls whose path argument can name a file to create, change or remove. (The gate
-/// also sends `utimensat` with a path, see [`gate`].)
+/// also sends `utimensat` with a path.)
 pub fn observed_calls() -> impl Iterator<Item = &'static Observed> {
     OBSERVED.iter().chain(OBSERVED_LEGACY)
 }
@@ -1084,7 +1084,7 @@ mod tests {
                 libc::TIOCSLCKTRMIOS,
                 libc::TIOCEXCL,
             ]
-            .map(|r| r as u64)
+            .map(u64::from)
         );
     }
 
