@@ -539,12 +539,6 @@ fn run(op: &str, args: &[String]) -> Res {
             nix::unistd::setsid()?;
             raw(unsafe { libc::ioctl(0, libc::TIOCSCTTY, 1) }.into())
         }
-        "tiocsctty-own" => {
-            // The same on a fresh pty of its own, which is nobody's controlling terminal.
-            let pty = nix::pty::openpty(None, None)?;
-            nix::unistd::setsid()?;
-            raw(unsafe { libc::ioctl(pty.slave.as_raw_fd(), libc::TIOCSCTTY, 0) }.into())
-        }
         "euid" => {
             println!("{}", nix::unistd::geteuid());
             Ok(())

@@ -366,9 +366,10 @@ const PRCTL_OPTIONS: [u64; 1] = [PR_SCHED_CORE];
 ///   it is closed.
 ///
 /// The cost: nothing in the sandbox can make a terminal controlling or set a foreground
-/// group, of the user's terminal or of a pty it made itself (the filter cannot tell them
-/// apart): `forkpty`/`login_tty` fail (`script`, `tmux`, `expect`, Python's `pty.spawn`),
-/// and an interactive shell runs without job control. `full-access` has them.
+/// group, so an interactive shell inside runs without job control (`bash -i` says so once
+/// and goes on). Ptys of its own would be refused the same (the filter cannot tell them
+/// from the user's terminal), but the sandbox cannot open `/dev/ptmx` anyway: landlock
+/// gives it no write access there. `full-access` has them.
 ///
 /// Left allowed, deliberately: `TCSETS*` (every interactive program sets raw mode; a
 /// background process can do it only with `SIGTTOU` ignored, and the modes never send
