@@ -178,7 +178,7 @@ const fn widenable(nr: libc::c_long, name: &'static str, op: &'static str, args:
 /// here) and asyncio waits on its children with it; `capset`, which the kernel refuses for
 /// any pid but the caller's; `set_robust_list`, `sched_yield`, `set_mempolicy`, `mbind`,
 /// which act on the caller only; `setpgid`, which can only move the caller or its children
-/// (see the terminal notes for what joining a group means).
+/// (but see `TERMINAL_IOCTLS` for what joining a group means).
 ///
 /// Terminal: see [`TERMINAL_IOCTLS`].
 const DENY_LIST: &[Denied] = &[
@@ -380,7 +380,11 @@ const PRCTL_OPTIONS: [u64; 1] = [PR_SCHED_CORE];
 /// and neither moves input to another reader).
 ///
 /// Not covered: a sandboxed session leader (after `setsid`) that opens a terminal without
-/// `O_NOCTTY` still takes it when its session has ended, as `TIOCSCTTY` would.
+/// `O_NOCTTY` still takes it when its session has ended, as `TIOCSCTTY` would; and
+/// `setpgid(0, PGID)` lets a sandboxed process join another process group of the same
+/// session — the user's shell's, which is the foreground at the prompt — and read the
+/// terminal from there. The filter cannot tell a host group from a sandboxed one (a shell
+/// inside joins its pipelines' groups the same way); that needs the supervisor.
 const TERMINAL_IOCTLS: [u64; 9] = [
     TIOCSTI,
     TIOCLINUX,
