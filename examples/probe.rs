@@ -28,6 +28,10 @@ fn raw(ret: libc::c_long) -> Res {
     }
 }
 
+fn num<T: std::str::FromStr>(s: &str) -> Result<T, Errno> {
+    s.parse().map_err(|_| Errno::EINVAL)
+}
+
 fn run(op: &str, args: &[String]) -> Res {
     let arg = |i: usize| args.get(i).cloned().unwrap_or_default();
     match op {
@@ -389,6 +393,151 @@ fn run(op: &str, args: &[String]) -> Res {
             let _ = flipper.join();
             println!("connected {ok}");
             Ok(())
+        }
+        // Process control: each names another process (or the caller by 0).
+        "prlimit-nofile" => {
+            let (pid, n): (i32, u64) = (num(&arg(0))?, num(&arg(1))?);
+            let limit = libc::rlimit64 {
+                rlim_cur: n,
+                rlim_max: n,
+            };
+            raw(unsafe {
+                libc::syscall(
+                    libc::SYS_prlimit64,
+                    pid,
+                    libc::RLIMIT_NOFILE,
+                    &limit,
+                    std::ptr::null_mut::<libc::rlimit64>(),
+                )
+            })
+        }
+        "setpriority" => {
+            let (which, who, prio): (i32, i32, i32) = (num(&arg(0))?, num(&arg(1))?, num(&arg(2))?);
+            raw(unsafe { libc::syscall(libc::SYS_setpriority, which, who, prio) })
+        }
+        "sched-setaffinity" => {
+            let (pid, cpu): (i32, usize) = (num(&arg(0))?, num(&arg(1))?);
+            let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+            unsafe { libc::CPU_SET(cpu, &mut set) };
+            raw(unsafe { libc::sched_setaffinity(pid, std::mem::size_of_val(&set), &set) }.into())
+        }
+        "ioprio-set" => {
+            // IOPRIO_CLASS_BE (2) at level 7.
+            let (which, who): (i32, i32) = (num(&arg(0))?, num(&arg(1))?);
+            raw(unsafe { libc::syscall(libc::SYS_ioprio_set, which, who, (2 << 13) | 7) })
+        }
+        "own-limits-and-priorities" => {
+            // The same calls on the caller itself, by 0, must keep working.
+            let mut limit = libc::rlimit64 {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            raw(unsafe {
+                libc::syscall(
+                    libc::SYS_prlimit64,
+                    0,
+                    libc::RLIMIT_NOFILE,
+                    std::ptr::null::<libc::rlimit64>(),
+                    &mut limit,
+                )
+            })?;
+            limit.rlim_cur = limit.rlim_cur.min(64);
+            raw(unsafe {
+                libc::syscall(
+                    libc::SYS_prlimit64,
+                    0,
+                    libc::RLIMIT_NOFILE,
+                    &limit,
+                    std::ptr::null_mut::<libc::rlimit64>(),
+                )
+            })?;
+            raw(unsafe { libc::syscall(libc::SYS_setpriority, libc::PRIO_PROCESS, 0, 5) })?;
+            let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+            let size = std::mem::size_of_val(&set);
+            raw(unsafe { libc::sched_getaffinity(0, size, &mut set) }.into())?;
+            raw(unsafe { libc::sched_setaffinity(0, size, &set) }.into())?;
+            raw(unsafe { libc::syscall(libc::SYS_ioprio_set, 1, 0, (2 << 13) | 7) })?;
+            let param = libc::sched_param { sched_priority: 0 };
+            raw(unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) }.into())
+        }
+        // Signals by every call that sends one: landlock's signal scope must cover each.
+        "tkill" => {
+            let (pid, sig): (i32, i32) = (num(&arg(0))?, num(&arg(1))?);
+            raw(unsafe { libc::syscall(libc::SYS_tkill, pid, sig) })
+        }
+        "tgkill" => {
+            let (pid, sig): (i32, i32) = (num(&arg(0))?, num(&arg(1))?);
+            raw(unsafe { libc::syscall(libc::SYS_tgkill, pid, pid, sig) })
+        }
+        "sigqueue" => {
+            let (pid, sig): (i32, i32) = (num(&arg(0))?, num(&arg(1))?);
+            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+            info.si_signo = sig;
+            info.si_code = libc::SI_QUEUE;
+            raw(unsafe { libc::syscall(libc::SYS_rt_sigqueueinfo, pid, sig, &info) })
+        }
+        "tgsigqueue" => {
+            let (pid, sig): (i32, i32) = (num(&arg(0))?, num(&arg(1))?);
+            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+            info.si_signo = sig;
+            info.si_code = libc::SI_QUEUE;
+            raw(unsafe { libc::syscall(libc::SYS_rt_tgsigqueueinfo, pid, pid, sig, &info) })
+        }
+        "pidfd-signal" => {
+            let (pid, sig): (i32, i32) = (num(&arg(0))?, num(&arg(1))?);
+            let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+            raw(fd)?;
+            raw(unsafe {
+                libc::syscall(
+                    libc::SYS_pidfd_send_signal,
+                    fd as i32,
+                    sig,
+                    std::ptr::null::<u8>(),
+                    0,
+                )
+            })
+        }
+        "sigio" => {
+            // SIGIO to PID through F_SETOWN on an O_ASYNC pipe (its default action kills).
+            let pid: i32 = num(&arg(0))?;
+            let (r, w) = nix::unistd::pipe()?;
+            raw(unsafe { libc::fcntl(r.as_raw_fd(), libc::F_SETOWN, pid) }.into())?;
+            raw(unsafe { libc::fcntl(r.as_raw_fd(), libc::F_SETFL, libc::O_ASYNC) }.into())?;
+            nix::unistd::write(&w, b"x").map(drop)
+        }
+        // Terminal requests on /dev/null: the kernel says ENOTTY, a filter EPERM before it
+        // looks at the fd.
+        "ioctl-null" => {
+            let request = u64::from_str_radix(arg(0).trim_start_matches("0x"), 16)
+                .map_err(|_| Errno::EINVAL)?;
+            let null = std::fs::File::open("/dev/null").map_err(|_| Errno::EIO)?;
+            let mut buf = [0u8; 256];
+            raw(unsafe { libc::ioctl(null.as_raw_fd(), request as _, buf.as_mut_ptr()) }.into())
+        }
+        "tcsetpgrp-later" => {
+            // A process left in the background: its own group, SIGTTOU ignored, then after
+            // DELAY ms it tries to make its group the terminal's foreground.
+            let delay: u64 = num(&arg(0))?;
+            let tty = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open("/dev/tty")
+                .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(0)))?;
+            unsafe { libc::signal(libc::SIGTTOU, libc::SIG_IGN) };
+            nix::unistd::setpgid(nix::unistd::Pid::from_raw(0), nix::unistd::Pid::from_raw(0))?;
+            std::thread::sleep(std::time::Duration::from_millis(delay));
+            let pgrp = nix::unistd::getpgrp();
+            let result = nix::unistd::tcsetpgrp(&tty, pgrp);
+            println!(
+                "tcsetpgrp {pgrp} {}",
+                result.map_or_else(|e| format!("err:{e:?}"), |()| "ok".into())
+            );
+            result
+        }
+        "tiocsctty-steal" => {
+            // Become a session leader, then take the terminal on stdin (force, as root can).
+            nix::unistd::setsid()?;
+            raw(unsafe { libc::ioctl(0, libc::TIOCSCTTY, 1) }.into())
         }
         "euid" => {
             println!("{}", nix::unistd::geteuid());

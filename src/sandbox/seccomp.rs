@@ -11,10 +11,16 @@
 //! - the **deny list** (seccompiler), which the gate falls through to: calls no restricted
 //!   command needs and that widen what it can reach — io_uring (it bypasses seccomp for
 //!   the operations it queues), ptrace and process_vm_*, bpf, perf_event_open,
-//!   userfaultfd, keyrings, the mount family, namespace creation, kexec and modules,
-//!   `TIOCSTI`/`TIOCLINUX`, every socket family but `AF_UNIX`, and unix *datagram* sockets
-//!   (see below) — refused with `EPERM`, or, when observing, handed to the supervisor,
-//!   which records a marker and refuses with the same `EPERM`.
+//!   userfaultfd, keyrings, the mount family, namespace creation, kexec and modules, every
+//!   call that would act on a process outside the sandbox (`prlimit64`, priorities,
+//!   scheduling, memory placement of another pid — see `DENY_LIST`), the terminal
+//!   requests that take over or redirect a terminal (see `TERMINAL_IOCTLS`), every
+//!   socket family but `AF_UNIX`, and unix *datagram* sockets (see below) — refused with
+//!   `EPERM`, or, when observing, handed to the supervisor, which records a marker and
+//!   refuses with the same `EPERM`.
+//!
+//! `DENY_LIST` and the observed calls are the one table of syscalls: the filter, the
+//! names in markers and their `op`s all derive from it.
 //!
 //! It must be one filter: the kernel lets a process tree hold one listener, and a
 //! notification returned by a filter without one fails with ENOSYS. BPF jumps are
@@ -36,6 +42,7 @@ use seccompiler::{
     SeccompCondition as Cond, SeccompFilter, SeccompRule, TargetArch,
 };
 
+use crate::policy::Mode;
 use crate::sys;
 
 #[cfg(target_arch = "x86_64")]
@@ -51,6 +58,13 @@ const TARGET: TargetArch = TargetArch::aarch64;
 const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 const TIOCSTI: u64 = 0x5412;
 const TIOCLINUX: u64 = 0x541C;
+const TIOCEXCL: u64 = 0x540C;
+const TIOCSCTTY: u64 = 0x540E;
+const TIOCSPGRP: u64 = 0x5410;
+const TIOCCONS: u64 = 0x541D;
+const TIOCSETD: u64 = 0x5423;
+const TIOCVHANGUP: u64 = 0x5437;
+const TIOCSLCKTRMIOS: u64 = 0x5457;
 const SOCK_TYPE_MASK: u64 = 0xf;
 const SOCK_STREAM: u64 = libc::SOCK_STREAM as u64;
 const SOCK_SEQPACKET: u64 = libc::SOCK_SEQPACKET as u64;
@@ -67,42 +81,349 @@ const CLONE_NAMESPACE_FLAGS: [u64; 7] = [
     libc::CLONE_NEWNET as u64,
 ];
 
-/// Calls refused whatever their arguments.
-const DENIED: &[libc::c_long] = &[
-    libc::SYS_io_uring_setup,
-    libc::SYS_io_uring_enter,
-    libc::SYS_io_uring_register,
-    libc::SYS_ptrace,
-    libc::SYS_process_vm_readv,
-    libc::SYS_process_vm_writev,
-    libc::SYS_pidfd_getfd,
-    libc::SYS_process_madvise,
-    libc::SYS_bpf,
-    libc::SYS_perf_event_open,
-    libc::SYS_userfaultfd,
-    libc::SYS_keyctl,
-    libc::SYS_add_key,
-    libc::SYS_request_key,
-    libc::SYS_mount,
-    libc::SYS_umount2,
-    libc::SYS_pivot_root,
-    libc::SYS_chroot,
-    libc::SYS_move_mount,
-    libc::SYS_open_tree,
-    libc::SYS_fsopen,
-    libc::SYS_fsconfig,
-    libc::SYS_fsmount,
-    libc::SYS_fspick,
-    libc::SYS_mount_setattr,
-    libc::SYS_unshare,
-    libc::SYS_setns,
-    libc::SYS_kexec_load,
-    libc::SYS_kexec_file_load,
-    libc::SYS_init_module,
-    libc::SYS_finit_module,
-    libc::SYS_delete_module,
-    libc::SYS_open_by_handle_at,
+/// How a deny-list entry looks at its call's arguments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Args {
+    /// Refused whatever the arguments.
+    Any,
+    /// Refused unless argument `n`, a `pid_t`, is 0 (the caller itself). Only its low 32
+    /// bits are compared: the kernel truncates the register to `int`, so high garbage bits
+    /// neither make a host pid pass nor turn 0 into a refusal.
+    OtherPid(u8),
+    /// `setpriority`/`ioprio_set(which, who, …)`: refused unless `which` (an `int`) is
+    /// the given "a process" value and `who` (an `int`) is 0. A process group or user
+    /// reaches every host process of that group or uid.
+    OtherThan { which: u64 },
+    /// `socket`/`socketpair`: every family but `AF_UNIX`, every unix type but stream and
+    /// seqpacket.
+    Socket,
+    /// `clone` with a namespace flag.
+    Clone,
+    /// `ioctl` with a request of [`TERMINAL_IOCTLS`] or in [`TERMINAL_IOCTL_RANGES`].
+    Ioctl,
+    /// `prctl` with an option of [`PRCTL_OPTIONS`].
+    Prctl,
+}
+
+/// What a refused call is, for markers: `op` and the narrowest mode that allows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Class {
+    pub op: &'static str,
+    /// `None`: no profile of a call allows it.
+    pub needed: Option<Mode>,
+}
+
+/// One call of the deny list.
+#[derive(Clone, Copy, Debug)]
+pub struct Denied {
+    pub nr: libc::c_long,
+    pub name: &'static str,
+    pub class: Class,
+    args: Args,
+}
+
+const fn denied(nr: libc::c_long, name: &'static str, op: &'static str, args: Args) -> Denied {
+    Denied {
+        nr,
+        name,
+        class: Class { op, needed: None },
+        args,
+    }
+}
+
+/// Like [`denied`], for what `full-access` allows and a call may ask for.
+const fn widenable(nr: libc::c_long, name: &'static str, op: &'static str, args: Args) -> Denied {
+    Denied {
+        nr,
+        name,
+        class: Class {
+            op,
+            needed: Some(Mode::FullAccess),
+        },
+        args,
+    }
+}
+
+/// The deny list: every call a restricted profile refuses, with its marker name and
+/// class. The filter, the supervisor's names and its marker `op`s all derive from it.
+///
+/// Process control: no call may act on a process outside the sandbox. Signals (`kill`,
+/// `tkill`, `tgkill`, `rt_sigqueueinfo`, `rt_tgsigqueueinfo`, `pidfd_send_signal`, and
+/// `SIGIO`/`SIGURG` through `F_SETOWN`) are scoped by landlock, and `ptrace`-mode access
+/// (`/proc/PID/mem`, namespace fds of a pidfd) by landlock too; what neither covers is here,
+/// each call refused unless it names the caller by 0:
+/// - `prlimit64(pid)`: lowering a host process's `RLIMIT_CPU` kills it;
+/// - `setpriority(which, who)`: only `PRIO_PROCESS` with `who` 0 — `PRIO_PGRP` and
+///   `PRIO_USER` renice host processes of the same group or uid;
+/// - `sched_setaffinity`, `sched_setscheduler`, `sched_setparam`, `sched_setattr(pid)`:
+///   a host process pinned to one CPU or demoted to `SCHED_IDLE`;
+/// - `ioprio_set(which, who)`: only `IOPRIO_WHO_PROCESS` with `who` 0, as `setpriority`;
+/// - `migrate_pages(pid)`, `move_pages(pid)`: moving a host process's memory between nodes;
+/// - `get_robust_list(pid)`: reads a host thread's robust-futex list head, an address that
+///   undoes its ASLR;
+/// - `kcmp`: compares the kernel objects (files, memory) of two processes — a probe of
+///   host processes' state, never needed by a build;
+/// - `process_mrelease`: reaps the memory of a dying process (refused whatever the pidfd);
+/// - `prctl(PR_SCHED_CORE)`: sets core-scheduling cookies of another task, its thread
+///   group or its process group (which holds sandgate itself).
+///
+/// The cost: a call naming the caller by its own pid or tid instead of 0 is refused too —
+/// `renice -p $$`, `prlimit --pid $$`, and a multithreaded program that pins its own
+/// threads by tid (`pthread_setaffinity_np`, OpenMP's `OMP_PROC_BIND`) get `EPERM`.
+///
+/// Left allowed, deliberately: the read-only calls (`getpriority`, `sched_get*`,
+/// `ioprio_get`, `getpgid`, `getsid`, `capget`), which tell what `/proc` tells anyway;
+/// `pidfd_open`, since every use of a pidfd on another process is refused on its own
+/// (signals by landlock, `pidfd_getfd`, `process_madvise`, `process_mrelease` and `setns`
+/// here) and asyncio waits on its children with it; `capset`, which the kernel refuses for
+/// any pid but the caller's; `set_robust_list`, `sched_yield`, `set_mempolicy`, `mbind`,
+/// which act on the caller only; `setpgid`, which can only move the caller or its children
+/// (but see `TERMINAL_IOCTLS` for what joining a group means).
+///
+/// Terminal: see [`TERMINAL_IOCTLS`].
+const DENY_LIST: &[Denied] = &[
+    denied(
+        libc::SYS_io_uring_setup,
+        "io_uring_setup",
+        "io_uring",
+        Args::Any,
+    ),
+    denied(
+        libc::SYS_io_uring_enter,
+        "io_uring_enter",
+        "io_uring",
+        Args::Any,
+    ),
+    denied(
+        libc::SYS_io_uring_register,
+        "io_uring_register",
+        "io_uring",
+        Args::Any,
+    ),
+    denied(libc::SYS_ptrace, "ptrace", "ptrace", Args::Any),
+    denied(
+        libc::SYS_process_vm_readv,
+        "process_vm_readv",
+        "ptrace",
+        Args::Any,
+    ),
+    denied(
+        libc::SYS_process_vm_writev,
+        "process_vm_writev",
+        "ptrace",
+        Args::Any,
+    ),
+    denied(libc::SYS_pidfd_getfd, "pidfd_getfd", "ptrace", Args::Any),
+    denied(
+        libc::SYS_process_madvise,
+        "process_madvise",
+        "ptrace",
+        Args::Any,
+    ),
+    denied(libc::SYS_bpf, "bpf", "syscall", Args::Any),
+    denied(
+        libc::SYS_perf_event_open,
+        "perf_event_open",
+        "syscall",
+        Args::Any,
+    ),
+    denied(libc::SYS_userfaultfd, "userfaultfd", "syscall", Args::Any),
+    denied(libc::SYS_keyctl, "keyctl", "keyring", Args::Any),
+    denied(libc::SYS_add_key, "add_key", "keyring", Args::Any),
+    denied(libc::SYS_request_key, "request_key", "keyring", Args::Any),
+    denied(libc::SYS_mount, "mount", "mount", Args::Any),
+    denied(libc::SYS_umount2, "umount2", "mount", Args::Any),
+    denied(libc::SYS_pivot_root, "pivot_root", "mount", Args::Any),
+    denied(libc::SYS_chroot, "chroot", "mount", Args::Any),
+    denied(libc::SYS_move_mount, "move_mount", "mount", Args::Any),
+    denied(libc::SYS_open_tree, "open_tree", "mount", Args::Any),
+    denied(libc::SYS_fsopen, "fsopen", "mount", Args::Any),
+    denied(libc::SYS_fsconfig, "fsconfig", "mount", Args::Any),
+    denied(libc::SYS_fsmount, "fsmount", "mount", Args::Any),
+    denied(libc::SYS_fspick, "fspick", "mount", Args::Any),
+    denied(libc::SYS_mount_setattr, "mount_setattr", "mount", Args::Any),
+    denied(libc::SYS_unshare, "unshare", "namespace", Args::Any),
+    denied(libc::SYS_setns, "setns", "namespace", Args::Any),
+    denied(libc::SYS_clone, "clone", "namespace", Args::Clone),
+    denied(libc::SYS_kexec_load, "kexec_load", "kexec", Args::Any),
+    denied(
+        libc::SYS_kexec_file_load,
+        "kexec_file_load",
+        "kexec",
+        Args::Any,
+    ),
+    denied(libc::SYS_init_module, "init_module", "module", Args::Any),
+    denied(libc::SYS_finit_module, "finit_module", "module", Args::Any),
+    denied(
+        libc::SYS_delete_module,
+        "delete_module",
+        "module",
+        Args::Any,
+    ),
+    denied(
+        libc::SYS_open_by_handle_at,
+        "open_by_handle_at",
+        "syscall",
+        Args::Any,
+    ),
+    widenable(libc::SYS_socket, "socket", "network", Args::Socket),
+    widenable(libc::SYS_socketpair, "socketpair", "network", Args::Socket),
+    // The op of an ioctl depends on its request: see `ioctl_class`.
+    widenable(libc::SYS_ioctl, "ioctl", "terminal", Args::Ioctl),
+    widenable(
+        libc::SYS_prlimit64,
+        "prlimit64",
+        "process_control",
+        Args::OtherPid(0),
+    ),
+    widenable(
+        libc::SYS_setpriority,
+        "setpriority",
+        "process_control",
+        Args::OtherThan {
+            which: libc::PRIO_PROCESS as u64,
+        },
+    ),
+    widenable(
+        libc::SYS_sched_setaffinity,
+        "sched_setaffinity",
+        "process_control",
+        Args::OtherPid(0),
+    ),
+    widenable(
+        libc::SYS_sched_setscheduler,
+        "sched_setscheduler",
+        "process_control",
+        Args::OtherPid(0),
+    ),
+    widenable(
+        libc::SYS_sched_setparam,
+        "sched_setparam",
+        "process_control",
+        Args::OtherPid(0),
+    ),
+    widenable(
+        libc::SYS_sched_setattr,
+        "sched_setattr",
+        "process_control",
+        Args::OtherPid(0),
+    ),
+    widenable(
+        libc::SYS_ioprio_set,
+        "ioprio_set",
+        "process_control",
+        Args::OtherThan {
+            which: IOPRIO_WHO_PROCESS,
+        },
+    ),
+    widenable(
+        libc::SYS_migrate_pages,
+        "migrate_pages",
+        "process_control",
+        Args::OtherPid(0),
+    ),
+    widenable(
+        libc::SYS_move_pages,
+        "move_pages",
+        "process_control",
+        Args::OtherPid(0),
+    ),
+    widenable(
+        libc::SYS_get_robust_list,
+        "get_robust_list",
+        "process_control",
+        Args::OtherPid(0),
+    ),
+    widenable(libc::SYS_kcmp, "kcmp", "process_control", Args::Any),
+    widenable(
+        libc::SYS_process_mrelease,
+        "process_mrelease",
+        "process_control",
+        Args::Any,
+    ),
+    widenable(libc::SYS_prctl, "prctl", "process_control", Args::Prctl),
 ];
+
+/// `IOPRIO_WHO_PROCESS` (linux/ioprio.h; libc has no constant).
+const IOPRIO_WHO_PROCESS: u64 = 1;
+/// `PR_SCHED_CORE` (linux/prctl.h).
+const PR_SCHED_CORE: u64 = 62;
+/// `prctl` options refused: see [`DENY_LIST`].
+const PRCTL_OPTIONS: [u64; 1] = [PR_SCHED_CORE];
+
+/// Terminal requests refused, because they take over or redirect a terminal — the user's,
+/// which a sandboxed process shares (or, for a background process left by an earlier call,
+/// still holds):
+/// - `TIOCSTI` pushes input into it; `TIOCLINUX` pastes the console selection (the same);
+/// - `TIOCSPGRP` (`tcsetpgrp`) makes the caller's group the foreground: with `SIGTTOU`
+///   ignored, a background process takes the user's next typed line;
+/// - `TIOCSCTTY` makes a terminal the caller's controlling one: a session leader takes a
+///   terminal whose session has ended (or, with `CAP_SYS_ADMIN`, steals it);
+/// - `TIOCCONS` redirects console output to the terminal;
+/// - `TIOCSETD` swaps its line discipline (what sits between the device and every reader);
+/// - `TIOCVHANGUP` hangs up every other holder; `TIOCSLCKTRMIOS` locks its modes against
+///   them; `TIOCEXCL` makes every later open of the device fail, for the user too, until
+///   it is closed.
+///
+/// The cost: nothing in the sandbox can make a terminal controlling or set a foreground
+/// group, so an interactive shell inside runs without job control (`bash -i` says so once
+/// and goes on). Ptys of its own would be refused the same (the filter cannot tell them
+/// from the user's terminal), but the sandbox cannot open `/dev/ptmx` anyway: landlock
+/// gives it no write access there. `full-access` has them.
+///
+/// Left allowed, deliberately: `TCSETS*` (every interactive program sets raw mode; a
+/// background process can do it only with `SIGTTOU` ignored, and the modes never send
+/// input elsewhere), `TIOCSWINSZ` (a size; ptys the sandbox makes need it), `TIOCNOTTY`
+/// (only the session leader's — sandgate's or the user's shell's, never a sandboxed
+/// process's — notifies others), `TIOCSIG` (on a pty master, which the sandbox holds only
+/// for its own ptys), `TCFLSH`/`TCXONC` (flush and flow control: password prompts flush,
+/// and neither moves input to another reader).
+///
+/// Not covered: a sandboxed session leader (after `setsid`) that opens a terminal without
+/// `O_NOCTTY` still takes it when its session has ended, as `TIOCSCTTY` would; and
+/// `setpgid(0, PGID)` lets a sandboxed process join another process group of the same
+/// session — the user's shell's, which is the foreground at the prompt — and read the
+/// terminal from there. The filter cannot tell a host group from a sandboxed one (a shell
+/// inside joins its pipelines' groups the same way); that needs the supervisor.
+const TERMINAL_IOCTLS: [u64; 9] = [
+    TIOCSTI,
+    TIOCLINUX,
+    TIOCSPGRP,
+    TIOCSCTTY,
+    TIOCCONS,
+    TIOCSETD,
+    TIOCVHANGUP,
+    TIOCSLCKTRMIOS,
+    TIOCEXCL,
+];
+
+/// Whole request ranges refused, as (mask, value): the Linux virtual console's `KD*`
+/// (0x4Bxx: keymaps and function-key strings — typing for the user, like `TIOCSTI` — and
+/// keyboard and display modes) and `VT_*` (0x56xx: switching consoles, taking over console
+/// switching). Only the holder of a console can use them; a console user runs sandgate on
+/// one. Both are old-style numbers with no direction or size bits, so the mask is exact.
+const TERMINAL_IOCTL_RANGES: [(u64, u64); 2] = [(0xffff_ff00, 0x4b00), (0xffff_ff00, 0x5600)];
+
+/// The deny list entries, for the supervisor's names and marker classes.
+pub fn deny_list_entry(nr: i64) -> Option<&'static Denied> {
+    DENY_LIST.iter().find(|d| d.nr == nr)
+}
+
+/// The marker class of a refused `ioctl`: `tiocsti` for input injection, else `terminal`.
+pub fn ioctl_class(request: u64) -> Class {
+    let request = request & 0xffff_ffff;
+    if request == TIOCSTI || request == TIOCLINUX {
+        Class {
+            op: "tiocsti",
+            needed: None,
+        }
+    } else {
+        Class {
+            op: "terminal",
+            needed: Some(Mode::FullAccess),
+        }
+    }
+}
 
 /// The errno the deny list answers with.
 pub const DENY_ERRNO: i32 = libc::EPERM;
@@ -132,31 +453,50 @@ fn socket_rules() -> Result<Vec<SeccompRule>, BuildError> {
     Ok(rules)
 }
 
-/// Builds the deny list; `action` is what a match gets.
-fn deny_list(action: SeccompAction) -> Result<BpfProgram, BuildError> {
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
-        DENIED.iter().map(|nr| (*nr, Vec::new())).collect();
-    rules.insert(libc::SYS_socket, socket_rules()?);
-    rules.insert(libc::SYS_socketpair, socket_rules()?);
-    rules.insert(
-        libc::SYS_clone,
-        CLONE_NAMESPACE_FLAGS
+/// The rules refusing `args` (empty: the call is refused whatever its arguments).
+fn rules(args: Args) -> Result<Vec<SeccompRule>, BuildError> {
+    let each = |conds: Vec<Vec<Cond>>| conds.into_iter().map(rule).collect();
+    match args {
+        Args::Any => Ok(Vec::new()),
+        Args::OtherPid(n) => each(vec![vec![dword(n, Op::Ne, 0)?]]),
+        Args::OtherThan { which } => each(vec![
+            vec![dword(0, Op::Ne, which)?],
+            vec![dword(1, Op::Ne, 0)?],
+        ]),
+        Args::Socket => socket_rules(),
+        Args::Clone => CLONE_NAMESPACE_FLAGS
             .iter()
             .map(|f| {
                 rule(vec![Cond::new(0, Len::Qword, Op::MaskedEq(*f), *f)
                     .map_err(|e| BuildError(e.to_string()))?])
             })
-            .collect::<Result<_, _>>()?,
-    );
-    // The request number of ioctl is an unsigned int: compare only its low 32 bits, as the
-    // kernel does, so high garbage bits cannot slip past.
-    rules.insert(
-        libc::SYS_ioctl,
-        vec![
-            rule(vec![dword(1, Op::Eq, TIOCSTI)?])?,
-            rule(vec![dword(1, Op::Eq, TIOCLINUX)?])?,
-        ],
-    );
+            .collect(),
+        // The request number of ioctl is an unsigned int: compare only its low 32 bits, as
+        // the kernel does, so high garbage bits cannot slip past.
+        Args::Ioctl => {
+            let mut conds = Vec::new();
+            for request in TERMINAL_IOCTLS {
+                conds.push(vec![dword(1, Op::Eq, request)?]);
+            }
+            for (mask, value) in TERMINAL_IOCTL_RANGES {
+                conds.push(vec![dword(1, Op::MaskedEq(mask), value)?]);
+            }
+            each(conds)
+        }
+        // The option is an int.
+        Args::Prctl => PRCTL_OPTIONS
+            .iter()
+            .map(|o| rule(vec![dword(0, Op::Eq, *o)?]))
+            .collect(),
+    }
+}
+
+/// Builds the deny list; `action` is what a match gets.
+fn deny_list(action: SeccompAction) -> Result<BpfProgram, BuildError> {
+    let rules: BTreeMap<i64, Vec<SeccompRule>> = DENY_LIST
+        .iter()
+        .map(|d| Ok((d.nr, rules(d.args)?)))
+        .collect::<Result<_, BuildError>>()?;
     let filter = SeccompFilter::new(rules, SeccompAction::Allow, action, TARGET)
         .map_err(|e| BuildError(e.to_string()))?;
     filter
@@ -219,47 +559,90 @@ struct Insn {
     jf: To,
 }
 
-/// Syscalls whose path argument can name a file to create, change or remove, with the
-/// index of the argument holding the open flags when only write opens qualify.
-pub fn observed_calls() -> Vec<(libc::c_long, Option<u32>)> {
-    #[allow(unused_mut)]
-    let mut calls = vec![
-        (libc::SYS_openat, Some(2)),
-        (libc::SYS_openat2, None),
-        (libc::SYS_mkdirat, None),
-        (libc::SYS_mknodat, None),
-        (libc::SYS_unlinkat, None),
-        (libc::SYS_renameat, None),
-        (libc::SYS_renameat2, None),
-        (libc::SYS_linkat, None),
-        (libc::SYS_symlinkat, None),
-        (libc::SYS_truncate, None),
-        (libc::SYS_fchmodat, None),
-        (libc::SYS_fchmodat2, None),
-        (libc::SYS_fchownat, None),
-        (libc::SYS_setxattr, None),
-        (libc::SYS_lsetxattr, None),
-        (libc::SYS_removexattr, None),
-        (libc::SYS_lremovexattr, None),
-    ];
-    #[cfg(target_arch = "x86_64")]
-    calls.extend([
-        (libc::SYS_open, Some(1)),
-        (libc::SYS_creat, None),
-        (libc::SYS_mkdir, None),
-        (libc::SYS_mknod, None),
-        (libc::SYS_unlink, None),
-        (libc::SYS_rmdir, None),
-        (libc::SYS_rename, None),
-        (libc::SYS_link, None),
-        (libc::SYS_symlink, None),
-        (libc::SYS_chmod, None),
-        (libc::SYS_chown, None),
-        (libc::SYS_lchown, None),
-        (libc::SYS_utimes, None),
-        (libc::SYS_futimesat, None),
-    ]);
-    calls
+/// A syscall whose path argument can name a file to create, change or remove.
+#[derive(Clone, Copy, Debug)]
+pub struct Observed {
+    pub nr: libc::c_long,
+    pub name: &'static str,
+    /// The index of the argument holding the open flags, when only write opens qualify.
+    pub flags: Option<u32>,
+}
+
+const fn observed(nr: libc::c_long, name: &'static str) -> Observed {
+    Observed {
+        nr,
+        name,
+        flags: None,
+    }
+}
+
+/// The observed calls every architecture has.
+const OBSERVED: &[Observed] = &[
+    Observed {
+        nr: libc::SYS_openat,
+        name: "openat",
+        flags: Some(2),
+    },
+    observed(libc::SYS_openat2, "openat2"),
+    observed(libc::SYS_mkdirat, "mkdirat"),
+    observed(libc::SYS_mknodat, "mknodat"),
+    observed(libc::SYS_unlinkat, "unlinkat"),
+    observed(libc::SYS_renameat, "renameat"),
+    observed(libc::SYS_renameat2, "renameat2"),
+    observed(libc::SYS_linkat, "linkat"),
+    observed(libc::SYS_symlinkat, "symlinkat"),
+    observed(libc::SYS_truncate, "truncate"),
+    observed(libc::SYS_fchmodat, "fchmodat"),
+    observed(libc::SYS_fchmodat2, "fchmodat2"),
+    observed(libc::SYS_fchownat, "fchownat"),
+    observed(libc::SYS_setxattr, "setxattr"),
+    observed(libc::SYS_lsetxattr, "lsetxattr"),
+    observed(libc::SYS_removexattr, "removexattr"),
+    observed(libc::SYS_lremovexattr, "lremovexattr"),
+];
+
+/// The legacy path calls of x86_64.
+#[cfg(target_arch = "x86_64")]
+const OBSERVED_LEGACY: &[Observed] = &[
+    Observed {
+        nr: libc::SYS_open,
+        name: "open",
+        flags: Some(1),
+    },
+    observed(libc::SYS_creat, "creat"),
+    observed(libc::SYS_mkdir, "mkdir"),
+    observed(libc::SYS_mknod, "mknod"),
+    observed(libc::SYS_unlink, "unlink"),
+    observed(libc::SYS_rmdir, "rmdir"),
+    observed(libc::SYS_rename, "rename"),
+    observed(libc::SYS_link, "link"),
+    observed(libc::SYS_symlink, "symlink"),
+    observed(libc::SYS_chmod, "chmod"),
+    observed(libc::SYS_chown, "chown"),
+    observed(libc::SYS_lchown, "lchown"),
+    observed(libc::SYS_utimes, "utimes"),
+    observed(libc::SYS_futimesat, "futimesat"),
+];
+#[cfg(not(target_arch = "x86_64"))]
+const OBSERVED_LEGACY: &[Observed] = &[];
+
+/// Syscalls whose path argument can name a file to create, change or remove. (The gate
+/// also sends `utimensat` with a path.)
+pub fn observed_calls() -> impl Iterator<Item = &'static Observed> {
+    OBSERVED.iter().chain(OBSERVED_LEGACY)
+}
+
+/// Names a syscall for markers: every call the filter sends to the supervisor.
+pub fn syscall_name(nr: i64) -> &'static str {
+    match nr {
+        libc::SYS_connect => "connect",
+        libc::SYS_utimensat => "utimensat",
+        nr => observed_calls()
+            .find(|o| o.nr == nr)
+            .map(|o| o.name)
+            .or_else(|| deny_list_entry(nr).map(|d| d.name))
+            .unwrap_or("unknown"),
+    }
 }
 
 /// Open flags that make an open a write: it can change or create the file.
@@ -312,11 +695,11 @@ fn gate(connect: u32, observe: bool) -> Vec<libc::sock_filter> {
             ld(arg(1, true)),
             jeq(0, To::Allow, To::Notify),
         ]);
-        for (nr, flags) in observed_calls() {
-            match flags {
-                None => body.push(jeq(nr as u32, To::Notify, To::Next)),
+        for call in observed_calls() {
+            match call.flags {
+                None => body.push(jeq(call.nr as u32, To::Notify, To::Next)),
                 Some(index) => body.extend([
-                    jeq(nr as u32, To::Next, To::Skip(2)),
+                    jeq(call.nr as u32, To::Next, To::Skip(2)),
                     ld(arg(index, false)),
                     Insn {
                         code: BPF_JMP | BPF_JSET | BPF_K,
@@ -543,6 +926,194 @@ mod tests {
                 [libc::AF_INET as u64, 1, 0, 0, 0, 0]
             ),
             libc::SECCOMP_RET_ERRNO | DENY_ERRNO as u32
+        );
+    }
+
+    fn refusing() -> Vec<libc::sock_filter> {
+        match prepare(true, true) {
+            Ok(p) => p.refusing,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// A pid whose low 32 bits are `pid` and whose high 32 bits are garbage: the kernel
+    /// reads the low half only.
+    fn garbage(pid: u64) -> u64 {
+        0xdead_beef_0000_0000 | pid
+    }
+
+    const EPERM: u32 = libc::SECCOMP_RET_ERRNO | DENY_ERRNO as u32;
+    const ALLOW: u32 = libc::SECCOMP_RET_ALLOW;
+
+    #[test]
+    fn calls_naming_another_process_are_refused_and_the_caller_itself_is_not() {
+        let (p, observing) = (refusing(), notifying(true));
+        let pid_first = [
+            libc::SYS_prlimit64,
+            libc::SYS_sched_setaffinity,
+            libc::SYS_sched_setscheduler,
+            libc::SYS_sched_setparam,
+            libc::SYS_sched_setattr,
+            libc::SYS_migrate_pages,
+            libc::SYS_move_pages,
+            libc::SYS_get_robust_list,
+        ];
+        for nr in pid_first {
+            let name = syscall_name(nr);
+            assert_eq!(run(&p, nr, [0, 7, 0, 0, 0, 0]), ALLOW, "{name}(0)");
+            assert_eq!(run(&p, nr, [1234, 7, 0, 0, 0, 0]), EPERM, "{name}(1234)");
+            assert_eq!(run(&p, nr, [1, 0, 0, 0, 0, 0]), EPERM, "{name}(1)");
+            assert_eq!(run(&p, nr, [u64::from(u32::MAX), 0, 0, 0, 0, 0]), EPERM);
+            assert_eq!(run(&p, nr, [garbage(1234), 0, 0, 0, 0, 0]), EPERM, "{name}");
+            // Garbage above a 0 is still the caller to the kernel: allowed, as it does.
+            assert_eq!(run(&p, nr, [garbage(0), 0, 0, 0, 0, 0]), ALLOW, "{name}");
+            assert_eq!(
+                run(&observing, nr, [1234, 0, 0, 0, 0, 0]),
+                libc::SECCOMP_RET_USER_NOTIF,
+                "{name} reported when observing"
+            );
+            assert_eq!(run(&observing, nr, [0; 6]), ALLOW, "{name}");
+        }
+        for nr in [libc::SYS_kcmp, libc::SYS_process_mrelease] {
+            assert_eq!(run(&p, nr, [0; 6]), EPERM, "{}", syscall_name(nr));
+        }
+    }
+
+    #[test]
+    fn priorities_only_of_the_caller_itself() {
+        let p = refusing();
+        let (process, pgrp, user) = (
+            libc::PRIO_PROCESS as u64,
+            libc::PRIO_PGRP as u64,
+            libc::PRIO_USER as u64,
+        );
+        let setpriority = |which, who| run(&p, libc::SYS_setpriority, [which, who, 5, 0, 0, 0]);
+        assert_eq!(setpriority(process, 0), ALLOW);
+        assert_eq!(setpriority(garbage(process), garbage(0)), ALLOW);
+        assert_eq!(setpriority(process, 1234), EPERM);
+        assert_eq!(setpriority(process, garbage(1234)), EPERM);
+        assert_eq!(
+            setpriority(pgrp, 0),
+            EPERM,
+            "the caller's own group holds sandgate"
+        );
+        assert_eq!(setpriority(user, 0), EPERM, "every process of the uid");
+        assert_eq!(setpriority(garbage(user), 0), EPERM);
+        let ioprio_set = |which, who| run(&p, libc::SYS_ioprio_set, [which, who, 0x4007, 0, 0, 0]);
+        assert_eq!(ioprio_set(IOPRIO_WHO_PROCESS, 0), ALLOW);
+        assert_eq!(ioprio_set(IOPRIO_WHO_PROCESS, 1234), EPERM);
+        assert_eq!(ioprio_set(IOPRIO_WHO_PROCESS, garbage(1234)), EPERM);
+        assert_eq!(ioprio_set(2, 0), EPERM, "IOPRIO_WHO_PGRP");
+        assert_eq!(ioprio_set(3, 0), EPERM, "IOPRIO_WHO_USER");
+        // Reading priorities is left alone.
+        assert_eq!(run(&p, libc::SYS_getpriority, [user, 0, 0, 0, 0, 0]), ALLOW);
+        assert_eq!(run(&p, libc::SYS_ioprio_get, [3, 0, 0, 0, 0, 0]), ALLOW);
+        assert_eq!(
+            run(&p, libc::SYS_sched_getaffinity, [1234, 0, 0, 0, 0, 0]),
+            ALLOW
+        );
+    }
+
+    #[test]
+    fn prctl_refuses_core_scheduling_only() {
+        let p = refusing();
+        let prctl = |option| run(&p, libc::SYS_prctl, [option, 1, 1234, 0, 0, 0]);
+        assert_eq!(prctl(PR_SCHED_CORE), EPERM);
+        assert_eq!(prctl(garbage(PR_SCHED_CORE)), EPERM);
+        assert_eq!(prctl(libc::PR_SET_NAME as u64), ALLOW);
+        assert_eq!(prctl(libc::PR_SET_PDEATHSIG as u64), ALLOW);
+    }
+
+    #[test]
+    fn terminal_takeover_requests_are_refused_and_ordinary_ones_are_not() {
+        let (p, observing) = (refusing(), notifying(true));
+        let ioctl = |prog: &[libc::sock_filter], request| {
+            run(prog, libc::SYS_ioctl, [0, request, 0, 0, 0, 0])
+        };
+        const KDSKBENT: u64 = 0x4B47;
+        const KDSKBSENT: u64 = 0x4B49;
+        const VT_ACTIVATE: u64 = 0x5606;
+        const VT_SETMODE: u64 = 0x5602;
+        for request in
+            TERMINAL_IOCTLS
+                .into_iter()
+                .chain([KDSKBENT, KDSKBSENT, VT_ACTIVATE, VT_SETMODE])
+        {
+            assert_eq!(ioctl(&p, request), EPERM, "{request:#x}");
+            assert_eq!(ioctl(&p, garbage(request)), EPERM, "{request:#x}");
+            assert_eq!(
+                ioctl(&observing, request),
+                libc::SECCOMP_RET_USER_NOTIF,
+                "{request:#x}"
+            );
+        }
+        let allowed = [
+            0x5401,      // TCGETS
+            0x5402,      // TCSETS
+            0x5403,      // TCSETSW
+            0x5404,      // TCSETSF
+            0x540B,      // TCFLSH
+            0x540D,      // TIOCNXCL
+            0x540F,      // TIOCGPGRP
+            0x5413,      // TIOCGWINSZ
+            0x5414,      // TIOCSWINSZ
+            0x5422,      // TIOCNOTTY
+            0x5429,      // TIOCGSID
+            0x541B,      // FIONREAD
+            0x4020_5436, // TIOCSIG
+            0x8068_5600, // VIDIOC_QUERYCAP: V4L2 shares 'V' but carries direction and size
+            0x5421,      // FIONBIO
+        ];
+        for request in allowed {
+            assert_eq!(ioctl(&p, request), ALLOW, "{request:#x}");
+            assert_eq!(ioctl(&observing, request), ALLOW, "{request:#x}");
+        }
+    }
+
+    #[test]
+    fn terminal_request_numbers_are_the_kernel_ones() {
+        #[cfg(all(
+            target_env = "gnu",
+            any(target_arch = "x86_64", target_arch = "aarch64")
+        ))]
+        assert_eq!(
+            TERMINAL_IOCTLS,
+            [
+                libc::TIOCSTI,
+                libc::TIOCLINUX,
+                libc::TIOCSPGRP,
+                libc::TIOCSCTTY,
+                libc::TIOCCONS,
+                libc::TIOCSETD,
+                libc::TIOCVHANGUP,
+                libc::TIOCSLCKTRMIOS,
+                libc::TIOCEXCL,
+            ]
+            .map(u64::from)
+        );
+    }
+
+    #[test]
+    fn every_deny_list_call_has_one_entry_a_name_and_an_op() {
+        let mut seen = std::collections::BTreeSet::new();
+        for d in DENY_LIST {
+            assert!(seen.insert(d.nr), "{} listed twice", d.name);
+            assert_eq!(syscall_name(d.nr), d.name);
+            assert!(!d.class.op.is_empty());
+        }
+        for o in observed_calls() {
+            assert!(seen.insert(o.nr), "{} both observed and denied", o.name);
+            assert_eq!(syscall_name(o.nr), o.name);
+        }
+        assert_eq!(ioctl_class(TIOCSTI).op, "tiocsti");
+        assert_eq!(ioctl_class(TIOCSPGRP).op, "terminal");
+        assert_eq!(ioctl_class(garbage(TIOCLINUX)).op, "tiocsti");
+        assert_eq!(
+            deny_list_entry(libc::SYS_prlimit64).map(|d| d.class),
+            Some(Class {
+                op: "process_control",
+                needed: Some(Mode::FullAccess)
+            })
         );
     }
 }

@@ -245,7 +245,7 @@ fn serve(
             },
             nr if observe::is_observed(nr) => (Answer::Continue, observe::check(&call, context)),
             nr => {
-                let (op, needed) = observe::deny_list_op(nr);
+                let (op, needed) = observe::deny_list_op(nr, &notif.data.args);
                 (
                     Answer::Error(crate::sandbox::seccomp::DENY_ERRNO),
                     Some(call.denial(op, None, None, needed)),

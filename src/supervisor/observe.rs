@@ -13,6 +13,7 @@ use super::resolve::{self, Inode, Root};
 use super::{Call, Context};
 use crate::denial::Denial;
 use crate::policy::Mode;
+use crate::sandbox::seccomp;
 
 /// One path a call acts on.
 struct PathArg {
@@ -21,133 +22,24 @@ struct PathArg {
     follow: bool,
 }
 
-/// Names a syscall for markers.
-pub fn syscall_name(nr: i64) -> &'static str {
-    #[cfg(target_arch = "x86_64")]
-    let legacy: &[(i64, &str)] = &[
-        (libc::SYS_open, "open"),
-        (libc::SYS_creat, "creat"),
-        (libc::SYS_mkdir, "mkdir"),
-        (libc::SYS_mknod, "mknod"),
-        (libc::SYS_unlink, "unlink"),
-        (libc::SYS_rmdir, "rmdir"),
-        (libc::SYS_rename, "rename"),
-        (libc::SYS_link, "link"),
-        (libc::SYS_symlink, "symlink"),
-        (libc::SYS_chmod, "chmod"),
-        (libc::SYS_chown, "chown"),
-        (libc::SYS_lchown, "lchown"),
-        (libc::SYS_utimes, "utimes"),
-        (libc::SYS_futimesat, "futimesat"),
-    ];
-    #[cfg(not(target_arch = "x86_64"))]
-    let legacy: &[(i64, &str)] = &[];
-    let common: &[(i64, &str)] = &[
-        (libc::SYS_openat, "openat"),
-        (libc::SYS_openat2, "openat2"),
-        (libc::SYS_mkdirat, "mkdirat"),
-        (libc::SYS_mknodat, "mknodat"),
-        (libc::SYS_unlinkat, "unlinkat"),
-        (libc::SYS_renameat, "renameat"),
-        (libc::SYS_renameat2, "renameat2"),
-        (libc::SYS_linkat, "linkat"),
-        (libc::SYS_symlinkat, "symlinkat"),
-        (libc::SYS_truncate, "truncate"),
-        (libc::SYS_fchmodat, "fchmodat"),
-        (libc::SYS_fchmodat2, "fchmodat2"),
-        (libc::SYS_fchownat, "fchownat"),
-        (libc::SYS_utimensat, "utimensat"),
-        (libc::SYS_setxattr, "setxattr"),
-        (libc::SYS_lsetxattr, "lsetxattr"),
-        (libc::SYS_removexattr, "removexattr"),
-        (libc::SYS_lremovexattr, "lremovexattr"),
-        (libc::SYS_connect, "connect"),
-        (libc::SYS_socket, "socket"),
-        (libc::SYS_socketpair, "socketpair"),
-        (libc::SYS_ptrace, "ptrace"),
-        (libc::SYS_process_vm_readv, "process_vm_readv"),
-        (libc::SYS_process_vm_writev, "process_vm_writev"),
-        (libc::SYS_pidfd_getfd, "pidfd_getfd"),
-        (libc::SYS_process_madvise, "process_madvise"),
-        (libc::SYS_io_uring_setup, "io_uring_setup"),
-        (libc::SYS_io_uring_enter, "io_uring_enter"),
-        (libc::SYS_io_uring_register, "io_uring_register"),
-        (libc::SYS_bpf, "bpf"),
-        (libc::SYS_perf_event_open, "perf_event_open"),
-        (libc::SYS_userfaultfd, "userfaultfd"),
-        (libc::SYS_keyctl, "keyctl"),
-        (libc::SYS_add_key, "add_key"),
-        (libc::SYS_request_key, "request_key"),
-        (libc::SYS_mount, "mount"),
-        (libc::SYS_umount2, "umount2"),
-        (libc::SYS_pivot_root, "pivot_root"),
-        (libc::SYS_chroot, "chroot"),
-        (libc::SYS_move_mount, "move_mount"),
-        (libc::SYS_open_tree, "open_tree"),
-        (libc::SYS_fsopen, "fsopen"),
-        (libc::SYS_fsconfig, "fsconfig"),
-        (libc::SYS_fsmount, "fsmount"),
-        (libc::SYS_fspick, "fspick"),
-        (libc::SYS_mount_setattr, "mount_setattr"),
-        (libc::SYS_unshare, "unshare"),
-        (libc::SYS_setns, "setns"),
-        (libc::SYS_clone, "clone"),
-        (libc::SYS_kexec_load, "kexec_load"),
-        (libc::SYS_kexec_file_load, "kexec_file_load"),
-        (libc::SYS_init_module, "init_module"),
-        (libc::SYS_finit_module, "finit_module"),
-        (libc::SYS_delete_module, "delete_module"),
-        (libc::SYS_open_by_handle_at, "open_by_handle_at"),
-        (libc::SYS_ioctl, "ioctl"),
-    ];
-    legacy
-        .iter()
-        .chain(common)
-        .find(|(n, _)| *n == nr)
-        .map_or("unknown", |(_, name)| name)
-}
+pub use crate::sandbox::seccomp::syscall_name;
 
-/// The marker `op` of a deny-list call and the mode that would allow it: network needs
-/// full access; the rest no profile of a call allows (DESIGN §5).
-pub fn deny_list_op(nr: i64) -> (&'static str, Option<Mode>) {
-    match nr {
-        libc::SYS_socket | libc::SYS_socketpair => ("network", Some(Mode::FullAccess)),
-        libc::SYS_ptrace
-        | libc::SYS_process_vm_readv
-        | libc::SYS_process_vm_writev
-        | libc::SYS_pidfd_getfd
-        | libc::SYS_process_madvise => ("ptrace", None),
-        libc::SYS_io_uring_setup | libc::SYS_io_uring_enter | libc::SYS_io_uring_register => {
-            ("io_uring", None)
-        }
-        libc::SYS_mount
-        | libc::SYS_umount2
-        | libc::SYS_pivot_root
-        | libc::SYS_chroot
-        | libc::SYS_move_mount
-        | libc::SYS_open_tree
-        | libc::SYS_fsopen
-        | libc::SYS_fsconfig
-        | libc::SYS_fsmount
-        | libc::SYS_fspick
-        | libc::SYS_mount_setattr => ("mount", None),
-        libc::SYS_unshare | libc::SYS_setns | libc::SYS_clone => ("namespace", None),
-        libc::SYS_ioctl => ("tiocsti", None),
-        libc::SYS_keyctl | libc::SYS_add_key | libc::SYS_request_key => ("keyring", None),
-        libc::SYS_kexec_load | libc::SYS_kexec_file_load => ("kexec", None),
-        libc::SYS_init_module | libc::SYS_finit_module | libc::SYS_delete_module => {
-            ("module", None)
-        }
-        _ => ("syscall", None),
-    }
+/// The marker `op` of a deny-list call and the mode that would allow it (`None`: no
+/// profile of a call allows it), from the deny list itself; an `ioctl` by its request.
+pub fn deny_list_op(nr: i64, args: &[u64; 6]) -> (&'static str, Option<Mode>) {
+    let class = match nr {
+        libc::SYS_ioctl => seccomp::ioctl_class(args[1]),
+        nr => match seccomp::deny_list_entry(nr) {
+            Some(entry) => entry.class,
+            None => return ("syscall", None),
+        },
+    };
+    (class.op, class.needed)
 }
 
 /// Returns true for the calls the gate sends here to be observed (not refused).
 pub fn is_observed(nr: i64) -> bool {
-    crate::sandbox::seccomp::observed_calls()
-        .iter()
-        .any(|(n, _)| *n == nr)
-        || nr == libc::SYS_utimensat
+    seccomp::observed_calls().any(|o| o.nr == nr) || nr == libc::SYS_utimensat
 }
 
 /// How a call's arguments name its paths; `None` when it names none (fd-only forms) or

@@ -262,3 +262,184 @@ fn stdin_and_stdout_pass_through() {
     let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(out.stdout, b"HELLO\n");
 }
+
+impl Bystander {
+    /// A line of `/proc/PID/FILE` that starts with `prefix`.
+    fn proc_line(&self, file: &str, prefix: &str) -> String {
+        std::fs::read_to_string(format!("/proc/{}/{file}", self.pid()))
+            .unwrap_or_default()
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// The nice value (field 19 of `/proc/PID/stat`).
+    fn nice(&self) -> String {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap_or_default();
+        let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+        after_name
+            .split_whitespace()
+            .nth(16)
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    fn running(&mut self) -> bool {
+        self.0.try_wait().is_ok_and(|s| s.is_none())
+    }
+}
+
+/// A uid, process group and user no process has: the host answers ESRCH, so a refusal by
+/// the filter (EPERM) is told apart without reaching every process of a real uid.
+const NOBODY_HAS: &str = "3999999";
+
+#[test]
+fn prlimit_cannot_change_a_host_process() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let mut host = Bystander::start();
+    let before = host.proc_line("limits", "Max open files");
+    let cpu_before = host.proc_line("limits", "Max cpu time");
+    for mode in ["read-only", "workspace-write"] {
+        assert_eq!(
+            env.probe(mode, &["prlimit-nofile", &host.pid(), "17"]),
+            "err:EPERM",
+            "{mode}"
+        );
+        // The attack as a user would type it: a one-second CPU limit kills the process.
+        let out = env.run(mode, &["prlimit", "--pid", &host.pid(), "--cpu=1:1"]);
+        assert_command_failed(&out);
+    }
+    assert!(host.running(), "the host process was killed");
+    assert_eq!(host.proc_line("limits", "Max open files"), before);
+    assert_eq!(host.proc_line("limits", "Max cpu time"), cpu_before);
+    // Control: full-access reaches it, and /proc shows the change.
+    let control = Bystander::start();
+    assert_eq!(
+        env.probe("full-access", &["prlimit-nofile", &control.pid(), "17"]),
+        "ok"
+    );
+    let changed = control.proc_line("limits", "Max open files");
+    assert!(
+        changed.split_whitespace().nth(3) == Some("17"),
+        "control: {changed:?}"
+    );
+}
+
+#[test]
+fn priorities_and_scheduling_of_host_processes_cannot_change() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let mut host = Bystander::start();
+    let (nice, cpus) = (host.nice(), host.proc_line("status", "Cpus_allowed_list"));
+    let (process, pgrp, user) = ("0", "1", "2");
+    let (ioprio_process, ioprio_user) = ("1", "3");
+    for mode in ["read-only", "workspace-write"] {
+        for args in [
+            vec!["setpriority", process, &host.pid(), "7"],
+            vec!["setpriority", pgrp, NOBODY_HAS, "7"],
+            vec!["setpriority", user, NOBODY_HAS, "7"],
+            vec!["sched-setaffinity", &host.pid(), "0"],
+            vec!["ioprio-set", ioprio_process, &host.pid()],
+            vec!["ioprio-set", ioprio_user, NOBODY_HAS],
+        ] {
+            assert_eq!(env.probe(mode, &args), "err:EPERM", "{args:?} under {mode}");
+        }
+        let out = env.run(mode, &["renice", "-n", "7", "-p", &host.pid()]);
+        assert_command_failed(&out);
+    }
+    assert!(host.running());
+    assert_eq!(host.nice(), nice);
+    assert_eq!(host.proc_line("status", "Cpus_allowed_list"), cpus);
+    // Controls: the host answers; full-access changes a host process.
+    for args in [
+        vec!["setpriority", pgrp, NOBODY_HAS, "7"],
+        vec!["setpriority", user, NOBODY_HAS, "7"],
+        vec!["ioprio-set", ioprio_user, NOBODY_HAS],
+    ] {
+        assert_eq!(env.probe("full-access", &args), "err:ESRCH", "{args:?}");
+    }
+    let control = Bystander::start();
+    for args in [
+        vec!["setpriority", process, &control.pid(), "7"],
+        vec!["sched-setaffinity", &control.pid(), "0"],
+        vec!["ioprio-set", ioprio_process, &control.pid()],
+    ] {
+        assert_eq!(env.probe("full-access", &args), "ok", "{args:?}");
+    }
+    assert_eq!(control.nice(), "7");
+    assert_eq!(
+        control.proc_line("status", "Cpus_allowed_list"),
+        "Cpus_allowed_list:\t0"
+    );
+}
+
+#[test]
+fn the_sandbox_still_sets_its_own_limits_and_priorities() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    for mode in ["read-only", "workspace-write"] {
+        assert_eq!(
+            env.probe(mode, &["own-limits-and-priorities"]),
+            "ok",
+            "{mode}"
+        );
+        let out = env.sh(
+            mode,
+            "ulimit -S -n 64 && nice -n 3 sh -c 'ulimit -n; cut -d\" \" -f19 /proc/self/stat' \
+             && taskset -c 0 true && ionice -c 3 true && echo fine",
+        );
+        assert_status(&out, 0);
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "64\n3\nfine\n",
+            "{mode}"
+        );
+    }
+}
+
+#[test]
+fn no_kind_of_signal_reaches_a_host_process() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let mut host = Bystander::start();
+    let senders = ["tkill", "tgkill", "sigqueue", "tgsigqueue", "pidfd-signal"];
+    for sender in senders {
+        // Control with signal 0: only the permission check, the host allows it.
+        assert_eq!(env.probe("full-access", &[sender, &host.pid(), "0"]), "ok");
+        for mode in ["read-only", "workspace-write"] {
+            assert_eq!(
+                env.probe(mode, &[sender, &host.pid(), "15"]),
+                "err:EPERM",
+                "{sender} under {mode}"
+            );
+        }
+    }
+    // SIGIO through F_SETOWN: the call succeeds, the signal must not arrive.
+    for mode in ["read-only", "workspace-write"] {
+        assert_eq!(env.probe(mode, &["sigio", &host.pid()]), "ok");
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(
+        host.running(),
+        "a signal from the sandbox killed the host process"
+    );
+    // Control: outside the sandbox the same SIGIO kills.
+    let mut control = Bystander::start();
+    assert_eq!(env.probe("full-access", &["sigio", &control.pid()]), "ok");
+    let killed = (0..50).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        !control.running()
+    });
+    assert!(killed, "control: SIGIO did not kill the bystander");
+}

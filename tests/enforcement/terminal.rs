@@ -90,3 +90,163 @@ fn an_interactive_shell_works_inside() {
         assert!(shown.contains("tty-ok"), "{mode}: {shown:?}");
     }
 }
+
+/// Call 1 leaves a process in the background (its own group, SIGTTOU ignored) that tries
+/// to take the terminal's foreground after sandgate has returned, while the session's
+/// shell — a `sh` made session leader of a fresh pty — waits as a user's shell would.
+/// Returns what the terminal showed and every foreground group seen on the way.
+fn background_takeover(env: &TestEnv, mode: &str) -> (String, i32, Vec<i32>) {
+    let pty = nix::pty::openpty(None, None).unwrap_or_else(|e| panic!("openpty: {e}"));
+    let slave = |fd: &OwnedFd| Stdio::from(fd.try_clone().unwrap_or_else(|e| panic!("{e}")));
+    let inner = format!("{} tcsetpgrp-later 300 &", probe().display());
+    let mut cmd = Command::new("setsid");
+    cmd.arg("-c")
+        .args(["/bin/sh", "-c", r#""$@"; sleep 1.5; echo shell-done"#, "sh"])
+        .arg(sandgate())
+        .args(["--sandbox", mode, "--workspace"])
+        .arg(&env.ws)
+        .args(["--", "/bin/sh", "-c", &inner]);
+    env.isolate(&mut cmd);
+    cmd.current_dir(&env.ws)
+        .stdin(slave(&pty.slave))
+        .stdout(slave(&pty.slave))
+        .stderr(slave(&pty.slave));
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
+    drop(cmd);
+    drop(pty.slave);
+    let shell = child.id() as i32;
+    let master = std::fs::File::from(pty.master);
+    let mut reader = master.try_clone().unwrap_or_else(|e| panic!("{e}"));
+    let collector = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = reader.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            out.extend_from_slice(&buf[..n]);
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    });
+    let mut seen = Vec::new();
+    while child.try_wait().unwrap_or_else(|e| panic!("{e}")).is_none() {
+        // TIOCGPGRP on the master reports the slave's foreground group.
+        // (0: `setsid -c` has not made the shell's group the foreground yet.)
+        if let Ok(fg) = nix::unistd::tcgetpgrp(&master).map(|p| p.as_raw()) {
+            if fg != 0 && seen.last() != Some(&fg) {
+                seen.push(fg);
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    drop(master);
+    (collector.join().unwrap_or_default(), shell, seen)
+}
+
+#[test]
+fn a_background_process_cannot_take_the_terminals_foreground() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    for mode in ["read-only", "workspace-write"] {
+        let (shown, shell, seen) = background_takeover(&env, mode);
+        assert!(shown.contains("shell-done"), "{mode}: {shown:?}");
+        assert!(
+            shown.contains("tcsetpgrp") && shown.contains("err:EPERM"),
+            "{mode}: the attempt must be made and refused: {shown:?}"
+        );
+        assert_eq!(
+            seen,
+            vec![shell],
+            "{mode}: foreground groups seen: {shown:?}"
+        );
+    }
+    // Control: outside the sandbox the same process takes the foreground.
+    let (shown, shell, seen) = background_takeover(&env, "full-access");
+    assert!(
+        shown.contains("tcsetpgrp") && shown.contains(" ok"),
+        "{shown:?}"
+    );
+    assert!(
+        seen.iter().any(|fg| *fg != shell),
+        "control: the foreground never moved: {seen:?} {shown:?}"
+    );
+}
+
+#[test]
+fn the_terminal_cannot_become_a_sandboxed_processs_controlling_terminal() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let probe = probe().to_string_lossy().into_owned();
+    let observing = std::env::var_os("SANDGATE_TEST_NO_OBSERVE").is_none();
+    for mode in ["read-only", "workspace-write"] {
+        let (status, shown) = on_pty(&env, mode, &[&probe, "tiocsctty-steal"], b"");
+        assert_eq!(status, Some(0));
+        assert!(shown.contains("err:EPERM"), "{mode}: {shown:?}");
+        // Without CAP_SYS_ADMIN the kernel refuses a steal too: the marker shows that the
+        // filter refused it first.
+        if observing {
+            assert!(
+                shown.contains(r#""op":"terminal""#) && shown.contains(r#""syscall":"ioctl""#),
+                "{mode}: {shown:?}"
+            );
+        }
+    }
+    if is_root() {
+        // Control: root outside the sandbox steals it (CAP_SYS_ADMIN).
+        let (_, shown) = on_pty(&env, "full-access", &[&probe, "tiocsctty-steal"], b"");
+        assert!(shown.contains("ok"), "control: {shown:?}");
+    }
+}
+
+#[test]
+fn terminal_takeover_and_redirection_requests_are_refused() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    // On /dev/null the kernel answers ENOTTY; only a filter says EPERM first.
+    let refused = [
+        ("TIOCSPGRP", "5410"),
+        ("TIOCSCTTY", "540e"),
+        ("TIOCCONS", "541d"),
+        ("TIOCSETD", "5423"),
+        ("TIOCVHANGUP", "5437"),
+        ("TIOCSLCKTRMIOS", "5457"),
+        ("TIOCEXCL", "540c"),
+        ("KDSKBENT", "4b47"),
+        ("VT_ACTIVATE", "5606"),
+    ];
+    let allowed = [
+        ("TCSETS", "5402"),
+        ("TIOCSWINSZ", "5414"),
+        ("TIOCNOTTY", "5422"),
+        ("TCFLSH", "540b"),
+    ];
+    for (name, request) in refused.iter().chain(&allowed) {
+        assert_eq!(
+            env.probe("full-access", &["ioctl-null", request]),
+            "err:ENOTTY",
+            "control {name}"
+        );
+    }
+    for mode in ["read-only", "workspace-write"] {
+        for (name, request) in refused {
+            assert_eq!(
+                env.probe(mode, &["ioctl-null", request]),
+                "err:EPERM",
+                "{name} under {mode}"
+            );
+        }
+        for (name, request) in allowed {
+            assert_eq!(
+                env.probe(mode, &["ioctl-null", request]),
+                "err:ENOTTY",
+                "{name} under {mode}"
+            );
+        }
+    }
+}
