@@ -196,4 +196,28 @@ mod tests {
         assert_eq!(e.exit_code(), 78);
         assert!(e.to_string().contains("landlock filesystem rules"));
     }
+
+    #[test]
+    fn unsafe_log_paths_refuse_with_their_own_kind() {
+        use crate::logfile::{Unsafe, Which};
+        let refused = |which| LogFileError::Refused {
+            which,
+            path: "/ws/log".into(),
+            why: Unsafe::Symlink,
+        };
+        let denial = Error::DenialLog(refused(Which::DenialLog));
+        assert_eq!((denial.exit_code(), denial.kind()), (78, "unsafe_log"));
+        let audit = Error::Audit(AuditError::Open(refused(Which::AuditLog)));
+        assert_eq!((audit.exit_code(), audit.kind()), (125, "unsafe_log"));
+        let locked = Error::Audit(AuditError::Locked {
+            path: "/log".into(),
+            holder: "pid 1 (x)".into(),
+        });
+        assert_eq!((locked.exit_code(), locked.kind()), (125, "audit_locked"));
+        let nested = Error::NotGranted {
+            to: Mode::FullAccess,
+            refusal: Refusal::Nested { parent: None },
+        };
+        assert_eq!((nested.exit_code(), nested.kind()), (77, "nested_widening"));
+    }
 }

@@ -63,7 +63,7 @@ pub enum Dirs {
 #[derive(Debug, thiserror::Error)]
 pub enum LogFileError {
     /// Something is there that sandgate will not write through.
-    #[error("sandgate will not write to {which} {}: {why}", path.display())]
+    #[error("will not write to {which} {}: {why}", path.display())]
     Refused {
         which: Which,
         path: PathBuf,
