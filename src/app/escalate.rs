@@ -68,8 +68,8 @@ pub(super) fn decide(
     asked.insert("requested".into(), json!({"mode": request.to()}));
     asked.insert("justification".into(), json!(request.justification()));
     if let Err(e) = audit.append("approval/asked", asked) {
-        // Nobody is asked without a record of the question, so there is no grant to block;
-        // a refusal already known stays that refusal.
+        // Nobody is asked without a record of the question: with no answer, nothing can be
+        // granted (125), while a refusal already known stays that refusal (77).
         return match refusal_before_asking {
             Some(refusal) => conclude(request.to(), Verdict::Refuse(refusal), Err(e)),
             None => Err(Error::Audit(e)),
