@@ -6,20 +6,32 @@
 //! an edited, removed or reordered line breaks the chain and `sandgate audit verify` says
 //! where. Appends take an exclusive `flock` and read the last line under it, so concurrent
 //! sandgate processes chain their lines in order and never interleave them.
+//!
+//! The lock is taken on the log itself rather than on a lock file beside it: one file to
+//! keep out of the sandbox's reach instead of two, and nothing stale left behind. Whoever
+//! holds it — a stuck process, or anything that could open the log — can only make sandgate
+//! wait a bounded time ([`LOCK_WAIT`]); then the append fails, and a grant with it.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, BufRead, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
+use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
+
+use crate::logfile::{self, Access, Dirs, LogFileError, Which};
 
 /// `prev` of the first line.
 const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 /// How far back from the end to look for the last line (longer lines break the chain).
 const MAX_LINE: u64 = 1 << 20;
+/// How long an append waits for the lock before giving up. Appends hold it for one read
+/// and one write, so a wait this long means the holder is not a sandgate appending.
+pub const LOCK_WAIT: Duration = Duration::from_secs(2);
 
 /// Why the audit log could not be written or read.
 #[derive(Debug, thiserror::Error)]
@@ -32,12 +44,18 @@ pub enum AuditError {
         line: usize,
         reason: String,
     },
+    #[error(transparent)]
+    Open(#[from] LogFileError),
+    #[error("the audit log {} stayed locked for {} s (held by {holder}); giving up rather than waiting for it", path.display(), LOCK_WAIT.as_secs())]
+    Locked { path: PathBuf, holder: String },
 }
 
 /// An append-only audit log at a path.
 #[derive(Debug, Clone)]
 pub struct AuditLog {
     path: PathBuf,
+    /// Where a sandboxed command could have planted a link (see [`logfile::open`]).
+    untrusted_roots: Vec<PathBuf>,
 }
 
 fn sha256_hex(line: &[u8]) -> String {
@@ -50,7 +68,17 @@ fn sha256_hex(line: &[u8]) -> String {
 impl AuditLog {
     /// An audit log at `path` (created, with its directory, on first append).
     pub fn new(path: PathBuf) -> AuditLog {
-        AuditLog { path }
+        AuditLog {
+            path,
+            untrusted_roots: Vec::new(),
+        }
+    }
+
+    /// The same log, opened without following a link beneath any of `roots` (canonical
+    /// directories a sandboxed command could write in).
+    pub fn with_untrusted_roots(mut self, roots: Vec<PathBuf>) -> AuditLog {
+        self.untrusted_roots = roots;
+        self
     }
 
     /// The log's path.
@@ -68,20 +96,43 @@ impl AuditLog {
     }
 
     fn open(&self) -> Result<File, AuditError> {
-        let io_err = |source| AuditError::Io {
-            path: self.path.clone(),
-            source,
-        };
-        if let Some(dir) = self.path.parent() {
-            std::fs::create_dir_all(dir).map_err(io_err)?;
+        Ok(logfile::open(
+            Which::AuditLog,
+            &self.path,
+            &self.untrusted_roots,
+            Access::ReadAppend,
+            Dirs::Create,
+        )?)
+    }
+
+    /// Takes the exclusive lock, retrying with backoff for at most [`LOCK_WAIT`].
+    fn lock(&self, mut file: File) -> Result<Flock<File>, AuditError> {
+        let deadline = Instant::now() + LOCK_WAIT;
+        let mut pause = Duration::from_millis(5);
+        loop {
+            match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+                Ok(locked) => return Ok(locked),
+                Err((back, Errno::EINTR)) => file = back,
+                Err((back, Errno::EWOULDBLOCK)) => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        return Err(AuditError::Locked {
+                            path: self.path.clone(),
+                            holder: lock_holder(&back),
+                        });
+                    }
+                    std::thread::sleep(pause.min(deadline - now));
+                    pause = (pause * 2).min(Duration::from_millis(200));
+                    file = back;
+                }
+                Err((_, e)) => {
+                    return Err(AuditError::Io {
+                        path: self.path.clone(),
+                        source: e.into(),
+                    })
+                }
+            }
         }
-        OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .open(&self.path)
-            .map_err(io_err)
     }
 
     /// Appends one record of `kind` with `fields`, adding `type`, `ts` and `prev`.
@@ -94,8 +145,7 @@ impl AuditLog {
             source,
         };
         let file = self.open()?;
-        let mut locked =
-            Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, e)| io_err(e.into()))?;
+        let mut locked = self.lock(file)?;
         let prev = last_line(&mut locked)
             .map_err(io_err)?
             .map_or_else(|| GENESIS.to_owned(), |l| sha256_hex(&l));
@@ -109,6 +159,40 @@ impl AuditLog {
         // One write of the whole line on an O_APPEND fd, under the lock.
         locked.write_all(&line).map_err(io_err)?;
         locked.sync_data().map_err(io_err)
+    }
+}
+
+/// Names who holds the `flock` on `file`, from `/proc/locks`: "pid N (comm)" for each.
+fn lock_holder(file: &File) -> String {
+    let unknown = || "another process".to_owned();
+    let Ok(st) = nix::sys::stat::fstat(file.as_fd()) else {
+        return unknown();
+    };
+    let (major, minor) = (libc::major(st.st_dev), libc::minor(st.st_dev));
+    let id = format!("{major:02x}:{minor:02x}:{}", st.st_ino);
+    let Ok(locks) = std::fs::read_to_string("/proc/locks") else {
+        return unknown();
+    };
+    let holders: Vec<String> = locks
+        .lines()
+        .filter_map(|line| {
+            // "1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF"; waiters have "->".
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            if fields.get(1) != Some(&"FLOCK") || fields.get(5) != Some(&id.as_str()) {
+                return None;
+            }
+            let pid = fields.get(4)?;
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            Some(match comm.trim() {
+                "" => format!("pid {pid}"),
+                comm => format!("pid {pid} ({comm})"),
+            })
+        })
+        .collect();
+    if holders.is_empty() {
+        unknown()
+    } else {
+        holders.join(", ")
     }
 }
 
@@ -194,6 +278,31 @@ mod tests {
             Err(AuditError::Broken { line, .. }) => assert_eq!(line, 3),
             other => panic!("expected a break at line 3, got {other:?}"),
         }
+        Ok(())
+    }
+
+    #[test]
+    fn a_held_lock_fails_the_append_in_bounded_time_and_names_the_holder(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let log = AuditLog::new(dir.path().join("audit.jsonl"));
+        log.ensure_exists()?;
+        let held =
+            Flock::lock(File::open(log.path())?, FlockArg::LockExclusive).map_err(|(_, e)| e)?;
+        let start = Instant::now();
+        match log.append("approval/asked", Map::new()) {
+            Err(AuditError::Locked { holder, .. }) => {
+                assert!(
+                    holder.contains(&format!("pid {}", std::process::id())),
+                    "{holder}"
+                )
+            }
+            other => panic!("expected Locked, got {other:?}"),
+        }
+        assert!(start.elapsed() < LOCK_WAIT + Duration::from_secs(5));
+        drop(held);
+        log.append("approval/asked", Map::new())?;
+        assert_eq!(verify(log.path())?, 1);
         Ok(())
     }
 }

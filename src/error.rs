@@ -3,6 +3,7 @@
 
 use crate::audit::AuditError;
 use crate::exec::ExecError;
+use crate::logfile::LogFileError;
 use crate::policy::{InvalidEscalation, Mode, PolicyError};
 use crate::sandbox::{Guarantee, SandboxError};
 
@@ -12,8 +13,9 @@ use crate::sandbox::{Guarantee, SandboxError};
 pub enum Refusal {
     /// The approval policy is `never`: rejected inside sandgate, nobody asked.
     PolicyNever { preset: String },
-    /// An enclosing sandgate pins approval to `never` and caps the mode.
-    Nested { parent: Mode },
+    /// The call runs inside a sandbox already (the kernel says so): nothing granted here
+    /// could hold. `parent` is the enclosing sandgate's mode when it left its hint.
+    Nested { parent: Option<Mode> },
     /// The managed ceiling forbids the requested mode.
     Ceiling { max: Mode },
     /// The answerer said no.
@@ -53,8 +55,11 @@ impl Refusal {
             Refusal::PolicyNever { preset } => format!(
                 "the approval policy is never (preset {preset}): escalation requests are rejected without asking anyone"
             ),
-            Refusal::Nested { parent } => format!(
+            Refusal::Nested { parent: Some(parent) } => format!(
                 "this sandgate runs inside a {parent} sandbox: it cannot run wider, so the request for {to} is rejected without asking anyone"
+            ),
+            Refusal::Nested { parent: None } => format!(
+                "this sandgate runs inside a sandbox (no_new_privs and a seccomp filter are set, and nothing inside can clear them): it cannot run wider, so the request for {to} is rejected without asking anyone"
             ),
             Refusal::Ceiling { max } => format!(
                 "the managed configuration caps the mode at max_mode={max}: escalating this command to {to} is rejected"
@@ -87,11 +92,8 @@ pub enum Error {
     NotGranted { to: Mode, refusal: Refusal },
     #[error("{0}; the command was not run")]
     Audit(#[from] AuditError),
-    #[error("cannot open the denial log {}: {source}", path.display())]
-    DenialLog {
-        path: std::path::PathBuf,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    DenialLog(LogFileError),
 }
 
 fn describe(missing: &[Guarantee]) -> String {
@@ -127,7 +129,9 @@ impl Error {
             }) => EXIT_USAGE,
             Error::NotGranted { .. } => EXIT_NOT_GRANTED,
             Error::Audit(_) => EXIT_INTERNAL,
-            Error::DenialLog { .. } => EXIT_USAGE,
+            // What is at the path is the caller's setup to fix, as a bad config is.
+            Error::DenialLog(LogFileError::Refused { .. }) => EXIT_CONFIG,
+            Error::DenialLog(LogFileError::Io { .. }) => EXIT_USAGE,
             Error::Policy(PolicyError::Cwd(_)) => EXIT_INTERNAL,
             Error::Policy(
                 PolicyError::Workspace { .. }
@@ -160,6 +164,9 @@ impl Error {
                 return "invalid_escalation"
             }
             Error::NotGranted { refusal, .. } => return refusal.kind(),
+            Error::DenialLog(LogFileError::Refused { .. })
+            | Error::Audit(AuditError::Open(LogFileError::Refused { .. })) => return "unsafe_log",
+            Error::Audit(AuditError::Locked { .. }) => return "audit_locked",
             _ => {}
         }
         match self.exit_code() {
@@ -191,5 +198,29 @@ mod tests {
         };
         assert_eq!(e.exit_code(), 78);
         assert!(e.to_string().contains("landlock filesystem rules"));
+    }
+
+    #[test]
+    fn unsafe_log_paths_refuse_with_their_own_kind() {
+        use crate::logfile::{Unsafe, Which};
+        let refused = |which| LogFileError::Refused {
+            which,
+            path: "/ws/log".into(),
+            why: Unsafe::Symlink,
+        };
+        let denial = Error::DenialLog(refused(Which::DenialLog));
+        assert_eq!((denial.exit_code(), denial.kind()), (78, "unsafe_log"));
+        let audit = Error::Audit(AuditError::Open(refused(Which::AuditLog)));
+        assert_eq!((audit.exit_code(), audit.kind()), (125, "unsafe_log"));
+        let locked = Error::Audit(AuditError::Locked {
+            path: "/log".into(),
+            holder: "pid 1 (x)".into(),
+        });
+        assert_eq!((locked.exit_code(), locked.kind()), (125, "audit_locked"));
+        let nested = Error::NotGranted {
+            to: Mode::FullAccess,
+            refusal: Refusal::Nested { parent: None },
+        };
+        assert_eq!((nested.exit_code(), nested.kind()), (77, "nested_widening"));
     }
 }

@@ -12,6 +12,7 @@ pub mod denial;
 pub mod doctor;
 pub mod error;
 pub mod exec;
+pub mod logfile;
 pub mod policy;
 pub mod sandbox;
 pub mod shell;

@@ -471,3 +471,70 @@ fn no_observe_reports_nothing_but_says_so() {
         show(&out)
     );
 }
+
+#[test]
+fn a_link_planted_at_the_denial_log_path_is_not_followed() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let bashrc = env.outside.join(".bashrc");
+    std::fs::write(&bashrc, "keep\n").unwrap_or_else(|e| panic!("{e}"));
+    // One call plants links where the next call's denial log goes: at the file itself, and
+    // a directory on the way.
+    let out = env.sh(
+        "workspace-write",
+        &format!(
+            "ln -s '{}' denials.ndjson && ln -s '{}' logs",
+            bashrc.display(),
+            env.outside.display()
+        ),
+    );
+    assert_status(&out, 0);
+    let victim = env.outside.join("f");
+    let script = format!("touch ran; echo x > '{}'", victim.display());
+    let next = |mode: &str, log: &std::path::Path| {
+        let mut cmd = env.sandgate(mode);
+        cmd.arg("--denial-log")
+            .arg(log)
+            .args(["--", "/bin/sh", "-c", &script]);
+        output(&mut cmd)
+    };
+    let cases = [
+        (env.ws.join("denials.ndjson"), "it is a symbolic link"),
+        ("denials.ndjson".into(), "it is a symbolic link"),
+        (
+            env.ws.join("logs/.bashrc"),
+            "is a symbolic link inside the writable root",
+        ),
+    ];
+    for mode in ["workspace-write", "read-only"] {
+        for (log, why) in &cases {
+            let out = next(mode, log);
+            assert_status(&out, 78);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                stderr.contains("will not write to the denial log") && stderr.contains(why),
+                "{mode} {}: {}",
+                log.display(),
+                show(&out)
+            );
+            assert!(stderr.contains(r#""kind":"unsafe_log""#), "{}", show(&out));
+            assert!(!env.ws.join("ran").exists(), "the command ran");
+            assert_eq!(std::fs::read(&bashrc).unwrap_or_default(), b"keep\n");
+        }
+    }
+    // Control: once the link is gone, the same call runs and logs its marker there.
+    std::fs::remove_file(env.ws.join("denials.ndjson")).unwrap_or_else(|e| panic!("{e}"));
+    let out = next("workspace-write", &env.ws.join("denials.ndjson"));
+    assert_command_failed(&out);
+    assert!(env.ws.join("ran").exists(), "{}", show(&out));
+    let markers = read_log(&env.ws.join("denials.ndjson"));
+    assert!(
+        markers
+            .iter()
+            .any(|m| m["path"] == victim.to_string_lossy().as_ref()),
+        "{markers:?}"
+    );
+    assert_eq!(std::fs::read(&bashrc).unwrap_or_default(), b"keep\n");
+}

@@ -8,16 +8,20 @@ use serde_json::{json, Map};
 
 use super::Layers;
 use crate::approval::{self, Answerer, Outcome, TtyAnswerer, TtySetting};
-use crate::audit::AuditLog;
+use crate::audit::{AuditError, AuditLog};
 use crate::cli::RunArgs;
 use crate::error::{Error, Refusal};
 use crate::policy::{Approval, Env, EscalationRequest, Mode, Standing};
 use crate::shell::Caller;
 
-/// The policy tier and the one answerer: returns the mode to run at, or the refusal. The
-/// audit pair is written around the decision whatever it is; if the `asked` record cannot
-/// be written, nobody is asked and the command does not run. `caller` decides whether the
-/// terminal may answer.
+/// The policy tier and the one answerer: returns the mode to run at, or the refusal.
+/// `caller` decides whether the terminal may answer.
+///
+/// Order matters. A call already inside a sandbox is refused first, before the audit log is
+/// even opened: that log is read-only there by design, and the attempt would only show up
+/// as a denial of the enclosing sandgate. Otherwise the audit pair is written around the
+/// decision; if the `asked` record cannot be written, nobody is asked. How an audit failure
+/// meets the answer is decided in one place, [`conclude`].
 #[allow(clippy::too_many_arguments)]
 pub(super) fn decide(
     request: &EscalationRequest,
@@ -27,8 +31,22 @@ pub(super) fn decide(
     layers: &Layers,
     env: &Env,
     workspace: &Path,
-    audit: &AuditLog,
+    audit: Option<&AuditLog>,
 ) -> Result<Mode, Error> {
+    if let Some(refusal) = nested(env) {
+        return Err(Error::NotGranted {
+            to: request.to(),
+            refusal,
+        });
+    }
+    let audit = audit.ok_or_else(|| {
+        Error::Audit(AuditError::Io {
+            path: PathBuf::from("$XDG_STATE_HOME/sandgate/audit.jsonl"),
+            source: std::io::Error::other(
+                "no HOME or XDG_STATE_HOME to put the audit log in; pass --audit-log",
+            ),
+        })
+    })?;
     let id = approval::fresh_id();
     let argv: Vec<String> = args
         .command
@@ -36,6 +54,13 @@ pub(super) fn decide(
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
     let cwd = env.cwd.to_string_lossy().into_owned();
+    let refusal_before_asking = match (standing.approval, standing.max_mode) {
+        (Approval::Never, _) => Some(Refusal::PolicyNever {
+            preset: standing.preset.clone(),
+        }),
+        (Approval::OnRequest, Some(max)) if request.to() > max => Some(Refusal::Ceiling { max }),
+        (Approval::OnRequest, _) => None,
+    };
     let mut asked = Map::new();
     asked.insert("id".into(), json!(id));
     asked.insert("argv".into(), json!(argv));
@@ -46,23 +71,18 @@ pub(super) fn decide(
     );
     asked.insert("requested".into(), json!({"mode": request.to()}));
     asked.insert("justification".into(), json!(request.justification()));
-    audit.append("approval/asked", asked)?;
+    if let Err(e) = audit.append("approval/asked", asked) {
+        // Nobody is asked without a record of the question: with no answer, nothing can be
+        // granted (125), while a refusal already known stays that refusal (77).
+        return match refusal_before_asking {
+            Some(refusal) => conclude(request.to(), Verdict::Refuse(refusal), Err(e)),
+            None => Err(Error::Audit(e)),
+        };
+    }
 
     let timeout = Duration::from_secs(args.approval_timeout);
-    let refusal_before_asking = match (&env.parent, standing.approval, standing.max_mode) {
-        (Some(parent), _, _) => Some(Refusal::Nested {
-            parent: parent.mode,
-        }),
-        (None, Approval::Never, _) => Some(Refusal::PolicyNever {
-            preset: standing.preset.clone(),
-        }),
-        (None, Approval::OnRequest, Some(max)) if request.to() > max => {
-            Some(Refusal::Ceiling { max })
-        }
-        (None, Approval::OnRequest, _) => None,
-    };
-    let (refusal, _interrupts_blocked) = match refusal_before_asking {
-        Some(refusal) => (Some(refusal), None),
+    let (verdict, _interrupts_blocked) = match refusal_before_asking {
+        Some(refusal) => (Verdict::Refuse(refusal), None),
         None => {
             let question = approval::Question {
                 body: approval::request_body(
@@ -90,30 +110,67 @@ pub(super) fn decide(
                 timeout,
             };
             let (outcome, guard) = approval::ask(&answerer(args, caller, layers), &question);
-            let refusal = match outcome {
-                Outcome::AllowedOnce => None,
-                Outcome::Rejected => Some(Refusal::Rejected),
-                Outcome::Cancelled { why } => Some(Refusal::Cancelled { why }),
-                Outcome::Unavailable { why } => Some(Refusal::Unavailable { why }),
+            let verdict = match outcome {
+                Outcome::AllowedOnce => Verdict::Grant,
+                Outcome::Rejected => Verdict::Refuse(Refusal::Rejected),
+                Outcome::Cancelled { why } => Verdict::Refuse(Refusal::Cancelled { why }),
+                Outcome::Unavailable { why } => Verdict::Refuse(Refusal::Unavailable { why }),
             };
-            (refusal, guard)
+            (verdict, guard)
         }
     };
     let mut decided = Map::new();
     decided.insert("id".into(), json!(id));
-    decided.insert(
-        "outcome".into(),
-        json!(refusal.as_ref().map_or("allowed-once", Refusal::outcome)),
-    );
-    if let Some(r) = &refusal {
-        decided.insert("reason".into(), json!(r.kind()));
+    match &verdict {
+        Verdict::Grant => {
+            decided.insert("outcome".into(), json!("allowed-once"));
+        }
+        Verdict::Refuse(refusal) => {
+            decided.insert("outcome".into(), json!(refusal.outcome()));
+            decided.insert("reason".into(), json!(refusal.kind()));
+        }
     }
-    audit.append("approval/decided", decided)?;
-    match refusal {
-        None => Ok(request.to()),
-        Some(refusal) => Err(Error::NotGranted {
-            to: request.to(),
-            refusal,
+    conclude(
+        request.to(),
+        verdict,
+        audit.append("approval/decided", decided),
+    )
+}
+
+/// What the policy tier or the answerer said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Verdict {
+    Grant,
+    Refuse(Refusal),
+}
+
+/// The one place where a failed audit write meets the answer. It blocks a grant (the
+/// command does not run, exit 125), but never turns a refusal into anything else: the
+/// refusal stands (exit 77), with a warning that its record is missing.
+fn conclude(to: Mode, verdict: Verdict, audited: Result<(), AuditError>) -> Result<Mode, Error> {
+    match (verdict, audited) {
+        (Verdict::Grant, Ok(())) => Ok(to),
+        (Verdict::Grant, Err(e)) => Err(Error::Audit(e)),
+        (Verdict::Refuse(refusal), audited) => {
+            if let Err(e) = audited {
+                eprintln!("sandgate: warning: {e}; the request is refused all the same");
+            }
+            Err(Error::NotGranted { to, refusal })
+        }
+    }
+}
+
+/// Refuses a widening inside a sandbox. The kernel decides, not the environment: the
+/// command of a sandbox can remove or forge `SANDGATE_PARENT_MODE`, but not its own
+/// no_new_privs or seccomp filter. Those are set by other sandboxes too (a container run
+/// with no-new-privileges, a systemd unit); there as well nothing granted here could reach
+/// beyond the enclosing sandbox, so a question would promise what no answer can deliver.
+/// When the kernel cannot be asked, the request is refused (closed).
+fn nested(env: &Env) -> Option<Refusal> {
+    match super::kernel_confined() {
+        Some(false) => None,
+        Some(true) | None => Some(Refusal::Nested {
+            parent: env.parent.as_ref().map(|p| p.mode),
         }),
     }
 }
@@ -147,4 +204,46 @@ fn answerer(args: &RunArgs, caller: Caller, layers: &Layers) -> Answerer {
     }
     let in_ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty());
     TtyAnswerer::decide(caller, &TtySetting::from_env(), args.no_tty, in_ci).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::{EXIT_INTERNAL, EXIT_NOT_GRANTED};
+
+    fn failed() -> Result<(), AuditError> {
+        Err(AuditError::Io {
+            path: PathBuf::from("/x"),
+            source: std::io::Error::other("read-only"),
+        })
+    }
+
+    #[test]
+    fn a_failed_audit_write_blocks_a_grant_but_never_changes_a_refusal() {
+        let to = Mode::FullAccess;
+        assert!(matches!(
+            conclude(to, Verdict::Grant, Ok(())),
+            Ok(Mode::FullAccess)
+        ));
+        let code = |r: Result<Mode, Error>| r.err().map(|e| e.exit_code());
+        assert_eq!(
+            code(conclude(to, Verdict::Grant, failed())),
+            Some(EXIT_INTERNAL)
+        );
+        for refusal in [
+            Refusal::Rejected,
+            Refusal::Cancelled { why: "t".into() },
+            Refusal::Unavailable { why: "u".into() },
+            Refusal::PolicyNever {
+                preset: "ci".into(),
+            },
+        ] {
+            for audited in [Ok(()), failed()] {
+                assert_eq!(
+                    code(conclude(to, Verdict::Refuse(refusal.clone()), audited)),
+                    Some(EXIT_NOT_GRANTED)
+                );
+            }
+        }
+    }
 }

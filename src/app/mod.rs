@@ -15,6 +15,7 @@ use crate::denial::{marker, Reporter};
 use crate::doctor;
 use crate::error::{Error, EXIT_USAGE};
 use crate::exec::{self, ExecError, Launch};
+use crate::logfile::{self, LogFileError};
 use crate::policy::{
     self, config, standing, Confinement, Env, Mode, MountSource, Parent, Plan, PolicyError,
     Request, Standing,
@@ -221,27 +222,43 @@ fn run_inner(args: RunArgs, shellish: Shellish, caller: Caller) -> Result<i32, E
         args.justification.as_deref(),
         standing.mode,
     )?;
-    let audit = layers.audit_log(args.audit_log.clone());
+    // Where a sandboxed command of this or an earlier call in this workspace could have
+    // planted a link: sandgate's own files are never opened through one there.
+    let untrusted_roots = logfile::canonical_roots(
+        std::iter::once(workspace.as_path())
+            .chain(args.writable_roots.iter().map(|r| r.as_path()))
+            .chain(env.tmpdir.as_deref()),
+    );
+    let audit = layers
+        .audit_log(args.audit_log.clone())
+        .map(|a| a.with_untrusted_roots(untrusted_roots.clone()));
     let mode = match &escalation {
         None => standing.mode,
-        Some(request) => {
-            let audit = audit.as_ref().ok_or_else(|| {
-                Error::Audit(AuditError::Io {
-                    path: PathBuf::from("$XDG_STATE_HOME/sandgate/audit.jsonl"),
-                    source: std::io::Error::other(
-                        "no HOME or XDG_STATE_HOME to put the audit log in; pass --audit-log",
-                    ),
-                })
-            })?;
-            decide(
-                request, &standing, &args, caller, &layers, &env, &workspace, audit,
-            )?
-        }
+        Some(request) => decide(
+            request,
+            &standing,
+            &args,
+            caller,
+            &layers,
+            &env,
+            &workspace,
+            audit.as_ref(),
+        )?,
     };
     // sandgate's own records and configuration stay out of the sandbox's reach.
     let mut protected_paths: Vec<PathBuf> = layers.user_dir.iter().cloned().collect();
     if let Some(audit) = &audit {
-        if audit.ensure_exists().is_ok() {
+        if kernel_confined() == Some(false) {
+            match audit.ensure_exists() {
+                Ok(()) => protected_paths.push(audit.path().to_path_buf()),
+                Err(e @ AuditError::Open(LogFileError::Refused { .. })) => {
+                    eprintln!("sandgate: warning: {e}");
+                }
+                Err(_) => {}
+            }
+        } else if audit.path().symlink_metadata().is_ok_and(|m| m.is_file()) {
+            // Inside a sandbox the log is read-only by design: creating it would fail, and
+            // the enclosing sandgate would report the attempt as a denial.
             protected_paths.push(audit.path().to_path_buf());
         }
     }
@@ -274,7 +291,12 @@ fn run_inner(args: RunArgs, shellish: Shellish, caller: Caller) -> Result<i32, E
             missing: skip,
         });
     }
-    let reporter = observer(&plan, args.denial_log.as_deref(), shellish.command)?;
+    let reporter = observer(
+        &plan,
+        args.denial_log.as_deref(),
+        &untrusted_roots,
+        shellish.command,
+    )?;
     let status = loop {
         announce_degraded(&plan, &skip);
         let prepared = sandbox::prepare(&plan, &features, &skip)?;
@@ -316,22 +338,28 @@ fn run_inner(args: RunArgs, shellish: Shellish, caller: Caller) -> Result<i32, E
 fn observer(
     plan: &Plan,
     log: Option<&Path>,
+    untrusted_roots: &[PathBuf],
     shell_command: Option<String>,
 ) -> Result<Option<Arc<Mutex<Reporter>>>, Error> {
-    let Confinement::Restricted(_) = plan.confinement else {
+    let Confinement::Restricted(r) = &plan.confinement else {
         return Ok(None);
     };
     let mut log = match log {
-        Some(path) => Some(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .map_err(|source| Error::DenialLog {
-                    path: path.to_path_buf(),
-                    source,
-                })?,
-        ),
+        Some(path) => {
+            let mut roots = untrusted_roots.to_vec();
+            roots.extend(r.writable_roots.iter().cloned());
+            roots.extend(r.workspace_write_roots.iter().cloned());
+            Some(
+                logfile::open(
+                    logfile::Which::DenialLog,
+                    path,
+                    &roots,
+                    logfile::Access::Append,
+                    logfile::Dirs::MustExist,
+                )
+                .map_err(Error::DenialLog)?,
+            )
+        }
         None => None,
     };
     if !plan.observe {
@@ -452,11 +480,22 @@ fn gather_env() -> Result<Env, Error> {
 fn parent_sandbox() -> Option<Parent> {
     let mode = std::env::var(policy::PARENT_MODE_ENV).ok()?.parse().ok()?;
     let workspace = PathBuf::from(std::env::var_os(policy::PARENT_WORKSPACE_ENV)?);
+    (kernel_confined() == Some(true)).then_some(Parent { mode, workspace })
+}
+
+/// Whether this process runs under no_new_privs and a seccomp filter, as every restricted
+/// sandgate sandbox leaves its command — facts no process can undo for itself, unlike the
+/// environment hint. `None` when the kernel cannot be asked (no `/proc`), so each caller
+/// decides which way is closed.
+fn kernel_confined() -> Option<bool> {
+    if nix::sys::prctl::get_no_new_privs() == Ok(false) {
+        return Some(false);
+    }
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let has = |line: &str| {
         status
             .lines()
             .any(|l| l.split_whitespace().eq(line.split_whitespace()))
     };
-    (has("NoNewPrivs: 1") && has("Seccomp: 2")).then_some(Parent { mode, workspace })
+    Some(has("NoNewPrivs: 1") && has("Seccomp: 2"))
 }

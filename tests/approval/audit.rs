@@ -1,6 +1,6 @@
 //! The audit pair under concurrency (acceptance 7).
 
-use std::process::Command;
+use std::process::{Command, Output};
 
 use crate::support::*;
 
@@ -118,4 +118,219 @@ fn the_audit_log_is_not_writable_from_inside_the_sandbox() {
     let out = output(&mut cmd);
     assert_command_failed(&out);
     assert_eq!(std::fs::read(&log).unwrap_or_default(), before);
+}
+
+/// A shell approver that first runs `first`, then answers `decision` for the request id.
+fn approver(first: &str, decision: &str) -> String {
+    format!(
+        r#"{first}; id=$(sed -n 's/.*"id":"\([0-9a-f]*\)".*/\1/p'); printf '{{"id":"%s","decision":"{decision}"}}' "$id""#
+    )
+}
+
+/// Runs `touch ws/ran` at read-only, asking for workspace-write from `approver`, with the
+/// audit log at `log`.
+fn escalate(env: &TestEnv, log: &std::path::Path, approver: &str, extra: &[&str]) -> Output {
+    let mut cmd = env.sandgate("read-only");
+    cmd.env("SANDGATE_AUDIT_LOG", log)
+        .args(["--sandbox-permissions", "workspace-write"])
+        .args(["--justification", "write a file", "--approver", approver])
+        .args(extra)
+        .args(["--", "touch"])
+        .arg(env.ws.join("ran"));
+    output(&mut cmd)
+}
+
+#[track_caller]
+fn assert_stderr_has(out: &Output, needles: &[&str]) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for needle in needles {
+        assert!(stderr.contains(needle), "no {needle:?} in\n{}", show(out));
+    }
+}
+
+#[test]
+fn a_link_planted_at_the_audit_log_path_is_not_followed() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let bashrc = env.outside.join(".bashrc");
+    std::fs::write(&bashrc, "keep\n").unwrap_or_else(|e| panic!("{e}"));
+    let out = env.sh(
+        "workspace-write",
+        &format!(
+            "ln -s '{}' audit.jsonl && ln -s '{}' state",
+            bashrc.display(),
+            env.outside.display()
+        ),
+    );
+    assert_status(&out, 0);
+    let asked = env.root.join("approver-was-asked");
+    let granting = approver(&format!("touch '{}'", asked.display()), "allowed-once");
+    for (log, why) in [
+        (env.ws.join("audit.jsonl"), "it is a symbolic link"),
+        (
+            env.ws.join("state/.bashrc"),
+            "is a symbolic link inside the writable root",
+        ),
+    ] {
+        let out = escalate(&env, &log, &granting, &[]);
+        assert_status(&out, 125);
+        assert_stderr_has(
+            &out,
+            &[
+                "will not write to the audit log",
+                why,
+                r#""kind":"unsafe_log""#,
+            ],
+        );
+        assert!(!asked.exists(), "asked without a record of the question");
+        assert!(!env.ws.join("ran").exists(), "the command ran");
+        // A call that asks for nothing runs, and says what is wrong with the log path.
+        let mut cmd = env.sandgate("read-only");
+        cmd.env("SANDGATE_AUDIT_LOG", &log).args(["--", "true"]);
+        let plain = output(&mut cmd);
+        assert_status(&plain, 0);
+        assert_stderr_has(&plain, &["warning: will not write to the audit log"]);
+        assert_eq!(std::fs::read(&bashrc).unwrap_or_default(), b"keep\n");
+    }
+    // Control: without the link, the same request is asked, granted and recorded there.
+    std::fs::remove_file(env.ws.join("audit.jsonl")).unwrap_or_else(|e| panic!("{e}"));
+    let out = escalate(&env, &env.ws.join("audit.jsonl"), &granting, &[]);
+    assert_status(&out, 0);
+    assert!(asked.exists() && env.ws.join("ran").exists());
+    let records = std::fs::read_to_string(env.ws.join("audit.jsonl")).unwrap_or_default();
+    assert_eq!(records.lines().count(), 2);
+    assert_eq!(std::fs::read(&bashrc).unwrap_or_default(), b"keep\n");
+}
+
+/// Holds `flock` on `path` from another process group until dropped.
+struct LockHolder(std::process::Child);
+
+impl LockHolder {
+    fn hold(path: &std::path::Path, ready: &std::path::Path) -> LockHolder {
+        use std::os::unix::process::CommandExt;
+        let child = Command::new("flock")
+            .arg(path)
+            .args(["sh", "-c", r#"touch "$0"; exec sleep 30"#])
+            .arg(ready)
+            .process_group(0)
+            .spawn()
+            .unwrap_or_else(|e| panic!("flock: {e}"));
+        let start = std::time::Instant::now();
+        while !ready.exists() {
+            assert!(start.elapsed().as_secs() < 20, "flock never took the lock");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        LockHolder(child)
+    }
+}
+
+impl Drop for LockHolder {
+    fn drop(&mut self) {
+        if let Ok(pid) = i32::try_from(self.0.id()) {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_held_audit_lock_delays_an_escalation_only_a_bounded_time() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let log = env.audit_log();
+    let asked = env.root.join("approver-was-asked");
+    let granting = approver(&format!("touch '{}'", asked.display()), "allowed-once");
+    // A first request creates the log.
+    let out = escalate(&env, &log, &granting, &["--approval", "never"]);
+    assert_status(&out, 77);
+    let before = std::fs::read(&log).unwrap_or_else(|e| panic!("{e}"));
+    {
+        let _holder = LockHolder::hold(&log, &env.root.join("locked"));
+        let start = std::time::Instant::now();
+        let out = escalate(&env, &log, &granting, &[]);
+        let waited = start.elapsed();
+        assert!(waited.as_secs() < 10, "waited {waited:?}\n{}", show(&out));
+        assert_status(&out, 125);
+        assert_stderr_has(
+            &out,
+            &[
+                "stayed locked",
+                "held by pid",
+                "flock",
+                r#""kind":"audit_locked""#,
+            ],
+        );
+        assert!(!asked.exists() && !env.ws.join("ran").exists());
+        // A refusal stays a refusal when its record cannot be written.
+        let out = escalate(&env, &log, &granting, &["--approval", "never"]);
+        assert_status(&out, 77);
+        assert_stderr_has(
+            &out,
+            &[
+                "warning: the audit log",
+                "refused all the same",
+                "policy_never",
+            ],
+        );
+        assert_eq!(std::fs::read(&log).unwrap_or_default(), before);
+    }
+    // Control: the lock released, the same request goes through.
+    let out = escalate(&env, &log, &granting, &[]);
+    assert_status(&out, 0);
+    assert!(asked.exists() && env.ws.join("ran").exists());
+}
+
+#[test]
+fn an_unwritable_audit_log_blocks_a_grant_but_never_turns_a_refusal_into_125() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let log = env.audit_log();
+    let target = env.outside.join("target");
+    std::fs::write(&target, "keep\n").unwrap_or_else(|e| panic!("{e}"));
+    // The approver answers after the `asked` record is written, and breaks the log before
+    // the `decided` one: the path now holds a link sandgate will not write through.
+    let breaking = format!(
+        "mv '{l}' '{l}.moved' && ln -s '{t}' '{l}'",
+        l = log.display(),
+        t = target.display()
+    );
+    let restore = || {
+        std::fs::remove_file(&log).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::rename(log.with_extension("jsonl.moved"), &log).unwrap_or_else(|e| panic!("{e}"));
+    };
+    for decision in ["rejected", "garbage"] {
+        let out = escalate(&env, &log, &approver(&breaking, decision), &[]);
+        assert_status(&out, 77);
+        assert_stderr_has(
+            &out,
+            &[
+                "warning: will not write to the audit log",
+                "refused all the same",
+                r#""kind":"escalation_rejected""#,
+            ],
+        );
+        restore();
+    }
+    let out = escalate(&env, &log, &approver(&breaking, "allowed-once"), &[]);
+    assert_status(&out, 125);
+    assert_stderr_has(
+        &out,
+        &["will not write to the audit log", "the command was not run"],
+    );
+    assert!(!env.ws.join("ran").exists(), "the command ran");
+    assert_eq!(std::fs::read(&target).unwrap_or_default(), b"keep\n");
+    restore();
+    // Control: with the log left alone, the same grant runs the command.
+    let out = escalate(&env, &log, &approver("true", "allowed-once"), &[]);
+    assert_status(&out, 0);
+    assert!(env.ws.join("ran").exists());
 }

@@ -230,4 +230,6 @@ fn a_nested_sandgate_cannot_ask() {
     );
     assert!(ep.requests().is_empty());
     assert!(!env.outside.join("f").exists());
+    // Refused before the audit log is touched, even one the sandbox could write.
+    assert!(!env.ws.join("inner-audit.jsonl").exists(), "{}", show(&out));
 }

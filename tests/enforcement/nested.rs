@@ -57,3 +57,99 @@ fn a_nested_call_in_the_same_mode_and_workspace_keeps_working() {
     );
     assert!(!env.ws.join("ro-inner").exists(), "{}", show(&out));
 }
+
+/// The `sandgate: denied` markers in `stderr`.
+fn markers(stderr: &str) -> Vec<serde_json::Value> {
+    stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("sandgate: denied "))
+        .map(|m| serde_json::from_str(m).unwrap_or_else(|e| panic!("marker {m:?}: {e}")))
+        .collect()
+}
+
+#[test]
+fn nested_widening_is_refused_before_the_audit_log_and_the_outer_sandgate_stays_quiet() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    // The audit log exists and has a record, so "unchanged" means something.
+    let mut cmd = env.sandgate("workspace-write");
+    cmd.args([
+        "--approval",
+        "never",
+        "--sandbox-permissions",
+        "full-access",
+    ])
+    .args(["--justification", "seed", "--", "true"]);
+    assert_status(&output(&mut cmd), 77);
+    let before = std::fs::read(env.audit_log()).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!before.is_empty());
+
+    // An approver that would grant, and leaves a trace if it is ever asked.
+    let asked = env.ws.join("approver-was-asked");
+    let approver = format!(
+        r#"touch '{}'; id=$(sed -n 's/.*"id":"\([0-9a-f]*\)".*/\1/p'); printf '{{"id":"%s","decision":"allowed-once"}}' "$id""#,
+        asked.display()
+    );
+    let inner_log = env.ws.join("inner-audit.jsonl");
+    let sg = sandgate_inside().to_string_lossy().into_owned();
+    let inner = |prefix: &str| {
+        let mut cmd = env.sandgate("workspace-write");
+        cmd.arg("--").args(["/bin/sh", "-c", r#"exec "$@""#, "sh"]);
+        cmd.args(prefix.split_whitespace());
+        cmd.args([&sg, "--sandbox-permissions", "full-access"])
+            .args([
+                "--justification",
+                "x",
+                "--approver",
+                &approver,
+                "--",
+                "true",
+            ]);
+        output(&mut cmd)
+    };
+    // As the sandbox left it; without its hint; and pointing the audit log somewhere the
+    // sandbox can write.
+    for prefix in [
+        "",
+        "env -u SANDGATE_PARENT_MODE -u SANDGATE_PARENT_WORKSPACE",
+        &format!("env SANDGATE_AUDIT_LOG={}", inner_log.display()),
+    ] {
+        let out = inner(prefix);
+        assert_status(&out, 77);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let markers = markers(&stderr);
+        // The inner sandgate's own refusal, and nothing from the outer supervisor.
+        assert_eq!(markers.len(), 1, "{prefix:?}: {}", show(&out));
+        assert_eq!(markers[0]["kind"], "nested_widening", "{}", show(&out));
+        assert!(!asked.exists(), "{prefix:?}: the approver was asked");
+        assert!(!inner_log.exists(), "{prefix:?}: {}", show(&out));
+        assert_eq!(
+            std::fs::read(env.audit_log()).unwrap_or_default(),
+            before,
+            "{prefix:?}"
+        );
+    }
+
+    // A nested call that asks for nothing does not touch the audit log either.
+    let out = env.run("workspace-write", &[sg.as_str(), "--", "true"]);
+    assert_status(&out, 0);
+    assert!(
+        markers(&String::from_utf8_lossy(&out.stderr)).is_empty(),
+        "{}",
+        show(&out)
+    );
+
+    // Control: the same request from the host is asked and granted.
+    let mut cmd = env.sandgate("workspace-write");
+    cmd.args([
+        "--sandbox-permissions",
+        "full-access",
+        "--justification",
+        "x",
+    ])
+    .args(["--approver", &approver, "--", "true"]);
+    assert_status(&output(&mut cmd), 0);
+    assert!(asked.exists());
+}
