@@ -543,6 +543,11 @@ fn run(op: &str, args: &[String]) -> Res {
             println!("{}", nix::unistd::geteuid());
             Ok(())
         }
+        "setpgid" => {
+            // Join the existing process group PGID.
+            let pgid: i32 = arg(0).parse().map_err(|_| Errno::EINVAL)?;
+            raw(unsafe { libc::setpgid(0, pgid) }.into())
+        }
         "unix-bind-abstract" => {
             // Bind NAME in the abstract namespace, say so, and hold it for MILLIS.
             let l = sock(AddressFamily::Unix, SockType::Stream)?;

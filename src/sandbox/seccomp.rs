@@ -334,6 +334,15 @@ const DENY_LIST: &[Denied] = &[
         "process_control",
         Args::OtherPid(0),
     ),
+    // Joining an existing process group: a process left in the background by an earlier
+    // call could join the user's shell's group, the terminal's foreground at the prompt,
+    // and read the next typed line. `setpgid(pid, 0)` (a group of its own) stays allowed.
+    widenable(
+        libc::SYS_setpgid,
+        "setpgid",
+        "process_control",
+        Args::OtherPid(1),
+    ),
     widenable(libc::SYS_kcmp, "kcmp", "process_control", Args::Any),
     widenable(
         libc::SYS_process_mrelease,
@@ -379,12 +388,12 @@ const PRCTL_OPTIONS: [u64; 1] = [PR_SCHED_CORE];
 /// for its own ptys), `TCFLSH`/`TCXONC` (flush and flow control: password prompts flush,
 /// and neither moves input to another reader).
 ///
+/// Joining another process group (`setpgid(pid, PGID)`) is refused in `DENY_LIST`: the
+/// filter cannot tell the user's shell's group from a sandboxed one, and a shell inside
+/// has no job control to need it anyway.
+///
 /// Not covered: a sandboxed session leader (after `setsid`) that opens a terminal without
-/// `O_NOCTTY` still takes it when its session has ended, as `TIOCSCTTY` would; and
-/// `setpgid(0, PGID)` lets a sandboxed process join another process group of the same
-/// session — the user's shell's, which is the foreground at the prompt — and read the
-/// terminal from there. The filter cannot tell a host group from a sandboxed one (a shell
-/// inside joins its pipelines' groups the same way); that needs the supervisor.
+/// `O_NOCTTY` still takes it when its session has ended, as `TIOCSCTTY` would.
 const TERMINAL_IOCTLS: [u64; 9] = [
     TIOCSTI,
     TIOCLINUX,
@@ -974,6 +983,12 @@ mod tests {
             );
             assert_eq!(run(&observing, nr, [0; 6]), ALLOW, "{name}");
         }
+        // setpgid(pid, pgid): a group of its own is fine, joining another is not.
+        let setpgid = libc::SYS_setpgid;
+        assert_eq!(run(&p, setpgid, [0; 6]), ALLOW);
+        assert_eq!(run(&p, setpgid, [1234, 0, 0, 0, 0, 0]), ALLOW);
+        assert_eq!(run(&p, setpgid, [0, 1234, 0, 0, 0, 0]), EPERM);
+        assert_eq!(run(&p, setpgid, [0, garbage(1234), 0, 0, 0, 0]), EPERM);
         for nr in [libc::SYS_kcmp, libc::SYS_process_mrelease] {
             assert_eq!(run(&p, nr, [0; 6]), EPERM, "{}", syscall_name(nr));
         }

@@ -443,3 +443,17 @@ fn no_kind_of_signal_reaches_a_host_process() {
     });
     assert!(killed, "control: SIGIO did not kill the bystander");
 }
+
+#[test]
+fn a_sandboxed_process_cannot_join_a_host_process_group() {
+    if !require_full_enforcement() {
+        return;
+    }
+    use std::os::unix::process::CommandExt;
+    let env = TestEnv::new();
+    // A group of the host's in this same session, as the user's shell's is at the prompt.
+    let mut group = Command::new("sleep");
+    group.arg("60").stdin(Stdio::null()).process_group(0);
+    let host_group = Bystander(group.spawn().unwrap_or_else(|e| panic!("{e}")));
+    env.assert_refused(&["setpgid", &host_group.pid()], "EPERM");
+}
