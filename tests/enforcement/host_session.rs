@@ -163,7 +163,9 @@ fn an_extra_writable_root_does_not_make_its_sockets_reachable() {
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("\"allow\":[\"--allow-unix-socket\",") && stderr.contains("service.sock"),
+        !observing()
+            || stderr.contains("\"allow\":[\"--allow-unix-socket\",")
+                && stderr.contains("service.sock"),
         "{}",
         show(&out)
     );
@@ -487,7 +489,8 @@ fn a_workspace_under_tmp_stays_visible_with_its_markers() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         let marker = format!("\"path\":\"{}\"", target.display());
         assert!(
-            stderr.contains(&marker) && stderr.contains(&format!("\"needed\":\"{needed}\"")),
+            !observing()
+                || stderr.contains(&marker) && stderr.contains(&format!("\"needed\":\"{needed}\"")),
             "{mode}: {}",
             show(&out)
         );

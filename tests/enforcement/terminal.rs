@@ -181,7 +181,7 @@ fn the_terminal_cannot_become_a_sandboxed_processs_controlling_terminal() {
     }
     let env = TestEnv::new();
     let probe = probe().to_string_lossy().into_owned();
-    let observing = std::env::var_os("SANDGATE_TEST_NO_OBSERVE").is_none();
+    let observing = observing();
     for mode in ["read-only", "workspace-write"] {
         let (status, shown) = on_pty(&env, mode, &[&probe, "tiocsctty-steal"], b"");
         assert_eq!(status, Some(0));

@@ -120,7 +120,7 @@ impl TestEnv {
         cmd.current_dir(&self.ws).args(["--sandbox", mode]);
         // scripts/test runs the enforcement suite a second time without observation: the
         // same operations must succeed and fail either way.
-        if std::env::var_os("SANDGATE_TEST_NO_OBSERVE").is_some() {
+        if !observing() {
             cmd.arg("--no-observe");
         }
         cmd
@@ -230,6 +230,12 @@ pub fn private_tmp_of(env: &TestEnv) -> PathBuf {
     let out = output(cmd.arg("tmp").arg("--workspace").arg(&env.ws));
     assert_status(&out, 0);
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// False when scripts/test re-runs the suite with `--no-observe`: the sandbox is the
+/// same, but no markers come.
+pub fn observing() -> bool {
+    std::env::var_os("SANDGATE_TEST_NO_OBSERVE").is_none()
 }
 
 /// Runs a command, returning its output.
