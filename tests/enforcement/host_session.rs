@@ -506,3 +506,45 @@ fn a_workspace_under_tmp_stays_visible_with_its_markers() {
         "w\n"
     );
 }
+
+#[test]
+fn tmp_clean_removes_the_private_temp_without_following_a_planted_link() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let victim = env.outside.join("keep");
+    std::fs::write(&victim, "precious").unwrap_or_else(|e| panic!("{e}"));
+    let out = env.sh(
+        "workspace-write",
+        &format!(
+            "mkdir -p /tmp/d && ln -s '{}' /tmp/d/link && echo x > /tmp/file",
+            env.outside.display()
+        ),
+    );
+    assert_status(&out, 0);
+    let private = private_tmp_of(&env);
+    assert!(
+        private.join("d/link").symlink_metadata().is_ok(),
+        "{}",
+        private.display()
+    );
+    let mut clean = Command::new(sandgate());
+    env.isolate(&mut clean);
+    clean.args(["tmp", "--clean", "--workspace"]).arg(&env.ws);
+    let out = output(&mut clean);
+    assert_status(&out, 0);
+    assert!(!private.exists(), "{} is still there", private.display());
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap_or_default(),
+        "precious"
+    );
+    // The next call starts with an empty /tmp again.
+    let out = env.sh("workspace-write", "ls -A /tmp | wc -l");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "0",
+        "{}",
+        show(&out)
+    );
+}
