@@ -548,6 +548,25 @@ fn run(op: &str, args: &[String]) -> Res {
             let pgid: i32 = arg(0).parse().map_err(|_| Errno::EINVAL)?;
             raw(unsafe { libc::setpgid(0, pgid) }.into())
         }
+        "detach-and-read" => {
+            // Give up the controlling terminal (setsid, else TIOCNOTTY), then read the
+            // terminal on stdin for MILLIS: job control no longer stops the reads.
+            unsafe { libc::signal(libc::SIGTTIN, libc::SIG_IGN) };
+            let setsid = nix::unistd::setsid().map(drop);
+            let notty = raw(unsafe { libc::ioctl(0, libc::TIOCNOTTY) }.into());
+            let shown = |r: &Res| r.map_or_else(|e| format!("err:{e:?}"), |()| "ok".into());
+            println!("setsid {} notty {}", shown(&setsid), shown(&notty));
+            let until = std::time::Instant::now()
+                + std::time::Duration::from_millis(arg(0).parse().unwrap_or(2000));
+            let mut buf = [0u8; 256];
+            while std::time::Instant::now() < until {
+                match nix::unistd::read(std::io::stdin(), &mut buf) {
+                    Ok(n) if n > 0 => println!("stolen:{}", String::from_utf8_lossy(&buf[..n])),
+                    _ => std::thread::sleep(std::time::Duration::from_millis(20)),
+                }
+            }
+            setsid.and(notty)
+        }
         "unix-bind-abstract" => {
             // Bind NAME in the abstract namespace, say so, and hold it for MILLIS.
             let l = sock(AddressFamily::Unix, SockType::Stream)?;

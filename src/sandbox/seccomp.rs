@@ -64,6 +64,7 @@ const TIOCSPGRP: u64 = 0x5410;
 const TIOCCONS: u64 = 0x541D;
 const TIOCSETD: u64 = 0x5423;
 const TIOCVHANGUP: u64 = 0x5437;
+const TIOCNOTTY: u64 = 0x5422;
 const TIOCSLCKTRMIOS: u64 = 0x5457;
 const SOCK_TYPE_MASK: u64 = 0xf;
 const SOCK_STREAM: u64 = libc::SOCK_STREAM as u64;
@@ -343,6 +344,12 @@ const DENY_LIST: &[Denied] = &[
         "process_control",
         Args::OtherPid(1),
     ),
+    // Leaving the session drops the controlling terminal, and the kernel's job control
+    // (SIGTTIN, EIO) guards only a process's controlling terminal: a process left in the
+    // background by an earlier call could `setsid` and then read the user's next typed
+    // lines from the terminal fd it still holds. (`TIOCNOTTY` is refused for the same
+    // reason, in `TERMINAL_IOCTLS`.)
+    widenable(libc::SYS_setsid, "setsid", "terminal", Args::Any),
     widenable(libc::SYS_kcmp, "kcmp", "process_control", Args::Any),
     widenable(
         libc::SYS_process_mrelease,
@@ -372,7 +379,10 @@ const PRCTL_OPTIONS: [u64; 1] = [PR_SCHED_CORE];
 /// - `TIOCSETD` swaps its line discipline (what sits between the device and every reader);
 /// - `TIOCVHANGUP` hangs up every other holder; `TIOCSLCKTRMIOS` locks its modes against
 ///   them; `TIOCEXCL` makes every later open of the device fail, for the user too, until
-///   it is closed.
+///   it is closed;
+/// - `TIOCNOTTY` gives up the controlling terminal, like `setsid` (refused in `DENY_LIST`):
+///   job control guards only a process's controlling terminal, so a background process
+///   that gave it up reads the user's typed lines from the fd it still holds.
 ///
 /// The cost: nothing in the sandbox can make a terminal controlling or set a foreground
 /// group, so an interactive shell inside runs without job control (`bash -i` says so once
@@ -382,9 +392,8 @@ const PRCTL_OPTIONS: [u64; 1] = [PR_SCHED_CORE];
 ///
 /// Left allowed, deliberately: `TCSETS*` (every interactive program sets raw mode; a
 /// background process can do it only with `SIGTTOU` ignored, and the modes never send
-/// input elsewhere), `TIOCSWINSZ` (a size; ptys the sandbox makes need it), `TIOCNOTTY`
-/// (only the session leader's — sandgate's or the user's shell's, never a sandboxed
-/// process's — notifies others), `TIOCSIG` (on a pty master, which the sandbox holds only
+/// input elsewhere), `TIOCSWINSZ` (a size; ptys the sandbox makes need it), `TIOCSIG` (on
+/// a pty master, which the sandbox holds only
 /// for its own ptys), `TCFLSH`/`TCXONC` (flush and flow control: password prompts flush,
 /// and neither moves input to another reader).
 ///
@@ -392,9 +401,9 @@ const PRCTL_OPTIONS: [u64; 1] = [PR_SCHED_CORE];
 /// filter cannot tell the user's shell's group from a sandboxed one, and a shell inside
 /// has no job control to need it anyway.
 ///
-/// Not covered: a sandboxed session leader (after `setsid`) that opens a terminal without
-/// `O_NOCTTY` still takes it when its session has ended, as `TIOCSCTTY` would.
-const TERMINAL_IOCTLS: [u64; 9] = [
+/// With `setsid` refused, no sandboxed process is a session leader, so none can take a
+/// controlling terminal by opening one either.
+const TERMINAL_IOCTLS: [u64; 10] = [
     TIOCSTI,
     TIOCLINUX,
     TIOCSPGRP,
@@ -404,6 +413,7 @@ const TERMINAL_IOCTLS: [u64; 9] = [
     TIOCVHANGUP,
     TIOCSLCKTRMIOS,
     TIOCEXCL,
+    TIOCNOTTY,
 ];
 
 /// Whole request ranges refused, as (mask, value): the Linux virtual console's `KD*`
@@ -1072,7 +1082,6 @@ mod tests {
             0x540F,      // TIOCGPGRP
             0x5413,      // TIOCGWINSZ
             0x5414,      // TIOCSWINSZ
-            0x5422,      // TIOCNOTTY
             0x5429,      // TIOCGSID
             0x541B,      // FIONREAD
             0x4020_5436, // TIOCSIG
@@ -1103,6 +1112,7 @@ mod tests {
                 libc::TIOCVHANGUP,
                 libc::TIOCSLCKTRMIOS,
                 libc::TIOCEXCL,
+                libc::TIOCNOTTY,
             ]
             .map(u64::from)
         );

@@ -187,10 +187,10 @@ fn the_terminal_cannot_become_a_sandboxed_processs_controlling_terminal() {
         assert_eq!(status, Some(0));
         assert!(shown.contains("err:EPERM"), "{mode}: {shown:?}");
         // Without CAP_SYS_ADMIN the kernel refuses a steal too: the marker shows that the
-        // filter refused it first.
+        // filter refused it first (at `setsid`, the step before).
         if observing {
             assert!(
-                shown.contains(r#""op":"terminal""#) && shown.contains(r#""syscall":"ioctl""#),
+                shown.contains(r#""op":"terminal""#) && shown.contains(r#""syscall":"setsid""#),
                 "{mode}: {shown:?}"
             );
         }
@@ -217,13 +217,13 @@ fn terminal_takeover_and_redirection_requests_are_refused() {
         ("TIOCVHANGUP", "5437"),
         ("TIOCSLCKTRMIOS", "5457"),
         ("TIOCEXCL", "540c"),
+        ("TIOCNOTTY", "5422"),
         ("KDSKBENT", "4b47"),
         ("VT_ACTIVATE", "5606"),
     ];
     let allowed = [
         ("TCSETS", "5402"),
         ("TIOCSWINSZ", "5414"),
-        ("TIOCNOTTY", "5422"),
         ("TCFLSH", "540b"),
     ];
     for (name, request) in refused.iter().chain(&allowed) {
@@ -249,4 +249,76 @@ fn terminal_takeover_and_redirection_requests_are_refused() {
             );
         }
     }
+}
+
+/// Call 1 leaves a process in the background that tries to give up the controlling
+/// terminal (so job control no longer stops its reads) and then reads the terminal; the
+/// session's shell then reads the line the user types. Returns what the terminal showed.
+fn background_reader(env: &TestEnv, mode: &str) -> String {
+    let pty = nix::pty::openpty(None, None).unwrap_or_else(|e| panic!("openpty: {e}"));
+    let slave = |fd: &OwnedFd| Stdio::from(fd.try_clone().unwrap_or_else(|e| panic!("{e}")));
+    let inner = format!("{} detach-and-read 2500 &", probe().display());
+    let mut cmd = Command::new("setsid");
+    cmd.arg("-c")
+        .args([
+            "/bin/sh",
+            "-c",
+            r#""$@"; read line; echo "shell-read:$line""#,
+            "sh",
+        ])
+        .arg(sandgate())
+        .args(["--sandbox", mode, "--workspace"])
+        .arg(&env.ws)
+        .args(["--", "/bin/sh", "-c", &inner]);
+    env.isolate(&mut cmd);
+    cmd.current_dir(&env.ws)
+        .stdin(slave(&pty.slave))
+        .stdout(slave(&pty.slave))
+        .stderr(slave(&pty.slave));
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
+    drop(cmd);
+    drop(pty.slave);
+    let mut master = std::fs::File::from(pty.master);
+    let mut reader = master.try_clone().unwrap_or_else(|e| panic!("{e}"));
+    let collector = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = reader.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            out.extend_from_slice(&buf[..n]);
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    });
+    // The user types at the prompt after sandgate has returned.
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    master
+        .write_all(b"typed-secret\n")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let _ = child.wait();
+    collector.join().unwrap_or_default()
+}
+
+#[test]
+fn a_background_process_cannot_read_what_the_user_types_next() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    for mode in ["read-only", "workspace-write"] {
+        let shown = background_reader(&env, mode);
+        assert!(
+            shown.contains("setsid err:EPERM notty err:EPERM"),
+            "{mode}: both ways out of the session must be refused: {shown:?}"
+        );
+        assert!(!shown.contains("stolen:"), "{mode}: {shown:?}");
+        assert!(
+            shown.contains("shell-read:typed-secret"),
+            "{mode}: {shown:?}"
+        );
+    }
+    // Control: unconfined, the process leaves the session (and may then read the line).
+    let shown = background_reader(&env, "full-access");
+    assert!(shown.contains("setsid ok"), "control: {shown:?}");
 }
