@@ -567,6 +567,45 @@ fn run(op: &str, args: &[String]) -> Res {
             }
             setsid.and(notty)
         }
+        "exchange-loop" => {
+            // Swap A and B (a directory and a symlink, say) back and forth for MILLIS,
+            // as a process left by an earlier call racing sandgate's checks would.
+            let (a, b) = (
+                CString::new(arg(0)).map_err(|_| Errno::EINVAL)?,
+                CString::new(arg(1)).map_err(|_| Errno::EINVAL)?,
+            );
+            let until = std::time::Instant::now()
+                + std::time::Duration::from_millis(arg(2).parse().unwrap_or(1000));
+            while std::time::Instant::now() < until {
+                raw(unsafe {
+                    libc::syscall(
+                        libc::SYS_renameat2,
+                        libc::AT_FDCWD,
+                        a.as_ptr(),
+                        libc::AT_FDCWD,
+                        b.as_ptr(),
+                        libc::RENAME_EXCHANGE,
+                    )
+                })?;
+            }
+            Ok(())
+        }
+        "mq-create" => {
+            // Create the POSIX message queue NAME ("/name") holding one message.
+            let name = CString::new(arg(0)).map_err(|_| Errno::EINVAL)?;
+            let q = unsafe {
+                libc::mq_open(
+                    name.as_ptr(),
+                    libc::O_CREAT | libc::O_RDWR,
+                    0o644,
+                    std::ptr::null_mut::<libc::mq_attr>(),
+                )
+            };
+            if q == -1 {
+                return Err(Errno::last());
+            }
+            raw(unsafe { libc::mq_send(q, c"host-secret".as_ptr(), 11, 0) }.into())
+        }
         "unix-bind-abstract" => {
             // Bind NAME in the abstract namespace, say so, and hold it for MILLIS.
             let l = sock(AddressFamily::Unix, SockType::Stream)?;

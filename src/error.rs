@@ -140,6 +140,7 @@ impl Error {
                 | PolicyError::WritableRootIsRoot { .. }
                 | PolicyError::WritableRoot { .. }
                 | PolicyError::RedirectedRoot { .. }
+                | PolicyError::WorkspaceChanged { .. }
                 | PolicyError::SharedTempAsRoot { .. }
                 | PolicyError::AllowedSocket { .. }
                 | PolicyError::BadProfile { .. }

@@ -264,7 +264,8 @@ fn run_inner(args: RunArgs, shellish: Shellish, caller: Caller) -> Result<i32, E
     }
     let request = Request {
         mode: Some(mode),
-        workspace: Some(workspace),
+        // As given: the policy resolves it once more, following and checking its links.
+        workspace: args.workspace.clone(),
         writable_roots: args.writable_roots,
         allowed_sockets: args
             .allow_unix_sockets
@@ -280,6 +281,15 @@ fn run_inner(args: RunArgs, shellish: Shellish, caller: Caller) -> Result<i32, E
         protected_paths,
     };
     let plan = policy::resolve(request, &env)?;
+    if plan.workspace != workspace {
+        // Swapped between the two looks: the configuration and the question were about
+        // another directory than the one the sandbox would open.
+        return Err(PolicyError::WorkspaceChanged {
+            before: workspace,
+            after: plan.workspace,
+        }
+        .into());
+    }
     let features = Features::detect();
     let mut skip = match &plan.confinement {
         Confinement::None => vec![],

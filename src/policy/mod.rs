@@ -62,6 +62,8 @@ pub enum PolicyError {
     },
     #[error("refusing {} as {what}: inside the sandbox it is private, and making the host's writable would hand over its sockets and shared memory; use a directory beneath it", path.display())]
     SharedTempAsRoot { what: &'static str, path: PathBuf },
+    #[error("the workspace changed while sandgate looked at it ({} became {}); refusing to guess", before.display(), after.display())]
+    WorkspaceChanged { before: PathBuf, after: PathBuf },
     #[error("cannot allow unix socket {}: {why}", path.display())]
     AllowedSocket { path: PathBuf, why: String },
     #[error("cannot read the current directory: {0}")]
@@ -193,7 +195,8 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
     if request.command.is_empty() {
         return Err(PolicyError::NoCommand);
     }
-    let workspace = workspace::resolve(request.workspace.as_deref(), &env.cwd)?;
+    let workspace_resolved = workspace::resolve_with_links(request.workspace.as_deref(), &env.cwd)?;
+    let workspace = workspace_resolved.path.clone();
     let asked = request.mode.unwrap_or(Mode::WorkspaceWrite);
     let (mode, narrowed_from) = match &env.parent {
         Some(parent) if asked > parent.mode => (parent.mode, Some(asked)),
@@ -210,17 +213,17 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
                 ProfileSpec::Restricted(ww) => placeholders.existing(&ww.writable_roots),
                 ProfileSpec::None { .. } => BTreeSet::new(),
             };
-            let mut extra_given = Vec::new();
+            // Each root as given, resolved once: the links it passed are checked below.
+            let mut given = vec![("the workspace", workspace_resolved)];
             for extra in &request.writable_roots {
                 let path = env.cwd.join(extra);
-                let canonical =
-                    std::fs::canonicalize(&path).map_err(|source| PolicyError::WritableRoot {
-                        path: path.clone(),
-                        source,
-                    })?;
-                workspace_write_roots.insert(canonical);
-                extra_given.push(path);
+                let resolved = roots::resolve(&path)
+                    .map_err(|source| PolicyError::WritableRoot { path, source })?;
+                workspace_write_roots.insert(resolved.path.clone());
+                given.push(("writable root", resolved));
             }
+            let tmpdir = env.tmpdir.as_deref().and_then(|t| roots::resolve(t).ok());
+            given.extend(tmpdir.map(|t| ("$TMPDIR", t)));
             for root in &workspace_write_roots {
                 if root == Path::new("/") {
                     return Err(PolicyError::WritableRootIsRoot {
@@ -238,7 +241,15 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
                 Mode::WorkspaceWrite => workspace_write_roots.clone(),
                 Mode::ReadOnly | Mode::FullAccess => placeholders.existing(&spec.writable_roots),
             };
-            check_redirects(&request, env, &extra_given, &writable_roots)?;
+            for (what, resolved) in &given {
+                if let Some(link) = resolved.planted_in(&writable_roots) {
+                    return Err(PolicyError::RedirectedRoot {
+                        what,
+                        path: resolved.path.clone(),
+                        link: link.clone(),
+                    });
+                }
+            }
             let subpaths: Vec<String> = spec
                 .protected_subpaths
                 .iter()
@@ -264,13 +275,13 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
                 .iter()
                 .map(|p| allowed_socket(&env.cwd.join(p)))
                 .collect::<Result<BTreeSet<_>, _>>()?;
-            let kept_visible = std::iter::once(&workspace)
-                .chain(&writable_roots)
-                .chain(&allowed_sockets)
-                .chain(std::iter::once(&env.cwd))
-                .filter(|p| roots::hidden_by_temp(p))
-                .cloned()
-                .collect();
+            let kept_visible = roots::outermost(
+                std::iter::once(&workspace)
+                    .chain(&writable_roots)
+                    .chain(&allowed_sockets)
+                    .chain(std::iter::once(&env.cwd))
+                    .filter(|p| roots::hidden_by_temp(p)),
+            );
             Confinement::Restricted(Restrictions {
                 protected: protected
                     .read_only
@@ -300,8 +311,9 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
         Confinement::None => None,
         Confinement::Restricted(r) => Some(
             env.tmpdir
-                .as_ref()
-                .and_then(|t| std::fs::canonicalize(t).ok())
+                .as_deref()
+                .and_then(|t| roots::resolve(t).ok())
+                .map(|t| t.path)
                 .filter(|t| mode == Mode::WorkspaceWrite && t.starts_with(&workspace))
                 .filter(|_| matches!(r.temp, Temp::PerWorkspace))
                 .unwrap_or_else(|| PathBuf::from("/tmp")),
@@ -318,36 +330,6 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
         observe: request.observe,
         narrowed_from,
     })
-}
-
-/// Refuses a workspace, writable root or in-workspace `$TMPDIR` whose path, as given,
-/// passes through a symlink inside a writable root of this call.
-fn check_redirects(
-    request: &Request,
-    env: &Env,
-    extra_given: &[PathBuf],
-    writable_roots: &BTreeSet<PathBuf>,
-) -> Result<(), PolicyError> {
-    let workspace = request.workspace.as_ref().map(|w| env.cwd.join(w));
-    let tmpdir = env
-        .tmpdir
-        .as_ref()
-        .filter(|t| writable_roots.iter().any(|r| t.starts_with(r)));
-    let given = workspace
-        .iter()
-        .map(|p| ("the workspace", p))
-        .chain(extra_given.iter().map(|p| ("writable root", p)))
-        .chain(tmpdir.map(|p| ("$TMPDIR", p)));
-    for (what, path) in given {
-        if let Some(link) = roots::planted_symlink(path, writable_roots) {
-            return Err(PolicyError::RedirectedRoot {
-                what,
-                path: path.clone(),
-                link,
-            });
-        }
-    }
-    Ok(())
 }
 
 /// Canonicalises a socket named by `--allow-unix-socket`, which must exist and be one.

@@ -8,33 +8,80 @@ use std::path::{Component, Path, PathBuf};
 /// The host directories every restricted sandbox replaces with private ones.
 pub const SHARED_TEMPS: [&str; 2] = ["/tmp", "/dev/shm"];
 
-/// Returns the first symlink on the way to `given` (absolute, as the user wrote it) that
-/// lies inside one of `roots`. A sandboxed command may have planted it there in an
-/// earlier call to point a later call's writable root at, say, `~/.ssh`; nothing tells
-/// such a link from one the user made, so the root is refused either way.
-pub fn planted_symlink(given: &Path, roots: &BTreeSet<PathBuf>) -> Option<PathBuf> {
+/// Links followed before giving up with ELOOP, as the kernel does.
+const MAX_LINKS: usize = 40;
+
+/// A path resolved the way the kernel would, with every symlink followed on the way.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    /// The canonical path.
+    pub path: PathBuf,
+    /// Each symlink followed, as its own (canonical-parent) path.
+    pub links: Vec<PathBuf>,
+}
+
+impl Resolved {
+    /// Returns the first link followed that lies inside one of `roots`. A sandboxed
+    /// command may have planted it there in an earlier call to point a later call's
+    /// writable root at, say, `~/.ssh`; nothing tells such a link from one the user made,
+    /// so the root is refused either way.
+    pub fn planted_in(&self, roots: &BTreeSet<PathBuf>) -> Option<&PathBuf> {
+        self.links.iter().find(|link| {
+            let parent = link.parent().unwrap_or(Path::new("/"));
+            roots.iter().any(|r| parent.starts_with(r))
+        })
+    }
+}
+
+/// Resolves `given` (absolute) like `canonicalize`, but in one walk that also records
+/// every symlink it follows: deciding on the links and resolving the path in two walks
+/// would let a process swap a directory for a link between them.
+///
+/// # Errors
+/// A missing component, a loop (ELOOP), or a non-directory on the way.
+pub fn resolve(given: &Path) -> std::io::Result<Resolved> {
     let mut resolved = PathBuf::from("/");
-    for part in given.components() {
-        match part {
-            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
-            Component::ParentDir => {
-                resolved.pop();
-            }
-            Component::Normal(name) => {
-                let next = resolved.join(name);
-                let is_link = next.symlink_metadata().ok()?.file_type().is_symlink();
-                if is_link {
-                    if roots.iter().any(|r| resolved.starts_with(r)) {
-                        return Some(next);
-                    }
-                    resolved = std::fs::canonicalize(&next).ok()?;
-                } else {
-                    resolved = next;
-                }
+    let mut links = Vec::new();
+    let mut pending: Vec<std::ffi::OsString> = given
+        .components()
+        .rev()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n.to_owned()),
+            Component::ParentDir => Some("..".into()),
+            _ => None,
+        })
+        .collect();
+    while let Some(name) = pending.pop() {
+        if name == ".." {
+            resolved.pop();
+            continue;
+        }
+        let next = resolved.join(&name);
+        let meta = next.symlink_metadata()?;
+        if !meta.file_type().is_symlink() {
+            resolved = next;
+            continue;
+        }
+        if links.len() >= MAX_LINKS {
+            return Err(std::io::Error::from_raw_os_error(libc::ELOOP));
+        }
+        let target = std::fs::read_link(&next)?;
+        links.push(next);
+        if target.is_absolute() {
+            resolved = PathBuf::from("/");
+        }
+        for c in target.components().rev() {
+            match c {
+                Component::Normal(n) => pending.push(n.to_owned()),
+                Component::ParentDir => pending.push("..".into()),
+                _ => {}
             }
         }
     }
-    None
+    Ok(Resolved {
+        path: resolved,
+        links,
+    })
 }
 
 /// Returns true when the private `/tmp` or `/dev/shm` would cover `path`.
@@ -42,6 +89,18 @@ pub fn hidden_by_temp(path: &Path) -> bool {
     SHARED_TEMPS
         .iter()
         .any(|t| path.starts_with(t) && path != Path::new(t))
+}
+
+/// Keeps only the paths that no other path of the set lies beneath. What is kept visible
+/// on top of the private temp is bound with everything beneath it, so a nested path is
+/// already there; making its mount point too would walk into the host's directory bound
+/// above it (and remove what is in the way: the host's own files).
+pub fn outermost<'a>(paths: impl Iterator<Item = &'a PathBuf>) -> BTreeSet<PathBuf> {
+    let all: BTreeSet<&PathBuf> = paths.collect();
+    all.iter()
+        .filter(|p| !all.iter().any(|q| q != *p && p.starts_with(q)))
+        .map(|p| (*p).clone())
+        .collect()
 }
 
 /// Returns true when `path` is one of the shared temp directories themselves: as a
@@ -63,23 +122,26 @@ mod tests {
         std::fs::create_dir_all(ws.join("real"))?;
         std::fs::create_dir_all(base.join("elsewhere"))?;
         std::os::unix::fs::symlink(base.join("elsewhere"), ws.join("planted"))?;
-        std::os::unix::fs::symlink(&ws, base.join("ws-link"))?;
+        std::os::unix::fs::symlink("../ws", base.join("ws-link"))?;
         let roots = BTreeSet::from([ws.clone()]);
-        assert_eq!(
-            planted_symlink(&ws.join("planted"), &roots),
-            Some(ws.join("planted"))
-        );
-        assert_eq!(
-            planted_symlink(&ws.join("real/../planted"), &roots),
-            Some(ws.join("planted"))
-        );
-        assert_eq!(planted_symlink(&ws.join("real"), &roots), None);
+        let planted = resolve(&ws.join("planted"))?;
+        assert_eq!(planted.path, base.join("elsewhere"));
+        assert_eq!(planted.planted_in(&roots), Some(&ws.join("planted")));
+        let dotdot = resolve(&ws.join("real/../planted"))?;
+        assert_eq!(dotdot.planted_in(&roots), Some(&ws.join("planted")));
+        assert_eq!(resolve(&ws.join("real"))?.planted_in(&roots), None);
         // A link outside every root (the user's own) is followed, then checked beyond.
-        assert_eq!(planted_symlink(&base.join("ws-link/real"), &roots), None);
+        let users = resolve(&base.join("ws-link/real"))?;
+        assert_eq!(users.path, ws.join("real"));
+        assert_eq!(users.planted_in(&roots), None);
+        let through = resolve(&base.join("ws-link/planted"))?;
+        assert_eq!(through.planted_in(&roots), Some(&ws.join("planted")));
         assert_eq!(
-            planted_symlink(&base.join("ws-link/planted"), &roots),
-            Some(ws.join("planted"))
+            through.path,
+            std::fs::canonicalize(base.join("ws-link/planted"))?
         );
+        std::os::unix::fs::symlink("loop", base.join("loop"))?;
+        assert!(resolve(&base.join("loop")).is_err());
         Ok(())
     }
 
@@ -90,6 +152,11 @@ mod tests {
         assert!(!hidden_by_temp(Path::new("/tmp")));
         assert!(!hidden_by_temp(Path::new("/tmpx/ws")));
         assert!(is_shared_temp(Path::new("/tmp")));
+        let paths = ["/tmp/a", "/tmp/a/s", "/tmp/b", "/tmp/ab"].map(PathBuf::from);
+        assert_eq!(
+            outermost(paths.iter()),
+            BTreeSet::from(["/tmp/a", "/tmp/b", "/tmp/ab"].map(PathBuf::from))
+        );
         assert!(!is_shared_temp(Path::new("/tmp/ws")));
     }
 }

@@ -1,5 +1,5 @@
 //! Finds the workspace for a call: the explicit one, else the git top-level of the current
-//! directory, else the current directory (DESIGN §8).
+//! directory, else the current directory.
 //!
 //! The git top-level is found by walking up for a `.git` entry rather than by running
 //! `git rev-parse`: sandgate starts before every command an agent runs, and a child process
@@ -7,35 +7,45 @@
 
 use std::path::{Path, PathBuf};
 
+use super::roots::{self, Resolved};
 use super::PolicyError;
 
 /// Returns the canonical workspace, refusing `/`.
 ///
 /// # Errors
-/// The workspace must exist, be a directory, and not be `/` (a writable `/` is full access
-/// under another name).
+/// See [`resolve_with_links`].
 pub fn resolve(explicit: Option<&Path>, cwd: &Path) -> Result<PathBuf, PolicyError> {
+    resolve_with_links(explicit, cwd).map(|r| r.path)
+}
+
+/// Returns the canonical workspace and the symlinks followed to reach it.
+///
+/// # Errors
+/// The workspace must exist, be a directory, and not be `/` (a writable `/` is full access
+/// under another name) nor `/tmp` or `/dev/shm`.
+pub fn resolve_with_links(explicit: Option<&Path>, cwd: &Path) -> Result<Resolved, PolicyError> {
     let candidate = match explicit {
         Some(dir) => cwd.join(dir),
         None => git_toplevel(cwd).unwrap_or_else(|| cwd.to_path_buf()),
     };
-    let canonical = std::fs::canonicalize(&candidate).map_err(|source| PolicyError::Workspace {
+    let resolved = roots::resolve(&candidate).map_err(|source| PolicyError::Workspace {
         path: candidate.clone(),
         source,
     })?;
+    let canonical = resolved.path.clone();
     if !canonical.is_dir() {
         return Err(PolicyError::WorkspaceNotDir(canonical));
     }
     if canonical == Path::new("/") {
         return Err(PolicyError::WorkspaceIsRoot);
     }
-    if super::roots::is_shared_temp(&canonical) {
+    if roots::is_shared_temp(&canonical) {
         return Err(PolicyError::SharedTempAsRoot {
             what: "the workspace",
             path: canonical,
         });
     }
-    Ok(canonical)
+    Ok(resolved)
 }
 
 /// Returns the nearest ancestor of `cwd` (itself included) that holds a `.git` entry.

@@ -43,6 +43,8 @@ pub enum LandlockError {
     Path(#[from] landlock::PathFdError),
     #[error(transparent)]
     Ruleset(#[from] RulesetError),
+    #[error("a writable root cannot be opened without following a symlink: {0}")]
+    Root(std::io::Error),
 }
 
 /// A ruleset ready to be applied in the child.
@@ -63,7 +65,8 @@ pub fn prepare(r: &Restrictions) -> Result<Prepared, LandlockError> {
             AccessFs::from_read(NEWEST),
         ))?;
     for root in &r.writable_roots {
-        ruleset = ruleset.add_rule(PathBeneath::new(PathFd::new(root)?, rights_for(root)))?;
+        let fd = super::open_exact(root).map_err(LandlockError::Root)?;
+        ruleset = ruleset.add_rule(PathBeneath::new(fd, rights_for(root)))?;
     }
     for dev in &r.devices {
         ruleset = ruleset.add_rule(PathBeneath::new(PathFd::new(dev)?, device()))?;

@@ -136,6 +136,20 @@ pub fn prepare(
     })))
 }
 
+/// Opens a canonical `path` (`O_PATH`) only if no component of it is a symlink: it then
+/// opens as the object it named when it was resolved, not whatever a link swapped in since
+/// (by a process an earlier call left running) points to.
+///
+/// # Errors
+/// `ELOOP` when a component is a symlink now; any other open failure.
+pub(crate) fn open_exact(path: &std::path::Path) -> io::Result<OwnedFd> {
+    use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag, AT_FDCWD};
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS);
+    Ok(openat2(AT_FDCWD, path, how)?)
+}
+
 /// Reads the highest capability number the kernel knows.
 fn last_cap() -> u32 {
     std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")

@@ -16,8 +16,9 @@
 //!    (TCP is refused by landlock and seccomp anyway);
 //! 2. open what must stay visible beneath `/tmp` or `/dev/shm` (the workspace, writable
 //!    roots, allowed sockets, the cwd) while the host's are still in view;
-//! 3. cover `/tmp` with the private temp (an empty tmpfs, or the workspace's own directory)
-//!    and `/dev/shm` with an empty tmpfs, then put each kept object back at its own path;
+//! 3. cover `/tmp` with the private temp (an empty tmpfs, or the workspace's own directory),
+//!    `/dev/shm` with an empty tmpfs and `/dev/mqueue` with this IPC namespace's queues,
+//!    then put each kept object back at its own path;
 //! 4. bind each writable root (and each pinned git directory) onto itself, making it its
 //!    own mount;
 //! 5. mark the whole tree read-only, recursively, and re-open the writable binds and the
@@ -38,7 +39,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use nix::errno::Errno;
-use nix::fcntl::{openat, openat2, OFlag, OpenHow, ResolveFlag, AT_FDCWD};
+use nix::fcntl::{openat, OFlag};
 use nix::mount::{mount, MsFlags};
 use nix::sched::{unshare, CloneFlags};
 use nix::sys::stat::{fstat, mkdirat, Mode};
@@ -61,15 +62,9 @@ struct Checked {
 impl Checked {
     /// Opens `path` in sandgate with no symlink anywhere in it and records what it names.
     fn record(path: &Path) -> io::Result<Checked> {
-        let path = cstring(path)?;
-        // With no symlink allowed anywhere, a canonical path opens as the object it named
-        // when it was canonicalised, not whatever a link swapped in since points to.
-        let how = OpenHow::new()
-            .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
-            .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS);
-        let fd = openat2(AT_FDCWD, path.as_c_str(), how)?;
+        let fd = super::open_exact(path)?;
         Ok(Checked {
-            path,
+            path: cstring(path)?,
             id: identity(fd.as_fd())?,
         })
     }
@@ -283,6 +278,7 @@ impl MountPlan {
             .iter()
             .map(|k| k.source.open())
             .collect::<io::Result<_>>()?;
+        let none = None::<&CStr>;
         let tmpfs = |at: &CStr| {
             mount(
                 Some(c"tmpfs"),
@@ -316,6 +312,27 @@ impl MountPlan {
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,
             Err(e) => return Err(e),
         };
+        // POSIX message queues are private to the new IPC namespace, but a host's
+        // `/dev/mqueue` would still list (and open, for reading) the host's queues: show
+        // this namespace's instead (or nothing, where the kernel has no mqueue mount).
+        match sys::open_path(c"/dev/mqueue", libc::O_DIRECTORY) {
+            Ok(_) => {
+                let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+                if mount(
+                    Some(c"mqueue"),
+                    c"/dev/mqueue",
+                    Some(c"mqueue"),
+                    flags,
+                    none,
+                )
+                .is_err()
+                {
+                    tmpfs(c"/dev/mqueue")?;
+                }
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+            Err(e) => return Err(e),
+        }
         let temps = [tmp, shm];
         for (k, source) in self.kept.iter().zip(&kept) {
             let Some(base) = temps[k.temp].as_ref() else {

@@ -367,6 +367,15 @@ fn a_writable_root_or_tmpdir_swapped_for_a_symlink_is_refused_next_time() {
     ]);
     let out = output(&mut cmd);
     assert_status(&out, 78);
+    // A workspace reached through the planted link, next to a writable root holding it.
+    let mut cmd = env.sandgate_without_workspace("workspace-write");
+    cmd.arg("--writable-root")
+        .arg(&env.ws)
+        .arg("--workspace")
+        .arg(env.ws.join("data"))
+        .args(["--", "sh", "-c", "echo x > planted"]);
+    let out = output(&mut cmd);
+    assert_status(&out, 78);
     assert_eq!(
         std::fs::read_dir(&target)
             .map(Iterator::count)
@@ -374,6 +383,129 @@ fn a_writable_root_or_tmpdir_swapped_for_a_symlink_is_refused_next_time() {
         0,
         "the symlink's target was written"
     );
+}
+
+#[test]
+fn a_root_raced_between_a_directory_and_a_symlink_never_becomes_the_links_target() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let secret = env.outside.join("secret");
+    std::fs::create_dir(&secret).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(env.ws.join("build")).unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink(&secret, env.ws.join("build-link"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    // An earlier call leaves a process swapping the two while later calls set up.
+    let flipper = format!(
+        "{} exchange-loop build build-link 4000 >/dev/null 2>&1 </dev/null &",
+        probe().display()
+    );
+    assert_status(&env.sh("workspace-write", &flipper), 0);
+    let (mut refused, mut ran) = (0, 0);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(3500);
+    while std::time::Instant::now() < deadline {
+        let mut cmd = env.sandgate("workspace-write");
+        cmd.arg("--writable-root")
+            .arg(env.ws.join("build"))
+            .args(["--", "sh", "-c"])
+            .arg(format!(
+                "touch '{}/raced' 2>/dev/null; true",
+                secret.display()
+            ));
+        match output(&mut cmd).status.code() {
+            Some(0) => ran += 1,
+            Some(78) => refused += 1,
+            other => panic!("unexpected exit {other:?}"),
+        }
+    }
+    assert!(
+        ran + refused > 20,
+        "too few attempts: {ran} ran, {refused} refused"
+    );
+    assert!(refused > 0, "the race was never seen ({ran} calls ran)");
+    assert!(
+        !secret.join("raced").exists(),
+        "a call wrote through the swapped root ({ran} ran, {refused} refused)"
+    );
+}
+
+#[test]
+fn host_message_queues_are_not_listed_inside() {
+    if !require_full_enforcement() {
+        return;
+    }
+    // The host (here: a private mount and IPC namespace standing in for it) has a mqueue
+    // mount with a queue in it, as systemd machines do.
+    if !Path::new("/dev/mqueue").is_dir() {
+        if is_root() {
+            std::fs::create_dir("/dev/mqueue").unwrap_or_else(|e| panic!("{e}"));
+        } else if !require("dev-mqueue", false) {
+            return;
+        }
+    }
+    let env = TestEnv::new();
+    let host = format!(
+        "mount -t mqueue none /dev/mqueue && '{probe}' mq-create /hostq >/dev/null && \
+         for mode in full-access read-only workspace-write; do \
+           echo \"$mode: $('{sg}' --sandbox $mode --workspace '{ws}' -- ls -A /dev/mqueue | tr '\\n' ' ')\"; \
+         done",
+        probe = probe().display(),
+        sg = sandgate_inside().display(),
+        ws = env.ws.display(),
+    );
+    let mut cmd = Command::new("unshare");
+    if !is_root() {
+        cmd.arg("-r");
+    }
+    cmd.args(["-m", "-i", "--propagation", "private", "sh", "-c", &host]);
+    env.isolate(&mut cmd);
+    cmd.current_dir(&env.ws);
+    let out = output(&mut cmd);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        shown.contains("full-access: hostq"),
+        "control: {}",
+        show(&out)
+    );
+    assert!(shown.contains("read-only: \n"), "{}", show(&out));
+    assert!(shown.contains("workspace-write: \n"), "{}", show(&out));
+}
+
+#[test]
+fn an_allowed_socket_beneath_a_kept_directory_is_left_alone() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let server = HostServer::start();
+    let dir = server
+        .socket
+        .parent()
+        .unwrap_or(Path::new("/"))
+        .to_path_buf();
+    // The current directory (kept visible, read-only) holds the allowed socket.
+    let mut cmd = env.sandgate("workspace-write");
+    cmd.current_dir(&dir)
+        .arg("--allow-unix-socket")
+        .arg(&server.socket)
+        .arg("--")
+        .arg(probe())
+        .arg("unix-connect")
+        .arg(&server.socket);
+    let out = output(&mut cmd);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "ok",
+        "{}",
+        show(&out)
+    );
+    let kind = std::fs::symlink_metadata(&server.socket).map(|m| m.file_type());
+    assert!(
+        kind.is_ok_and(|k| std::os::unix::fs::FileTypeExt::is_socket(&k)),
+        "the host socket was replaced"
+    );
+    assert_eq!(server.connections(), 1);
 }
 
 #[test]
