@@ -27,6 +27,7 @@ fn main() {
     let env = Env {
         cwd: ws.clone(),
         tmpdir: None,
+        home: None,
         ptys: vec![],
         parent: None,
     };

@@ -159,6 +159,16 @@ impl Reporter {
                     json!("no profile of this call allows this operation"),
                 );
             }
+            if d.op == crate::supervisor::GIT_METADATA_OP {
+                let why = "protected git metadata: git on the host reads or runs it, so only full-access may change it";
+                fields.insert("message".into(), json!(why));
+                if let Some(Value::Object(retry)) = fields.get_mut("retry") {
+                    retry.insert(
+                        "hint".into(),
+                        json!(format!("this is {why}; if the change is really needed, rerun with --sandbox-permissions {} --justification \"{WHY}\"", Mode::FullAccess)),
+                    );
+                }
+            }
         }
         body
     }

@@ -141,6 +141,7 @@ impl Error {
                 | PolicyError::WritableRoot { .. }
                 | PolicyError::RedirectedRoot { .. }
                 | PolicyError::WorkspaceChanged { .. }
+                | PolicyError::GitPointerMissing(_)
                 | PolicyError::SharedTempAsRoot { .. }
                 | PolicyError::AllowedSocket { .. }
                 | PolicyError::BadProfile { .. }

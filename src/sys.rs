@@ -438,11 +438,14 @@ pub enum Answer {
     Error(i32),
     /// The kernel runs the call as if never notified (landlock and mounts decide).
     Continue,
+    /// Already answered (by [`notif_addfd_send`]): nothing more to send.
+    Sent,
 }
 
 /// Answers a notification.
 pub fn notif_respond(listener: BorrowedFd<'_>, id: u64, answer: Answer) -> io::Result<()> {
     let (val, error, flags) = match answer {
+        Answer::Sent => return Ok(()),
         Answer::Return(val) => (val, 0, 0),
         Answer::Error(errno) => (0, -errno, 0),
         Answer::Continue => (0, 0, libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32),
@@ -457,6 +460,35 @@ pub fn notif_respond(listener: BorrowedFd<'_>, id: u64, answer: Answer) -> io::R
     // SAFETY: the ioctl reads one seccomp_notif_resp from the live local.
     let ret = unsafe { libc::ioctl(fd, libc::SECCOMP_IOCTL_NOTIF_SEND, &mut resp) };
     check(ret.into()).map(drop)
+}
+
+/// Installs `fd` in the notifying process and answers the notification with its number,
+/// in one step (`SECCOMP_IOCTL_NOTIF_ADDFD` with `SECCOMP_ADDFD_FLAG_SEND`): the open the
+/// supervisor performed for the caller returns the new fd, as the caller's own would
+/// have. `cloexec` marks it close-on-exec there.
+pub fn notif_addfd_send(
+    listener: BorrowedFd<'_>,
+    id: u64,
+    fd: BorrowedFd<'_>,
+    cloexec: bool,
+) -> io::Result<RawFd> {
+    let mut addfd = libc::seccomp_notif_addfd {
+        id,
+        flags: libc::SECCOMP_ADDFD_FLAG_SEND as u32,
+        srcfd: fd.as_raw_fd() as u32,
+        newfd: 0,
+        newfd_flags: if cloexec { libc::O_CLOEXEC as u32 } else { 0 },
+    };
+    // SAFETY: the ioctl reads one seccomp_notif_addfd from the live local; `srcfd` is a
+    // valid fd for the duration of the call.
+    let ret = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_ADDFD,
+            &mut addfd,
+        )
+    };
+    check(ret.into()).map(|n| n as RawFd)
 }
 
 /// Asks the kernel to wake the supervisor on the CPU of the notifying task

@@ -439,6 +439,8 @@ fn launch<'a>(
                 writable_roots,
                 socket_roots,
                 allowed_sockets: r.allowed_sockets.iter().cloned().collect(),
+                git_dirs: r.git_dirs.iter().cloned().collect(),
+                git_writable: r.git_writable.iter().cloned().collect(),
                 workspace_write_roots: r.workspace_write_roots.iter().cloned().collect(),
                 protected: r.protected.iter().cloned().collect(),
                 devices: r.devices.iter().cloned().collect(),
@@ -476,9 +478,13 @@ fn gather_env() -> Result<Env, Error> {
         .filter_map(|fd| nix::unistd::ttyname(crate::sys::borrow_raw(fd)).ok())
         .collect();
     ptys.dedup();
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute());
     Ok(Env {
         cwd,
         tmpdir,
+        home,
         ptys,
         parent: parent_sandbox(),
     })

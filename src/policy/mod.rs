@@ -6,10 +6,11 @@
 
 pub mod config;
 pub mod escalation;
+mod gitconfig;
 mod mode;
 pub mod preset;
 pub mod profile;
-mod protected;
+pub mod protected;
 pub mod roots;
 pub mod standing;
 mod workspace;
@@ -64,6 +65,8 @@ pub enum PolicyError {
     SharedTempAsRoot { what: &'static str, path: PathBuf },
     #[error("the workspace changed while sandgate looked at it ({} became {}); refusing to guess", before.display(), after.display())]
     WorkspaceChanged { before: PathBuf, after: PathBuf },
+    #[error("git is configured to read {} (core.hooksPath or include.path), which lies in a writable root but does not exist, so sandgate cannot keep it read-only; create it or change that setting", .0.display())]
+    GitPointerMissing(PathBuf),
     #[error("cannot allow unix socket {}: {why}", path.display())]
     AllowedSocket { path: PathBuf, why: String },
     #[error("cannot read the current directory: {0}")]
@@ -91,6 +94,8 @@ pub struct Env {
     pub cwd: PathBuf,
     /// The host's `$TMPDIR`, when set and absolute.
     pub tmpdir: Option<PathBuf>,
+    /// `$HOME`, when set and absolute (for the user's git configuration).
+    pub home: Option<PathBuf>,
     /// Terminal devices behind stdin/stdout/stderr.
     pub ptys: Vec<PathBuf>,
     /// Set when this sandgate runs inside another sandgate's sandbox.
@@ -148,7 +153,7 @@ pub enum Confinement {
     /// `full-access`: no layer applies.
     None,
     /// `read-only` or `workspace-write`: every layer applies.
-    Restricted(Restrictions),
+    Restricted(Box<Restrictions>),
 }
 
 /// The paths and switches of a restricted profile for one call, all canonical.
@@ -160,8 +165,11 @@ pub struct Restrictions {
     pub workspace_write_roots: BTreeSet<PathBuf>,
     /// Bound read-only inside the writable roots.
     pub protected: BTreeSet<PathBuf>,
-    /// Bound onto themselves so they cannot be renamed or replaced (the `.git` directory).
-    pub pinned: BTreeSet<PathBuf>,
+    /// Guarded git directories: top level read-only (the supervisor performs what git
+    /// needs there), see `protected`.
+    pub git_dirs: BTreeSet<PathBuf>,
+    /// Their subdirectories that stay writable (`objects`, `refs`, `logs`, …).
+    pub git_writable: BTreeSet<PathBuf>,
     /// Device nodes the command may write (and ioctl).
     pub devices: BTreeSet<PathBuf>,
     pub temp: Temp,
@@ -256,7 +264,7 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
                 .chain(&request.protected_subpaths)
                 .cloned()
                 .collect();
-            let mut protected = protected::resolve(&workspace, &subpaths);
+            let mut protected = protected::resolve(&workspace, &subpaths, env.home.as_deref());
             protected.read_only.extend(
                 request
                     .protected_paths
@@ -264,6 +272,12 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
                     .filter_map(|p| std::fs::canonicalize(p).ok()),
             );
             let under_roots = |p: &PathBuf| writable_roots.iter().any(|r| p.starts_with(r));
+            for pointer in protected.git_pointers.iter().filter(|p| under_roots(p)) {
+                match std::fs::canonicalize(pointer) {
+                    Ok(canonical) => protected.read_only.insert(canonical),
+                    Err(_) => return Err(PolicyError::GitPointerMissing(pointer.clone())),
+                };
+            }
             let mounts = match &env.parent {
                 Some(parent) if parent.mode == mode && parent.workspace == workspace => {
                     MountSource::Parent
@@ -282,15 +296,21 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
                     .chain(std::iter::once(&env.cwd))
                     .filter(|p| roots::hidden_by_temp(p)),
             );
-            Confinement::Restricted(Restrictions {
+            Confinement::Restricted(Box::new(Restrictions {
                 protected: protected
                     .read_only
                     .iter()
                     .filter(|p| under_roots(p))
                     .cloned()
                     .collect(),
-                pinned: protected
-                    .pinned
+                git_dirs: protected
+                    .git_dirs
+                    .iter()
+                    .filter(|p| under_roots(p))
+                    .cloned()
+                    .collect(),
+                git_writable: protected
+                    .git_writable
                     .iter()
                     .filter(|p| under_roots(p))
                     .cloned()
@@ -304,7 +324,7 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
                 allowed_sockets,
                 network: spec.network,
                 mounts,
-            })
+            }))
         }
     };
     let tmpdir = match &confinement {
@@ -355,6 +375,7 @@ mod tests {
         Env {
             cwd: dir.to_path_buf(),
             tmpdir: None,
+            home: None,
             ptys: vec![],
             parent: None,
         }

@@ -1,56 +1,165 @@
-//! Works out which paths inside the writable roots must stay read-only for one call
-//! (DESIGN §3.4), following git's own indirections.
+//! Works out what inside the writable roots must stay out of reach of writes for one call:
+//! git's metadata, and the paths the profile and project name.
 //!
-//! A profile names protected subpaths relative to the workspace (`.git/hooks`,
-//! `.git/config`, `.sandgate`). When `.git` is a file (worktrees, submodules) its `gitdir:`
-//! line names the real git directory, and a worktree's `commondir` names the shared one; the
-//! hooks and config there are protected too. Every git directory is *pinned*: bound onto
-//! itself so it is a mount point, which the kernel refuses to rename, remove or replace —
-//! otherwise a command could move `.git` aside and plant a fresh one with hooks of its own.
-//! A `.git` file is bound read-only, so it cannot be pointed elsewhere.
+//! **Git.** Whatever git on the host reads or runs later must not be the sandbox's to
+//! write: `config`, `config.worktree`, `commondir` (it moves where config and hooks are
+//! read from), `hooks`, `info` and a worktree's `gitdir` — whether or not they exist when
+//! the call starts. Every git directory that exists at the start is *guarded*: the
+//! workspace's own (a `.git` directory, or the `gitdir:` target of a `.git` file and its
+//! common dir), each submodule's under `modules/`, and each linked worktree's under
+//! `worktrees/`. A guarded directory's top level is mounted read-only, so the kernel
+//! refuses every create, rename and removal there whatever a racing path says; its other
+//! subdirectories (`objects`, `refs`, `logs`, …) stay writable, and the supervisor
+//! performs the top-level operations git needs (lock files, `rebase-merge/`, …) itself,
+//! refusing the metadata names. See `supervisor/git.rs`.
+//!
+//! A guarded directory is also a mount point, which the kernel refuses to rename, remove
+//! or replace: `.git` cannot be moved aside for a fresh one. A `.git` *file* is bound
+//! read-only, so it cannot be pointed elsewhere.
+//!
+//! The configuration git reads (the repository's and the user's) may already point git at
+//! a place in the workspace — `core.hooksPath`, `include.path`; those places are protected
+//! too.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+
+use super::gitconfig;
+
+/// The entries of a git directory's top level that no sandboxed command may create,
+/// change or remove.
+pub const GIT_METADATA: [&str; 6] = [
+    "config",
+    "config.worktree",
+    "commondir",
+    "hooks",
+    "info",
+    "gitdir",
+];
+
+/// How deep submodule git directories are looked for under `modules/` (names may hold
+/// slashes, and submodules nest).
+const MAX_MODULE_DEPTH: usize = 8;
 
 /// The paths a call keeps out of reach of writes.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Protected {
     /// Bound read-only (their content and their names are frozen).
     pub read_only: BTreeSet<PathBuf>,
-    /// Bound read-write onto themselves, only so that they cannot be renamed or replaced.
-    /// (git directories: git must still write objects, refs and the index there)
-    pub pinned: BTreeSet<PathBuf>,
+    /// Guarded git directories: top level read-only, see the module docs.
+    pub git_dirs: BTreeSet<PathBuf>,
+    /// Their existing subdirectories other than metadata, which stay writable.
+    pub git_writable: BTreeSet<PathBuf>,
+    /// Places the configuration points git at (`core.hooksPath`, includes), as resolved
+    /// from the configuration; they may not exist.
+    pub git_pointers: BTreeSet<PathBuf>,
 }
 
-/// Returns the protected and pinned paths for `workspace` that exist now.
-pub fn resolve(workspace: &Path, subpaths: &[String]) -> Protected {
+/// Returns what to protect for `workspace`: `subpaths` are relative to it (a `.git/…`
+/// one applies to every guarded git directory); `home` is for the user's git
+/// configuration and `~` in values.
+pub fn resolve(workspace: &Path, subpaths: &[String], home: Option<&Path>) -> Protected {
     let mut out = Protected::default();
     let dot_git = workspace.join(".git");
-    let git_dirs = git_dirs(&dot_git);
+    let main = git_dirs(&dot_git);
     if dot_git.symlink_metadata().is_ok_and(|m| !m.is_dir()) {
         out.read_only.insert(dot_git.clone());
     }
-    out.pinned.extend(
-        git_dirs
-            .iter()
-            .filter_map(|d| std::fs::canonicalize(d).ok())
-            .filter(|d| d.is_dir()),
-    );
+    for dir in main.iter().filter_map(|d| std::fs::canonicalize(d).ok()) {
+        guard(&dir, &mut out, 0);
+    }
     for sub in subpaths {
         let sub = Path::new(sub);
         let targets: Vec<PathBuf> = match sub.strip_prefix(".git") {
             Ok(rest) if !rest.as_os_str().is_empty() => {
-                git_dirs.iter().map(|dir| dir.join(rest)).collect()
+                out.git_dirs.iter().map(|dir| dir.join(rest)).collect()
             }
             _ => vec![workspace.join(sub)],
         };
-        for target in targets {
-            if let Ok(canonical) = std::fs::canonicalize(&target) {
-                out.read_only.insert(canonical);
+        out.read_only
+            .extend(targets.iter().filter_map(|t| std::fs::canonicalize(t).ok()));
+    }
+    // What the configuration git reads points at: the repository's, then the user's.
+    let mut configs: Vec<PathBuf> = out
+        .git_dirs
+        .iter()
+        .flat_map(|d| [d.join("config"), d.join("config.worktree")])
+        .collect();
+    if let Some(home) = home {
+        configs.push(home.join(".gitconfig"));
+        let xdg = std::env::var_os("XDG_CONFIG_HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .unwrap_or_else(|| home.join(".config"));
+        configs.push(xdg.join("git/config"));
+    }
+    let mut seen = BTreeSet::new();
+    while let Some(config) = configs.pop() {
+        if !seen.insert(config.clone()) || seen.len() > 32 {
+            continue;
+        }
+        let pointers = gitconfig::read(&config);
+        let base = config.parent().unwrap_or(Path::new("/"));
+        if let Some(hooks) = pointers.hooks_path {
+            // Relative to where hooks run: the top of the working tree.
+            out.git_pointers
+                .extend(gitconfig::resolve_value(&hooks, workspace, home));
+        }
+        for include in pointers.includes {
+            if let Some(target) = gitconfig::resolve_value(&include, base, home) {
+                out.git_pointers.insert(target.clone());
+                configs.push(target);
             }
         }
     }
     out
+}
+
+/// Guards the git directory `dir` and, beneath it, every existing submodule and linked
+/// worktree git directory.
+fn guard(dir: &Path, out: &mut Protected, depth: usize) {
+    if !dir.is_dir() || !out.git_dirs.insert(dir.to_path_buf()) {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        if is_dir && !GIT_METADATA.iter().any(|m| name == *m) {
+            out.git_writable.insert(entry.path());
+        }
+    }
+    if let Ok(worktrees) = std::fs::read_dir(dir.join("worktrees")) {
+        for wt in worktrees.flatten() {
+            if wt.file_type().is_ok_and(|t| t.is_dir()) {
+                guard(&wt.path(), out, depth + 1);
+            }
+        }
+    }
+    modules(&dir.join("modules"), out, depth);
+}
+
+/// Finds submodule git directories (those holding `HEAD`) under `modules/`.
+fn modules(dir: &Path, out: &mut Protected, depth: usize) {
+    if depth >= MAX_MODULE_DEPTH {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let path = entry.path();
+        if path.join("HEAD").is_file() {
+            guard(&path, out, depth + 1);
+        } else {
+            modules(&path, out, depth + 1);
+        }
+    }
 }
 
 /// Returns the git directories behind a workspace's `.git`: the directory itself, or the
@@ -83,54 +192,62 @@ fn git_dirs(dot_git: &Path) -> Vec<PathBuf> {
 mod tests {
     use super::*;
 
-    fn subpaths() -> Vec<String> {
-        vec![
-            ".git/hooks".into(),
-            ".git/config".into(),
-            ".sandgate".into(),
-        ]
-    }
-
     #[test]
-    fn a_plain_repository_pins_dot_git_and_protects_hooks_and_config() -> std::io::Result<()> {
+    fn a_repository_guards_its_git_dir_submodules_and_worktrees() -> std::io::Result<()> {
         let ws = tempfile::tempdir()?;
         let ws = std::fs::canonicalize(ws.path())?;
-        std::fs::create_dir_all(ws.join(".git/hooks"))?;
-        std::fs::write(ws.join(".git/config"), "")?;
-        let p = resolve(&ws, &subpaths());
-        assert_eq!(p.pinned, BTreeSet::from([ws.join(".git")]));
+        let git = ws.join(".git");
+        for dir in [
+            "hooks",
+            "info",
+            "objects",
+            "refs",
+            "modules/a/b/objects",
+            "worktrees/w",
+        ] {
+            std::fs::create_dir_all(git.join(dir))?;
+        }
+        std::fs::write(git.join("config"), "[core]\n\thooksPath = .githooks\n")?;
+        std::fs::write(git.join("modules/a/b/HEAD"), "ref: refs/heads/main\n")?;
+        let p = resolve(&ws, &[".sandgate".into()], None);
         assert_eq!(
-            p.read_only,
-            BTreeSet::from([ws.join(".git/hooks"), ws.join(".git/config")])
+            p.git_dirs,
+            BTreeSet::from([
+                git.clone(),
+                git.join("modules/a/b"),
+                git.join("worktrees/w")
+            ])
         );
+        assert_eq!(
+            p.git_writable,
+            BTreeSet::from([
+                git.join("objects"),
+                git.join("refs"),
+                git.join("modules"),
+                git.join("worktrees"),
+                git.join("modules/a/b/objects"),
+            ])
+        );
+        assert_eq!(p.git_pointers, BTreeSet::from([ws.join(".githooks")]));
+        assert!(p.read_only.is_empty(), "{:?}", p.read_only);
         Ok(())
     }
 
     #[test]
-    fn a_worktree_protects_the_real_and_the_common_git_dir() -> std::io::Result<()> {
+    fn a_worktree_guards_the_real_and_the_common_git_dir() -> std::io::Result<()> {
         let root = tempfile::tempdir()?;
         let root = std::fs::canonicalize(root.path())?;
         let common = root.join("main/.git");
         let wt = common.join("worktrees/wt");
         std::fs::create_dir_all(common.join("hooks"))?;
         std::fs::create_dir_all(&wt)?;
-        std::fs::write(common.join("config"), "")?;
         std::fs::write(wt.join("commondir"), "../..\n")?;
-        std::fs::write(wt.join("config"), "")?;
         let ws = root.join("wt");
         std::fs::create_dir_all(&ws)?;
         std::fs::write(ws.join(".git"), format!("gitdir: {}\n", wt.display()))?;
-        let p = resolve(&ws, &subpaths());
-        assert_eq!(p.pinned, BTreeSet::from([wt.clone(), common.clone()]));
-        assert_eq!(
-            p.read_only,
-            BTreeSet::from([
-                ws.join(".git"),
-                wt.join("config"),
-                common.join("hooks"),
-                common.join("config")
-            ])
-        );
+        let p = resolve(&ws, &[], None);
+        assert!(p.git_dirs.contains(&wt) && p.git_dirs.contains(&common));
+        assert_eq!(p.read_only, BTreeSet::from([ws.join(".git")]));
         Ok(())
     }
 }

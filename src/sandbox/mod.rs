@@ -124,7 +124,17 @@ pub fn prepare(
         .transpose()?;
     let seccomp = features
         .seccomp
-        .then(|| seccomp::prepare(features.seccomp_user_notif, plan.observe))
+        .then(|| {
+            // Guarded git directories need the supervisor whether or not refusals are
+            // reported: it performs what git does at their read-only top level.
+            let paths = if plan.observe || !r.git_dirs.is_empty() {
+                seccomp::PathCalls::ToSupervisor
+            } else {
+                seccomp::PathCalls::ToKernel
+            };
+            let terminal = seccomp::Terminal::detect();
+            seccomp::prepare(features.seccomp_user_notif, plan.observe, paths, terminal)
+        })
         .transpose()?;
     Ok(Prepared(Some(Layers {
         mounts,

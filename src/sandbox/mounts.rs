@@ -19,12 +19,14 @@
 //! 3. cover `/tmp` with the private temp (an empty tmpfs, or the workspace's own directory),
 //!    `/dev/shm` with an empty tmpfs and `/dev/mqueue` with this IPC namespace's queues,
 //!    then put each kept object back at its own path;
-//! 4. bind each writable root (and each pinned git directory) onto itself, making it its
-//!    own mount;
+//! 4. bind each writable root onto itself, making it its own mount;
 //! 5. mark the whole tree read-only, recursively, and re-open the writable binds and the
 //!    private temp for writing (never a bind whose host mount was read-only);
-//! 6. bind each protected path onto itself, read-only;
-//! 7. re-enter the working directory by path: the process's cwd still points into the
+//! 6. guard each git directory, shallow ones first: its top level bound read-only onto
+//!    itself, then its other subdirectories bound writable again on top (see
+//!    `policy::protected` for why, `supervisor::git` for what then still works);
+//! 7. bind each protected path onto itself, read-only;
+//! 8. re-enter the working directory by path: the process's cwd still points into the
 //!    mount it was on before the binds were stacked on top.
 //!
 //! Every path the child opens is checked against the identity recorded in sandgate, and
@@ -104,6 +106,15 @@ struct Kept {
     dir: bool,
 }
 
+/// One mount of a guarded git directory.
+#[derive(Debug)]
+enum GitMount {
+    /// The directory's top level, read-only.
+    Guarded,
+    /// A subdirectory of it that stays writable (`reopen`: unless the host's is not).
+    Writable { reopen: bool },
+}
+
 /// What covers `/tmp`.
 #[derive(Debug)]
 enum TempMount {
@@ -122,6 +133,8 @@ pub struct MountPlan {
     temp: Option<TempMount>,
     kept: Vec<Kept>,
     rw_binds: Vec<RwBind>,
+    /// Shallow first, so each mount lands on the one made for its parent.
+    git: Vec<(Checked, GitMount)>,
     ro_binds: Vec<Checked>,
     cwd: Option<CString>,
 }
@@ -157,24 +170,30 @@ impl MountPlan {
         temp: Option<&PrivateTemp>,
     ) -> io::Result<MountPlan> {
         // Shallow paths first, so a nested root is bound on top of its parent's bind.
-        let mut writable: Vec<&Path> = r
-            .writable_roots
-            .iter()
-            .chain(r.pinned.iter())
-            .map(|p| p.as_path())
-            .collect();
+        let mut writable: Vec<&Path> = r.writable_roots.iter().map(|p| p.as_path()).collect();
         writable.sort_by_key(|p| p.components().count());
         let rw_binds = writable
             .into_iter()
             .map(|p| {
-                let read_only_host = nix::sys::statvfs::statvfs(p)
-                    .map(|s| s.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY))
-                    .unwrap_or(true);
                 Ok(RwBind {
                     target: Checked::record(p)?,
-                    reopen: !read_only_host,
+                    reopen: !read_only_host(p),
                 })
             })
+            .collect::<io::Result<_>>()?;
+        let mut git: Vec<(&Path, GitMount)> = r
+            .git_dirs
+            .iter()
+            .map(|p| (p.as_path(), GitMount::Guarded))
+            .chain(r.git_writable.iter().map(|p| {
+                let reopen = !read_only_host(p);
+                (p.as_path(), GitMount::Writable { reopen })
+            }))
+            .collect();
+        git.sort_by_key(|(p, _)| p.components().count());
+        let git = git
+            .into_iter()
+            .map(|(p, how)| Ok((Checked::record(p)?, how)))
             .collect::<io::Result<_>>()?;
         let ro_binds = r
             .protected
@@ -214,6 +233,7 @@ impl MountPlan {
             temp: Some(temp),
             kept,
             rw_binds,
+            git,
             ro_binds,
             cwd: Some(cstring(cwd)?),
         })
@@ -257,6 +277,20 @@ impl MountPlan {
         sys::mount_setattr(c"/", true, libc::MOUNT_ATTR_RDONLY, 0)?;
         for tree in reopen.iter().chain(temps.iter().flatten()) {
             sys::mount_setattr_fd(tree.as_fd(), false, 0, libc::MOUNT_ATTR_RDONLY)?;
+        }
+        for (path, how) in &self.git {
+            let target = path.open()?;
+            let tree = sys::clone_tree(target.as_fd(), true)?;
+            match how {
+                GitMount::Guarded => {
+                    sys::mount_setattr_fd(tree.as_fd(), true, libc::MOUNT_ATTR_RDONLY, 0)?
+                }
+                GitMount::Writable { reopen: true } => {
+                    sys::mount_setattr_fd(tree.as_fd(), false, 0, libc::MOUNT_ATTR_RDONLY)?
+                }
+                GitMount::Writable { reopen: false } => {}
+            }
+            sys::move_mount(tree.as_fd(), target.as_fd())?;
         }
         for path in &self.ro_binds {
             let target = path.open()?;
@@ -412,6 +446,14 @@ fn make(at: BorrowedFd<'_>, name: &CStr, dir: bool) -> io::Result<()> {
     }
 }
 
+/// Returns true when the host mount holding `path` is read-only (or cannot be told): a
+/// bind of it then stays read-only.
+fn read_only_host(path: &Path) -> bool {
+    nix::sys::statvfs::statvfs(path)
+        .map(|s| s.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY))
+        .unwrap_or(true)
+}
+
 impl MountPlan {
     /// A plan with no binds: exercises exactly the namespace, id-map and read-only steps.
     pub fn probe() -> MountPlan {
@@ -420,6 +462,7 @@ impl MountPlan {
             temp: None,
             kept: vec![],
             rw_binds: vec![],
+            git: vec![],
             ro_binds: vec![],
             cwd: None,
         }

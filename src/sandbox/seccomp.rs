@@ -36,6 +36,7 @@
 use std::collections::BTreeMap;
 use std::io;
 use std::os::fd::OwnedFd;
+use std::os::unix::fs::OpenOptionsExt;
 
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op,
@@ -104,6 +105,37 @@ enum Args {
     Ioctl,
     /// `prctl` with an option of [`PRCTL_OPTIONS`].
     Prctl,
+    /// Refused whatever the arguments, but only while the sandbox can reach a terminal
+    /// (see [`Terminal`]).
+    WhileTerminal,
+}
+
+/// Whether the sandbox can reach a terminal: one behind its stdin, stdout or stderr, or a
+/// controlling terminal it can open as `/dev/tty`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Terminal {
+    Reachable,
+    /// Nothing to take over (a CI job, an agent without a pty): leaving the session
+    /// (`setsid`, which git's background maintenance and daemons use) stays allowed.
+    Unreachable,
+}
+
+impl Terminal {
+    /// Looks at this process, which the sandbox inherits from.
+    pub fn detect() -> Terminal {
+        let on_stdio =
+            (0..3).any(|fd| nix::unistd::isatty(crate::sys::borrow_raw(fd)).unwrap_or(false));
+        let controlling = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOCTTY)
+            .open("/dev/tty")
+            .is_ok();
+        if on_stdio || controlling {
+            Terminal::Reachable
+        } else {
+            Terminal::Unreachable
+        }
+    }
 }
 
 /// What a refused call is, for markers: `op` and the narrowest mode that allows it.
@@ -349,7 +381,7 @@ const DENY_LIST: &[Denied] = &[
     // background by an earlier call could `setsid` and then read the user's next typed
     // lines from the terminal fd it still holds. (`TIOCNOTTY` is refused for the same
     // reason, in `TERMINAL_IOCTLS`.)
-    widenable(libc::SYS_setsid, "setsid", "terminal", Args::Any),
+    widenable(libc::SYS_setsid, "setsid", "terminal", Args::WhileTerminal),
     widenable(libc::SYS_kcmp, "kcmp", "process_control", Args::Any),
     widenable(
         libc::SYS_process_mrelease,
@@ -402,8 +434,9 @@ const PRCTL_OPTIONS: [u64; 1] = [PR_SCHED_CORE];
 /// has no job control to need it anyway.
 ///
 /// With `setsid` refused, no sandboxed process is a session leader, so none can take a
-/// controlling terminal by opening one either.
-const TERMINAL_IOCTLS: [u64; 10] = [
+/// controlling terminal by opening one either. (`setsid` and `TIOCNOTTY` are refused only
+/// while a terminal is reachable at all: see [`Terminal`].)
+const TERMINAL_IOCTLS: [u64; 9] = [
     TIOCSTI,
     TIOCLINUX,
     TIOCSPGRP,
@@ -413,8 +446,11 @@ const TERMINAL_IOCTLS: [u64; 10] = [
     TIOCVHANGUP,
     TIOCSLCKTRMIOS,
     TIOCEXCL,
-    TIOCNOTTY,
 ];
+
+/// Terminal requests refused while a terminal is reachable: giving up the controlling
+/// terminal (see `setsid` in [`DENY_LIST`]).
+const SESSION_IOCTLS: [u64; 1] = [TIOCNOTTY];
 
 /// Whole request ranges refused, as (mask, value): the Linux virtual console's `KD*`
 /// (0x4Bxx: keymaps and function-key strings — typing for the user, like `TIOCSTI` — and
@@ -473,10 +509,10 @@ fn socket_rules() -> Result<Vec<SeccompRule>, BuildError> {
 }
 
 /// The rules refusing `args` (empty: the call is refused whatever its arguments).
-fn rules(args: Args) -> Result<Vec<SeccompRule>, BuildError> {
+fn rules(args: Args, terminal: Terminal) -> Result<Vec<SeccompRule>, BuildError> {
     let each = |conds: Vec<Vec<Cond>>| conds.into_iter().map(rule).collect();
     match args {
-        Args::Any => Ok(Vec::new()),
+        Args::Any | Args::WhileTerminal => Ok(Vec::new()),
         Args::OtherPid(n) => each(vec![vec![dword(n, Op::Ne, 0)?]]),
         Args::OtherThan { which } => each(vec![
             vec![dword(0, Op::Ne, which)?],
@@ -494,7 +530,11 @@ fn rules(args: Args) -> Result<Vec<SeccompRule>, BuildError> {
         // the kernel does, so high garbage bits cannot slip past.
         Args::Ioctl => {
             let mut conds = Vec::new();
-            for request in TERMINAL_IOCTLS {
+            let session: &[u64] = match terminal {
+                Terminal::Reachable => &SESSION_IOCTLS,
+                Terminal::Unreachable => &[],
+            };
+            for request in TERMINAL_IOCTLS.iter().chain(session).copied() {
                 conds.push(vec![dword(1, Op::Eq, request)?]);
             }
             for (mask, value) in TERMINAL_IOCTL_RANGES {
@@ -511,10 +551,11 @@ fn rules(args: Args) -> Result<Vec<SeccompRule>, BuildError> {
 }
 
 /// Builds the deny list; `action` is what a match gets.
-fn deny_list(action: SeccompAction) -> Result<BpfProgram, BuildError> {
+fn deny_list(action: SeccompAction, terminal: Terminal) -> Result<BpfProgram, BuildError> {
     let rules: BTreeMap<i64, Vec<SeccompRule>> = DENY_LIST
         .iter()
-        .map(|d| Ok((d.nr, rules(d.args)?)))
+        .filter(|d| d.args != Args::WhileTerminal || terminal == Terminal::Reachable)
+        .map(|d| Ok((d.nr, rules(d.args, terminal)?)))
         .collect::<Result<_, BuildError>>()?;
     let filter = SeccompFilter::new(rules, SeccompAction::Allow, action, TARGET)
         .map_err(|e| BuildError(e.to_string()))?;
@@ -529,13 +570,13 @@ const MARK: u32 = 0x5a6e;
 
 /// The deny list answering with `action`; with `notify`, the supervisor answers instead
 /// (it records a marker, then refuses with the same errno).
-fn deny_program(notify: bool) -> Result<Vec<libc::sock_filter>, BuildError> {
+fn deny_program(notify: bool, terminal: Terminal) -> Result<Vec<libc::sock_filter>, BuildError> {
     let action = if notify {
         SeccompAction::Trace(MARK)
     } else {
         SeccompAction::Errno(DENY_ERRNO as u32)
     };
-    let program = deny_list(action)?;
+    let program = deny_list(action, terminal)?;
     let marked = libc::SECCOMP_RET_TRACE | MARK;
     Ok(program
         .into_iter()
@@ -668,11 +709,12 @@ pub fn syscall_name(nr: i64) -> &'static str {
 const WRITE_FLAGS: u32 = (libc::O_WRONLY | libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC) as u32;
 
 /// Builds the gate that runs before the deny list: foreign architectures are killed, x32
-/// refused, `clone3` answered ENOSYS, `connect` given `connect`; with `observe`, every call
-/// of [`observed_calls`] that can change the filesystem by path goes to the supervisor
+/// refused, `clone3` answered ENOSYS, `connect` given `connect`; with
+/// [`PathCalls::ToSupervisor`], every call of [`observed_calls`] that can change the
+/// filesystem by path goes to the supervisor
 /// (read-only opens and `utimensat(fd, NULL, …)` never leave the kernel). Everything else
 /// falls through to the deny list that follows.
-fn gate(connect: u32, observe: bool) -> Vec<libc::sock_filter> {
+fn gate(connect: u32, paths: PathCalls) -> Vec<libc::sock_filter> {
     use libc::{BPF_ABS, BPF_JEQ, BPF_JGE, BPF_JMP, BPF_JSET, BPF_K, BPF_LD, BPF_W};
     const NR: u32 = 0;
     const ARCH: u32 = 4;
@@ -705,7 +747,7 @@ fn gate(connect: u32, observe: bool) -> Vec<libc::sock_filter> {
         jeq(libc::SYS_clone3 as u32, To::Enosys, To::Next),
         jeq(libc::SYS_connect as u32, To::Connect, To::Next),
     ];
-    if observe {
+    if paths == PathCalls::ToSupervisor {
         // utimensat(dirfd, NULL, …) touches the fd's own file: no path, nothing to report.
         body.extend([
             jeq(libc::SYS_utimensat as u32, To::Next, To::Skip(4)),
@@ -789,16 +831,35 @@ pub struct Prepared {
     notify: bool,
 }
 
+/// Where the calls that can change the filesystem by path go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PathCalls {
+    /// Straight to the kernel.
+    ToKernel,
+    /// To the supervisor: to report refusals (observation), or to perform what git needs
+    /// in a guarded git directory.
+    ToSupervisor,
+}
+
 /// Builds the programs. `notify`: the kernel supports user notification; `observe`:
-/// filesystem calls and deny-list refusals go to the supervisor so it can report them.
+/// deny-list refusals go to the supervisor so it can report them; `paths`: where the
+/// path-changing calls go; `terminal`: whether leaving the session is refused too.
 ///
 /// # Errors
 /// Only on a deny list seccompiler refuses to compile, which is a build defect.
-pub fn prepare(notify: bool, observe: bool) -> Result<Prepared, BuildError> {
-    let mut notifying = gate(libc::SECCOMP_RET_USER_NOTIF, observe);
-    notifying.extend(deny_program(observe)?);
-    let mut refusing = gate(libc::SECCOMP_RET_ERRNO | libc::EACCES as u32, false);
-    refusing.extend(deny_program(false)?);
+pub fn prepare(
+    notify: bool,
+    observe: bool,
+    paths: PathCalls,
+    terminal: Terminal,
+) -> Result<Prepared, BuildError> {
+    let mut notifying = gate(libc::SECCOMP_RET_USER_NOTIF, paths);
+    notifying.extend(deny_program(observe, terminal)?);
+    let mut refusing = gate(
+        libc::SECCOMP_RET_ERRNO | libc::EACCES as u32,
+        PathCalls::ToKernel,
+    );
+    refusing.extend(deny_program(false, terminal)?);
     Ok(Prepared {
         notifying,
         refusing,
@@ -870,7 +931,12 @@ mod tests {
     }
 
     fn notifying(observe: bool) -> Vec<libc::sock_filter> {
-        match prepare(true, observe) {
+        let paths = if observe {
+            PathCalls::ToSupervisor
+        } else {
+            PathCalls::ToKernel
+        };
+        match prepare(true, observe, paths, Terminal::Reachable) {
             Ok(p) => p.notifying,
             Err(e) => panic!("{e}"),
         }
@@ -933,7 +999,9 @@ mod tests {
             run(&p, libc::SYS_ptrace, [0; 6]),
             libc::SECCOMP_RET_ERRNO | DENY_ERRNO as u32
         );
-        let refusing = prepare(true, true).map(|p| p.refusing).unwrap_or_default();
+        let refusing = prepare(true, true, PathCalls::ToSupervisor, Terminal::Reachable)
+            .map(|p| p.refusing)
+            .unwrap_or_default();
         assert_eq!(
             run(&refusing, libc::SYS_connect, [0; 6]),
             libc::SECCOMP_RET_ERRNO | libc::EACCES as u32
@@ -949,7 +1017,7 @@ mod tests {
     }
 
     fn refusing() -> Vec<libc::sock_filter> {
-        match prepare(true, true) {
+        match prepare(true, true, PathCalls::ToSupervisor, Terminal::Reachable) {
             Ok(p) => p.refusing,
             Err(e) => panic!("{e}"),
         }
@@ -1112,10 +1180,10 @@ mod tests {
                 libc::TIOCVHANGUP,
                 libc::TIOCSLCKTRMIOS,
                 libc::TIOCEXCL,
-                libc::TIOCNOTTY,
             ]
             .map(u64::from)
         );
+        assert_eq!(SESSION_IOCTLS, [libc::TIOCNOTTY].map(u64::from));
     }
 
     #[test]

@@ -17,7 +17,9 @@
 //! If the supervisor is gone, the kernel fails pending and future notified calls with
 //! ENOSYS, so its death refuses rather than allows.
 
+mod git;
 mod observe;
+pub use git::OP as GIT_METADATA_OP;
 mod resolve;
 
 use std::collections::HashSet;
@@ -51,6 +53,10 @@ pub struct Setup {
     pub socket_roots: Vec<PathBuf>,
     /// ...or one of these sockets.
     pub allowed_sockets: Vec<PathBuf>,
+    /// Guarded git directories (their top level is read-only; see `git`)...
+    pub git_dirs: Vec<PathBuf>,
+    /// ...and their subdirectories that stay writable.
+    pub git_writable: Vec<PathBuf>,
     pub workspace_write_roots: Vec<PathBuf>,
     pub protected: Vec<PathBuf>,
     pub devices: Vec<PathBuf>,
@@ -61,10 +67,15 @@ pub struct Setup {
 /// The setup, with every path turned into an inode identity.
 pub struct Context {
     mode: Mode,
-    roots: HashSet<Inode>,
     islands: HashSet<Inode>,
     socket_roots: HashSet<Inode>,
     allowed_sockets: HashSet<Inode>,
+    /// Guarded git directories, by identity, for markers.
+    git_dirs: HashSet<Inode>,
+    /// Writable roots and the writable subdirectories of guarded git directories.
+    writable: HashSet<Inode>,
+    /// sandgate's own handles of the guarded directories.
+    git: git::Regions,
     workspace_write_roots: HashSet<Inode>,
     protected: HashSet<Inode>,
     devices: HashSet<Inode>,
@@ -120,10 +131,15 @@ pub fn spawn(listener: OwnedFd, root: OwnedFd, setup: Setup) -> io::Result<Runni
     };
     let context = Context {
         mode: setup.mode,
-        roots: identify(&setup.writable_roots),
         islands: identify(&setup.read_only_islands),
         socket_roots: identify(&setup.socket_roots),
         allowed_sockets: identify(&setup.allowed_sockets),
+        git_dirs: identify(&setup.git_dirs),
+        writable: identify(&setup.writable_roots)
+            .into_iter()
+            .chain(identify(&setup.git_writable))
+            .collect(),
+        git: git::Regions::open(&setup.git_dirs),
         workspace_write_roots: identify(&setup.workspace_write_roots),
         protected: identify(&setup.protected),
         devices: identify(&setup.devices),
@@ -243,7 +259,13 @@ fn serve(
                 ),
                 Err(Refused::Kernel(errno)) => (Answer::Error(errno as i32), None),
             },
-            nr if observe::is_observed(nr) => (Answer::Continue, observe::check(&call, context)),
+            nr if observe::is_observed(nr) => match git::handle(&call, context) {
+                Some(handled) => handled,
+                None if context.reporter.is_some() => {
+                    (Answer::Continue, observe::check(&call, context))
+                }
+                None => (Answer::Continue, None),
+            },
             nr => {
                 let (op, needed) = observe::deny_list_op(nr, &notif.data.args);
                 (

@@ -160,7 +160,7 @@ fn refused(
     context: &Context,
     root: &Root,
     arg: &PathArg,
-) -> Option<(String, Option<Mode>, bool)> {
+) -> Option<(String, Verdict, bool)> {
     let path = call.read_cstr(arg.ptr).ok()?;
     if path.is_empty() {
         // An AT_EMPTY_PATH call on the fd itself: no path to report.
@@ -179,14 +179,16 @@ fn refused(
     if object.is_some_and(|id| context.devices.contains(&id)) {
         return None;
     }
-    let Verdict::Refused(needed) = context.chain_verdict(&target, root, object)? else {
-        return None;
-    };
+    let verdict = context.chain_verdict(&target, root, object)?;
     // Only a refusal is worth the extra check that the pid still names the caller.
-    if !call.still_pending() {
+    if verdict == Verdict::Allowed || !call.still_pending() {
         return None;
     }
-    Some((shown_path(call, arg.dirfd, &path), needed, object.is_some()))
+    Some((
+        shown_path(call, arg.dirfd, &path),
+        verdict,
+        object.is_some(),
+    ))
 }
 
 /// What the profile says about a write beneath a directory.
@@ -195,6 +197,8 @@ pub enum Verdict {
     Allowed,
     /// Refused; the narrowest mode that would allow it (`None`: no profile of this call).
     Refused(Option<Mode>),
+    /// Refused: git metadata of a guarded git directory (only full access may write it).
+    GitMetadata,
 }
 
 impl Context {
@@ -228,13 +232,13 @@ impl Context {
         } else {
             Some(Mode::FullAccess)
         };
-        let verdict = if chain.iter().any(|id| self.protected.contains(id)) {
-            Verdict::Refused(None)
-        } else {
-            match chain.iter().find_map(|id| self.islands_or_roots(id)) {
-                Some(true) => Verdict::Allowed,
-                Some(false) | None => Verdict::Refused(needed),
-            }
+        // The nearest directory that says anything decides: a writable `objects/` inside
+        // a guarded git directory inside the workspace is writable, its `hooks/` is not.
+        let verdict = match chain.iter().find_map(|id| self.nearest(id)) {
+            Some(Nearest::Writable) => Verdict::Allowed,
+            Some(Nearest::Protected) => Verdict::Refused(None),
+            Some(Nearest::GitDir) => Verdict::GitMetadata,
+            Some(Nearest::Island) | None => Verdict::Refused(needed),
         };
         let mut cache = self.cache.borrow_mut();
         if cache.len() > 4096 {
@@ -245,14 +249,28 @@ impl Context {
     }
 }
 
+/// What a directory on the way up says about writes beneath it.
+enum Nearest {
+    /// A writable root, or a writable subdirectory of a guarded git directory.
+    Writable,
+    /// Bound read-only.
+    Protected,
+    /// A guarded git directory's read-only top level.
+    GitDir,
+    /// Kept visible read-only on top of a writable private temp.
+    Island,
+}
+
 impl Context {
-    /// Says whether a directory on the way up settles the verdict: `Some(true)` for a
-    /// writable root, `Some(false)` for a read-only island, `None` to keep walking.
-    fn islands_or_roots(&self, id: &Inode) -> Option<bool> {
-        if self.islands.contains(id) {
-            Some(false)
-        } else if self.roots.contains(id) {
-            Some(true)
+    fn nearest(&self, id: &Inode) -> Option<Nearest> {
+        if self.protected.contains(id) {
+            Some(Nearest::Protected)
+        } else if self.islands.contains(id) {
+            Some(Nearest::Island)
+        } else if self.git_dirs.contains(id) {
+            Some(Nearest::GitDir)
+        } else if self.writable.contains(id) {
+            Some(Nearest::Writable)
         } else {
             None
         }
@@ -279,8 +297,13 @@ pub fn check(call: &Call<'_>, context: &Context) -> Option<Denial> {
     let (op, args) = decode(call, nr)?;
     let root = context.root.as_ref()?;
     for arg in &args {
-        if let Some((path, needed, exists)) = refused(call, context, root, arg) {
+        if let Some((path, verdict, exists)) = refused(call, context, root, arg) {
+            let needed = match verdict {
+                Verdict::Refused(needed) => needed,
+                Verdict::GitMetadata | Verdict::Allowed => Some(Mode::FullAccess),
+            };
             let op = match (op, exists) {
+                _ if verdict == Verdict::GitMetadata => super::git::OP,
                 ("open", true) if exclusive_create(call, nr) => return None,
                 ("open", true) => "write",
                 ("open", false) => "create",

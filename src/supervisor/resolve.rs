@@ -84,6 +84,9 @@ pub struct Target<'a> {
     pub dir_id: Option<Inode>,
     /// The object the path names (`O_PATH`), `None` when the last component does not exist.
     pub object: Option<(OwnedFd, FileStat)>,
+    /// The last component looked up in `dir`; `None` when the path names a directory
+    /// itself (`/`, `.`, `..`).
+    pub name: Option<Vec<u8>>,
 }
 
 /// The caller's root directory and its identity (`..` stops there).
@@ -162,6 +165,7 @@ pub fn resolve<'a>(
                         dir_id: cur_st.as_ref().map(inode),
                         dir: cur,
                         object: None,
+                        name: Some(name),
                     })
                 }
                 Err(e) => return Err(e),
@@ -187,10 +191,12 @@ pub fn resolve<'a>(
             continue;
         }
         if last {
+            let name = (name.as_slice() != b"..").then_some(name);
             return Ok(Target {
                 dir_id: cur_st.as_ref().map(inode),
                 dir: cur,
                 object: Some((next, st)),
+                name,
             });
         }
         if kind != SFlag::S_IFDIR {
@@ -214,6 +220,7 @@ fn itself(dir: Dir<'_>) -> Result<Target<'_>, Errno> {
         dir_id: Some(inode(&st)),
         dir,
         object: Some((own, st)),
+        name: None,
     })
 }
 

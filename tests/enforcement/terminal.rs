@@ -217,7 +217,6 @@ fn terminal_takeover_and_redirection_requests_are_refused() {
         ("TIOCVHANGUP", "5437"),
         ("TIOCSLCKTRMIOS", "5457"),
         ("TIOCEXCL", "540c"),
-        ("TIOCNOTTY", "5422"),
         ("KDSKBENT", "4b47"),
         ("VT_ACTIVATE", "5606"),
     ];
