@@ -124,6 +124,9 @@ pub struct MountPlan {
     rw_binds: Vec<RwBind>,
     ro_binds: Vec<Checked>,
     cwd: Option<CString>,
+    /// Frozen directories (after the protected binds) and masks (last).
+    freeze: super::freeze::Freeze,
+    masks: super::mask::Masks,
 }
 
 /// Returns the uid/gid maps for a user namespace, or `None` when sandgate runs as root
@@ -209,13 +212,17 @@ impl MountPlan {
                 })
             })
             .collect::<io::Result<_>>()?;
+        let masks = super::mask::Masks::build(&r.hidden, cwd)?;
         Ok(MountPlan {
             id_maps: id_maps(),
             temp: Some(temp),
             kept,
             rw_binds,
             ro_binds,
-            cwd: Some(cstring(cwd)?),
+            // Inside a hidden directory, the command starts in its empty stand-in.
+            cwd: Some(cstring(masks.working_dir(cwd))?),
+            freeze: super::freeze::Freeze::build(&r.frozen, &r.protected)?,
+            masks,
         })
     }
 
@@ -264,6 +271,8 @@ impl MountPlan {
             sys::mount_setattr_fd(tree.as_fd(), true, libc::MOUNT_ATTR_RDONLY, 0)?;
             sys::move_mount(tree.as_fd(), target.as_fd())?;
         }
+        self.freeze.apply()?;
+        self.masks.apply()?;
         if let Some(cwd) = &self.cwd {
             nix::unistd::chdir(cwd.as_c_str())?;
         }
@@ -422,6 +431,8 @@ impl MountPlan {
             rw_binds: vec![],
             ro_binds: vec![],
             cwd: None,
+            freeze: Default::default(),
+            masks: Default::default(),
         }
     }
 }
