@@ -154,6 +154,24 @@ pub fn render_text(r: &Report) -> String {
                     ));
                 }
             }
+            let list = |v: &Value| {
+                v.as_array()
+                    .map(|a| a.iter().map(&s).collect::<Vec<_>>().join(" "))
+                    .unwrap_or_default()
+            };
+            let hides = &p["hides"];
+            if hides["paths"].as_array().is_some_and(|a| !a.is_empty()) {
+                out.push_str(&format!("  hides      {}\n", list(&hides["paths"])));
+                out.push_str(&format!(
+                    "  hides env  names containing {} (except {})\n",
+                    list(&hides["env"]["name_contains"]),
+                    list(&hides["env"]["except"])
+                ));
+                out.push_str(&format!(
+                    "  read-only  {} (when a writable root holds them)\n",
+                    list(&hides["persistent_paths"])
+                ));
+            }
         }
     }
     out

@@ -236,6 +236,20 @@ fn persistence_paths_stay_read_only_in_an_explicit_workspace_holding_home() {
         }
     }
 
+    // $HOME naming the home through a link guards the same files.
+    let link = env.root.join("home-link");
+    std::os::unix::fs::symlink(&home, &link).unwrap_or_else(|e| panic!("{e}"));
+    let out = sh_at(
+        &env,
+        "workspace-write",
+        &link,
+        &home,
+        &flags,
+        "touch ~/.zshrc || touch ~/.zprofile",
+    );
+    assert_command_failed(&out);
+    assert!(!home.join(".zshrc").exists() && !home.join(".zprofile").exists());
+
     // A workspace holding home: home itself cannot be moved aside and replaced.
     let parent: &str = &env.root.to_string_lossy();
     let out = sh_at(
