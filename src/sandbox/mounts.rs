@@ -23,8 +23,10 @@
 //!    own mount;
 //! 5. mark the whole tree read-only, recursively, and re-open the writable binds and the
 //!    private temp for writing (never a bind whose host mount was read-only);
-//! 6. bind each protected path onto itself, read-only;
-//! 7. re-enter the working directory by path: the process's cwd still points into the
+//! 6. bind each protected path onto itself, read-only, then freeze the directories that
+//!    would hold a missing persistence path (`freeze`);
+//! 7. cover every hidden path with an empty read-only stand-in (`mask`), last;
+//! 8. re-enter the working directory by path: the process's cwd still points into the
 //!    mount it was on before the binds were stacked on top.
 //!
 //! Every path the child opens is checked against the identity recorded in sandgate, and
