@@ -30,6 +30,9 @@ fn main() {
         home: None,
         ptys: vec![],
         parent: None,
+        // The real homes: guarding their persistence paths is part of the cost.
+        homes: sandgate::policy::home::caller_homes(),
+        approval_token_file: None,
     };
     let knobs = Knobs {
         preset: Some("auto".into()),

@@ -126,6 +126,17 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE", env = "SANDGATE_DENIAL_LOG")]
     pub denial_log: Option<PathBuf>,
 
+    /// Pass the variable NAME to the command although its name looks like a secret
+    /// (restricted profiles withhold names containing KEY, TOKEN, SECRET, PASSWORD, PASSWD,
+    /// CREDENTIAL or AUTH). Repeatable; SANDGATE_KEEP_ENV takes a comma-separated list.
+    #[arg(
+        long = "keep-env",
+        value_name = "NAME",
+        env = "SANDGATE_KEEP_ENV",
+        value_delimiter = ','
+    )]
+    pub keep_env: Vec<String>,
+
     /// The audit log (default: $XDG_STATE_HOME/sandgate/audit.jsonl).
     #[arg(long, value_name = "FILE", env = "SANDGATE_AUDIT_LOG")]
     pub audit_log: Option<PathBuf>,

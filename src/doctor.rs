@@ -1,11 +1,59 @@
 //! `sandgate doctor`: what this kernel can enforce and, for each profile, which guarantees
-//! hold here. Unlike a run, it really tries the namespaces (in throwaway children).
+//! hold here and what it keeps from the command. Unlike a run, it really tries the
+//! namespaces (in throwaway children).
+
+use std::path::PathBuf;
 
 use serde::Serialize;
 use serde_json::{json, Value};
 
+use crate::policy::profile::{self, Placeholders, ProfileSpec, SecretEnvSpec};
 use crate::policy::Mode;
 use crate::sandbox::{self, Features, Guarantee};
+
+/// What a profile keeps from the command, as the profile states it and as it applies to
+/// this caller (configuration files may hide more, and the user's may show some again).
+#[derive(Debug, Default, Serialize)]
+pub struct Hides {
+    /// Profile entries that read as empty (`$HOME/…` is every home of the caller).
+    pub paths: Vec<String>,
+    /// Those entries for this caller.
+    pub resolved_paths: Vec<PathBuf>,
+    /// Profile entries that stay read-only whenever a writable root contains them.
+    pub persistent_paths: Vec<String>,
+    /// Environment variables withheld: names containing a fragment, bar the exceptions.
+    pub env: Option<SecretEnvSpec>,
+    /// The caller's homes the `$HOME/…` entries expand for.
+    pub homes: Vec<PathBuf>,
+}
+
+impl Hides {
+    /// Reads the shipped profile of `mode`; full access hides nothing.
+    pub fn of(mode: Mode) -> Hides {
+        let Ok(ProfileSpec::Restricted(spec)) = profile::shipped(mode) else {
+            return Hides::default();
+        };
+        let homes = crate::policy::home::caller_homes();
+        let placeholders = Placeholders {
+            workspace: std::path::Path::new("/"),
+            ptys: vec![],
+            homes: &homes,
+            approval_token_file: std::env::var_os("SANDGATE_APPROVAL_TOKEN_FILE")
+                .map(PathBuf::from),
+        };
+        Hides {
+            resolved_paths: spec
+                .hidden_paths
+                .iter()
+                .flat_map(|e| placeholders.expand(e))
+                .collect(),
+            paths: spec.hidden_paths,
+            persistent_paths: spec.persistent_paths,
+            env: Some(spec.secret_env),
+            homes,
+        }
+    }
+}
 
 /// The whole report, as printed by `doctor --json`.
 #[derive(Debug, Serialize)]
@@ -41,7 +89,8 @@ pub fn report() -> Report {
                 .map(|g| (kebab(g), Value::Bool(!missing.contains(&g))))
                 .collect();
             let enforceable = !restricted || missing.is_empty();
-            (mode.as_str().to_owned(), json!({ "confined": restricted, "enforceable": enforceable, "guarantees": guarantees }))
+            let hides = serde_json::to_value(Hides::of(mode)).unwrap_or(Value::Null);
+            (mode.as_str().to_owned(), json!({ "confined": restricted, "enforceable": enforceable, "guarantees": guarantees, "hides": hides }))
         })
         .collect();
     Report {
@@ -104,6 +153,24 @@ pub fn render_text(r: &Report) -> String {
                         }
                     ));
                 }
+            }
+            let list = |v: &Value| {
+                v.as_array()
+                    .map(|a| a.iter().map(&s).collect::<Vec<_>>().join(" "))
+                    .unwrap_or_default()
+            };
+            let hides = &p["hides"];
+            if hides["paths"].as_array().is_some_and(|a| !a.is_empty()) {
+                out.push_str(&format!("  hides      {}\n", list(&hides["paths"])));
+                out.push_str(&format!(
+                    "  hides env  names containing {} (except {})\n",
+                    list(&hides["env"]["name_contains"]),
+                    list(&hides["env"]["except"])
+                ));
+                out.push_str(&format!(
+                    "  read-only  {} (when a writable root holds them)\n",
+                    list(&hides["persistent_paths"])
+                ));
             }
         }
     }

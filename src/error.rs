@@ -137,6 +137,7 @@ impl Error {
                 PolicyError::Workspace { .. }
                 | PolicyError::WorkspaceNotDir(_)
                 | PolicyError::WorkspaceIsRoot
+                | PolicyError::WorkspaceHoldsHome { .. }
                 | PolicyError::WritableRootIsRoot { .. }
                 | PolicyError::WritableRoot { .. }
                 | PolicyError::RedirectedRoot { .. }

@@ -68,6 +68,8 @@ pub struct Launch<'a> {
     pub argv0: Option<OsString>,
     /// Variables added to the command's environment.
     pub extra_env: Vec<(&'static str, OsString)>,
+    /// Inherited variables the command does not get (names that look like secrets).
+    pub withheld_env: Vec<OsString>,
     pub sandbox: Prepared,
     /// What the supervisor checks notifications against (restricted profiles).
     pub supervision: Option<supervisor::Setup>,
@@ -92,6 +94,7 @@ pub fn run(launch: Launch<'_>) -> Result<i32, ExecError> {
         .collect::<Result<_, _>>()?;
     let mut env: Vec<CString> = std::env::vars_os()
         .filter(|(k, _)| !launch.extra_env.iter().any(|(e, _)| OsStr::new(e) == k))
+        .filter(|(k, _)| !launch.withheld_env.contains(k))
         .chain(
             launch
                 .extra_env

@@ -206,7 +206,7 @@ fn run_inner(args: RunArgs, shellish: Shellish, caller: Caller) -> Result<i32, E
         return Err(PolicyError::NoCommand.into());
     }
     let layers = Layers::load()?;
-    let workspace = policy::resolve_workspace(args.workspace.as_deref(), &env.cwd)?;
+    let workspace = policy::resolve_workspace(args.workspace.as_deref(), &env.cwd, &env.homes)?;
     let standing = layers.standing(&args.knobs, &workspace, &env)?;
     for warning in &standing.warnings {
         eprintln!("sandgate: warning: {warning}");
@@ -262,6 +262,21 @@ fn run_inner(args: RunArgs, shellish: Shellish, caller: Caller) -> Result<i32, E
             protected_paths.push(audit.path().to_path_buf());
         }
     }
+    // ... and out of its sight: masked, so they can be neither read nor locked.
+    let mut own_files: Vec<PathBuf> = layers.user_dir.iter().cloned().collect();
+    own_files.extend(audit.iter().map(|a| a.path().to_path_buf()));
+    own_files.extend(args.denial_log.iter().cloned());
+    let keep_env = [
+        &args.keep_env,
+        &layers.user.keep_env,
+        &layers.managed.keep_env,
+    ]
+    .into_iter()
+    .flatten()
+    .cloned()
+    .collect();
+    let mut hidden_paths = layers.user.hidden_paths.clone();
+    hidden_paths.extend(standing.hidden_paths.iter().cloned());
     let request = Request {
         mode: Some(mode),
         // As given: the policy resolves it once more, following and checking its links.
@@ -279,6 +294,10 @@ fn run_inner(args: RunArgs, shellish: Shellish, caller: Caller) -> Result<i32, E
         command: args.command,
         protected_subpaths: standing.protected_subpaths.clone(),
         protected_paths,
+        own_files,
+        hidden_paths,
+        unhidden_paths: layers.user.unhidden_paths.clone(),
+        keep_env,
     };
     let plan = policy::resolve(request, &env)?;
     if plan.workspace != workspace {
@@ -416,9 +435,13 @@ fn launch<'a>(
     skip: &[Guarantee],
     reporter: Option<&Arc<Mutex<Reporter>>>,
 ) -> Launch<'a> {
-    let (extra_env, supervision) = match &plan.confinement {
-        Confinement::None => (vec![], None),
+    let (extra_env, supervision, withheld_env) = match &plan.confinement {
+        Confinement::None => (vec![], None, vec![]),
         Confinement::Restricted(r) => {
+            let withheld = std::env::vars_os()
+                .map(|(name, _)| name)
+                .filter(|name| r.secret_env.withholds(name))
+                .collect();
             let mut writable_roots: Vec<PathBuf> = r.writable_roots.iter().cloned().collect();
             let mut socket_roots: Vec<PathBuf> = r.socket_roots.iter().cloned().collect();
             let private_temp =
@@ -456,13 +479,14 @@ fn launch<'a>(
             if let Some(tmpdir) = &plan.tmpdir {
                 env.push(("TMPDIR", tmpdir.clone().into_os_string()));
             }
-            (env, Some(setup))
+            (env, Some(setup), withheld)
         }
     };
     Launch {
         command: &plan.command,
         argv0: None,
         extra_env,
+        withheld_env,
         sandbox: prepared,
         supervision,
     }
@@ -482,11 +506,13 @@ fn gather_env() -> Result<Env, Error> {
         .map(PathBuf::from)
         .filter(|p| p.is_absolute());
     Ok(Env {
-        cwd,
         tmpdir,
         home,
         ptys,
         parent: parent_sandbox(),
+        homes: policy::home::caller_homes(),
+        approval_token_file: std::env::var_os("SANDGATE_APPROVAL_TOKEN_FILE").map(|p| cwd.join(p)),
+        cwd,
     })
 }
 

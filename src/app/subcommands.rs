@@ -37,7 +37,8 @@ pub(super) fn install_links(dir: &Path) -> ExitCode {
 pub(super) fn presets(json: bool, knobs: &cli::Knobs) -> ExitCode {
     let current = gather_env().and_then(|env| {
         let layers = Layers::load()?;
-        let workspace = policy::resolve_workspace(None, &env.cwd)?;
+        // Only to find the project file: no command runs, so home is no hazard here.
+        let workspace = policy::resolve_workspace(None, &env.cwd, &[])?;
         layers.standing(knobs, &workspace, &env)
     });
     let current = match current {
@@ -106,7 +107,12 @@ pub(super) fn verify(log: Option<PathBuf>) -> ExitCode {
 /// `sandgate tmp [--workspace DIR] [--clean]`.
 pub(super) fn tmp(workspace: Option<&Path>, clean: bool) -> ExitCode {
     let workspace =
-        gather_env().and_then(|env| Ok(policy::resolve_workspace(workspace, &env.cwd)?));
+        // The same workspace a run would use (home refused likewise).
+        gather_env().and_then(|env| {
+            Ok(policy::resolve_workspace(
+                workspace, &env.cwd, &env.homes,
+            )?)
+        });
     let workspace = match workspace {
         Ok(ws) => ws,
         Err(err) => {

@@ -25,6 +25,9 @@ pub struct Managed {
     /// Unix sockets every sandbox may connect to (as `--allow-unix-socket`).
     #[serde(default)]
     pub allow_unix_sockets: Vec<PathBuf>,
+    /// Variables passed to every command although their names look like secrets.
+    #[serde(default)]
+    pub keep_env: Vec<String>,
 }
 
 /// The user's file: defaults for every call.
@@ -40,6 +43,15 @@ pub struct User {
     /// Unix sockets this user's sandboxes may connect to (as `--allow-unix-socket`).
     #[serde(default)]
     pub allow_unix_sockets: Vec<PathBuf>,
+    /// Paths to hide besides the profile's (absolute, `~/…`, or relative to the workspace).
+    #[serde(default)]
+    pub hidden_paths: Vec<String>,
+    /// Paths the profile hides that this user wants visible.
+    #[serde(default)]
+    pub unhidden_paths: Vec<String>,
+    /// Variables passed although their names look like secrets.
+    #[serde(default)]
+    pub keep_env: Vec<String>,
 }
 
 /// The project's file (`.sandgate/config.json` in the workspace): may only narrow.
@@ -52,11 +64,16 @@ pub struct Project {
     pub max_mode: Option<Mode>,
     #[serde(default)]
     pub protected_paths: Vec<String>,
+    /// Extra paths to hide (a project may hide more, never less).
+    #[serde(default)]
+    pub hidden_paths: Vec<String>,
     /// Keys a project may not set; accepted only to be refused with a warning.
     pub approval_endpoint: Option<serde_json::Value>,
     pub approver: Option<serde_json::Value>,
     pub audit_log: Option<serde_json::Value>,
     pub allow_unix_sockets: Option<serde_json::Value>,
+    pub unhidden_paths: Option<serde_json::Value>,
+    pub keep_env: Option<serde_json::Value>,
 }
 
 /// Why a configuration file cannot be used.
@@ -119,6 +136,7 @@ pub struct Narrowing {
     pub mode: Option<Mode>,
     pub never: bool,
     pub protected_paths: Vec<String>,
+    pub hidden_paths: Vec<String>,
     pub warnings: Vec<String>,
 }
 
@@ -126,6 +144,7 @@ pub struct Narrowing {
 pub fn narrowing(project: &Project, standing: Mode, approval: Approval) -> Narrowing {
     let mut out = Narrowing {
         protected_paths: project.protected_paths.clone(),
+        hidden_paths: project.hidden_paths.clone(),
         ..Narrowing::default()
     };
     let mut ignore = |key: &str, why: &str| {
@@ -173,6 +192,8 @@ pub fn narrowing(project: &Project, standing: Mode, approval: Approval) -> Narro
         ("approver", project.approver.is_some()),
         ("audit_log", project.audit_log.is_some()),
         ("allow_unix_sockets", project.allow_unix_sockets.is_some()),
+        ("unhidden_paths", project.unhidden_paths.is_some()),
+        ("keep_env", project.keep_env.is_some()),
     ] {
         if set {
             ignore(key, "only the user or managed configuration may set it");
@@ -193,16 +214,22 @@ mod tests {
             approval: Some(Approval::OnRequest),
             approval_endpoint: Some(serde_json::json!("http://evil")),
             allow_unix_sockets: Some(serde_json::json!(["/run/docker.sock"])),
+            unhidden_paths: Some(serde_json::json!(["~/.ssh"])),
+            keep_env: Some(serde_json::json!(["AWS_SECRET_ACCESS_KEY"])),
+            hidden_paths: vec!["secrets.env".into()],
             ..Project::default()
         };
         let n = narrowing(&wide, Mode::ReadOnly, Approval::Never);
         assert_eq!(n.mode, None);
         assert!(!n.never);
-        assert_eq!(n.warnings.len(), 5, "{:?}", n.warnings);
+        assert_eq!(n.warnings.len(), 7, "{:?}", n.warnings);
         assert!(n
             .warnings
             .iter()
             .any(|w| w.contains("`allow_unix_sockets`")));
+        assert!(n.warnings.iter().any(|w| w.contains("`unhidden_paths`")));
+        assert!(n.warnings.iter().any(|w| w.contains("`keep_env`")));
+        assert_eq!(n.hidden_paths, vec!["secrets.env".to_owned()]);
         assert!(n.warnings.iter().any(|w| w.contains("`sandbox`")));
 
         let narrow = Project {

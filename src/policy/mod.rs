@@ -7,11 +7,13 @@
 pub mod config;
 pub mod escalation;
 mod gitconfig;
+pub mod home;
 mod mode;
 pub mod preset;
 pub mod profile;
 pub mod protected;
 pub mod roots;
+pub mod secrets;
 pub mod standing;
 mod workspace;
 
@@ -24,6 +26,7 @@ pub use mode::Mode;
 pub use preset::Approval;
 pub use profile::{Network, Temp};
 use profile::{Placeholders, ProfileSpec};
+pub use secrets::SecretEnv;
 pub use standing::Standing;
 pub use workspace::resolve as resolve_workspace;
 
@@ -48,6 +51,8 @@ pub enum PolicyError {
     WorkspaceNotDir(PathBuf),
     #[error("refusing / as the workspace: a writable / is full access; pass --workspace DIR")]
     WorkspaceIsRoot,
+    #[error("refusing {} as the workspace: it holds your home directory {}, where a command could plant shell startup files; pass --workspace DIR (or set SANDGATE_WORKSPACE) to choose it anyway", workspace.display(), home.display())]
+    WorkspaceHoldsHome { workspace: PathBuf, home: PathBuf },
     #[error("refusing writable root / (from {origin}): that is full access; use --sandbox full-access if you mean it")]
     WritableRootIsRoot { origin: &'static str },
     #[error("cannot use writable root {}: {source}", path.display())]
@@ -100,6 +105,10 @@ pub struct Env {
     pub ptys: Vec<PathBuf>,
     /// Set when this sandgate runs inside another sandgate's sandbox.
     pub parent: Option<Parent>,
+    /// The caller's home directories, canonical ([`home::caller_homes`]).
+    pub homes: Vec<PathBuf>,
+    /// `$SANDGATE_APPROVAL_TOKEN_FILE`: hidden like a credential.
+    pub approval_token_file: Option<PathBuf>,
 }
 
 /// The enclosing sandgate sandbox, as its environment hint describes it.
@@ -126,6 +135,15 @@ pub struct Request {
     /// Absolute paths that must stay read-only wherever they are (sandgate's own audit log
     /// and configuration).
     pub protected_paths: Vec<PathBuf>,
+    /// sandgate's own files (audit log, denial log, configuration): hidden in every
+    /// restricted profile, whether or not they exist yet, and never unhidden.
+    pub own_files: Vec<PathBuf>,
+    /// Paths to hide besides the profile's (user and project configuration).
+    pub hidden_paths: Vec<String>,
+    /// Paths the profile hides that the user's configuration shows.
+    pub unhidden_paths: Vec<String>,
+    /// Variables passed even though their names look like secrets.
+    pub keep_env: Vec<String>,
 }
 
 /// Everything the later stages need to run one call.
@@ -170,6 +188,18 @@ pub struct Restrictions {
     pub git_dirs: BTreeSet<PathBuf>,
     /// Their subdirectories that stay writable (`objects`, `refs`, `logs`, …).
     pub git_writable: BTreeSet<PathBuf>,
+    /// Bound onto themselves so they cannot be renamed or replaced (the directories on the
+    /// way to a persistence path).
+    pub pinned: BTreeSet<PathBuf>,
+    /// Directories in which nothing may be created, removed or renamed, while their existing
+    /// entries stay as writable as before (see [`home`]).
+    pub frozen: BTreeSet<PathBuf>,
+    /// Read as empty: a directory as an empty one, anything else as an empty file. Absolute;
+    /// the mount layer canonicalises them again right before the sandbox starts (sandgate's
+    /// own logs may only be created by then) and skips those that do not exist.
+    pub hidden: BTreeSet<PathBuf>,
+    /// Which environment variables the command does not get.
+    pub secret_env: SecretEnv,
     /// Device nodes the command may write (and ioctl).
     pub devices: BTreeSet<PathBuf>,
     pub temp: Temp,
@@ -203,7 +233,8 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
     if request.command.is_empty() {
         return Err(PolicyError::NoCommand);
     }
-    let workspace_resolved = workspace::resolve_with_links(request.workspace.as_deref(), &env.cwd)?;
+    let workspace_resolved =
+        workspace::resolve_with_links(request.workspace.as_deref(), &env.cwd, &env.homes)?;
     let workspace = workspace_resolved.path.clone();
     let asked = request.mode.unwrap_or(Mode::WorkspaceWrite);
     let (mode, narrowed_from) = match &env.parent {
@@ -216,6 +247,8 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
             let placeholders = Placeholders {
                 workspace: &workspace,
                 ptys: env.ptys.clone(),
+                homes: &env.homes,
+                approval_token_file: env.approval_token_file.clone(),
             };
             let mut workspace_write_roots = match profile::shipped(Mode::WorkspaceWrite)? {
                 ProfileSpec::Restricted(ww) => placeholders.existing(&ww.writable_roots),
@@ -278,6 +311,32 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
                     Err(_) => return Err(PolicyError::GitPointerMissing(pointer.clone())),
                 };
             }
+            let beneath_roots =
+                |p: &PathBuf| writable_roots.iter().any(|r| p.starts_with(r) && p != r);
+            let persistent = home::guard(
+                spec.persistent_paths
+                    .iter()
+                    .flat_map(|e| placeholders.expand(e)),
+            );
+            protected
+                .read_only
+                .extend(persistent.read_only.into_iter().filter(under_roots));
+            let pinned = persistent
+                .pinned
+                .into_iter()
+                .filter(beneath_roots)
+                .collect();
+            let mut hidden = secrets::hidden(
+                spec.hidden_paths
+                    .iter()
+                    .flat_map(|e| placeholders.expand(e))
+                    .collect(),
+                &request.hidden_paths,
+                &request.unhidden_paths,
+                &env.homes,
+                &workspace,
+            );
+            hidden.extend(request.own_files.iter().map(|p| env.cwd.join(p)));
             let mounts = match &env.parent {
                 Some(parent) if parent.mode == mode && parent.workspace == workspace => {
                     MountSource::Parent
@@ -315,6 +374,10 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
                     .filter(|p| under_roots(p))
                     .cloned()
                     .collect(),
+                pinned,
+                frozen: persistent.frozen.into_iter().filter(under_roots).collect(),
+                hidden,
+                secret_env: SecretEnv::new(&spec.secret_env, &request.keep_env),
                 writable_roots,
                 workspace_write_roots,
                 devices: placeholders.existing(&spec.devices),
@@ -378,6 +441,8 @@ mod tests {
             home: None,
             ptys: vec![],
             parent: None,
+            homes: vec![],
+            approval_token_file: None,
         }
     }
 

@@ -2,8 +2,10 @@
 //! any directory. This module parses them and expands their placeholders into concrete,
 //! canonical paths for one call.
 //!
-//! Placeholders: `$WORKSPACE` (the resolved workspace) and `$PTY` (every terminal device
-//! behind stdin, stdout and stderr).
+//! Placeholders: `$WORKSPACE` (the resolved workspace), `$PTY` (every terminal device
+//! behind stdin, stdout and stderr), `$HOME/…` (beneath every home of the caller: `$HOME`
+//! and the passwd entry's, when they differ) and `$SANDGATE_APPROVAL_TOKEN_FILE` (the
+//! endpoint's bearer token file, skipped when unset).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -37,7 +39,24 @@ pub struct RestrictedSpec {
     pub protected_subpaths: Vec<String>,
     pub devices: Vec<String>,
     pub temp: Temp,
+    /// Paths that stay read-only whenever a writable root contains them, whether or not
+    /// they exist (files a later login or tool runs: shell startup files, `~/.local/bin`).
+    pub persistent_paths: Vec<String>,
+    /// Paths that read as empty (credentials).
+    pub hidden_paths: Vec<String>,
+    /// Environment variables that are not passed to the command.
+    pub secret_env: SecretEnvSpec,
     pub network: Network,
+}
+
+/// Which environment variables look like secrets.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecretEnvSpec {
+    /// A name containing one of these (ASCII case-insensitively) is withheld.
+    pub name_contains: Vec<String>,
+    /// Names that contain a pattern without being secrets (`GIT_AUTHOR_NAME`).
+    pub except: Vec<String>,
 }
 
 /// What `/tmp` and `/dev/shm` are inside the sandbox. Never the host's: its `/tmp` holds
@@ -92,14 +111,21 @@ pub fn shipped(mode: Mode) -> Result<ProfileSpec, PolicyError> {
 pub struct Placeholders<'a> {
     pub workspace: &'a Path,
     pub ptys: Vec<PathBuf>,
+    /// The caller's home directories (see [`super::Env::homes`]).
+    pub homes: &'a [PathBuf],
+    pub approval_token_file: Option<PathBuf>,
 }
 
 impl Placeholders<'_> {
     /// Expands one profile entry into zero or more paths.
-    fn expand(&self, entry: &str) -> Vec<PathBuf> {
+    pub fn expand(&self, entry: &str) -> Vec<PathBuf> {
+        if let Some(rest) = entry.strip_prefix("$HOME/") {
+            return self.homes.iter().map(|h| h.join(rest)).collect();
+        }
         match entry {
             "$WORKSPACE" => vec![self.workspace.to_path_buf()],
             "$PTY" => self.ptys.clone(),
+            "$SANDGATE_APPROVAL_TOKEN_FILE" => self.approval_token_file.iter().cloned().collect(),
             literal => vec![PathBuf::from(literal)],
         }
     }
@@ -144,12 +170,42 @@ mod tests {
     }
 
     #[test]
+    fn both_restricted_profiles_hide_credentials_and_guard_startup_files() {
+        for mode in [Mode::ReadOnly, Mode::WorkspaceWrite] {
+            let Ok(ProfileSpec::Restricted(spec)) = shipped(mode) else {
+                panic!("{mode} must be restricted");
+            };
+            for hidden in ["$HOME/.ssh", "$HOME/.aws", "$SANDGATE_APPROVAL_TOKEN_FILE"] {
+                assert!(spec.hidden_paths.iter().any(|p| p == hidden), "{mode}");
+            }
+            for persistent in ["$HOME/.bashrc", "$HOME/.zshrc", "$HOME/.local/bin"] {
+                assert!(
+                    spec.persistent_paths.iter().any(|p| p == persistent),
+                    "{mode}"
+                );
+            }
+            assert!(spec.secret_env.name_contains.iter().any(|p| p == "KEY"));
+        }
+    }
+
+    #[test]
     fn placeholders_expand() {
+        let homes = [PathBuf::from("/home/a"), PathBuf::from("/root")];
         let p = Placeholders {
             workspace: Path::new("/ws"),
             ptys: vec![],
+            homes: &homes,
+            approval_token_file: None,
         };
         assert_eq!(p.expand("$PTY"), Vec::<PathBuf>::new());
+        assert_eq!(
+            p.expand("$HOME/.ssh"),
+            vec![PathBuf::from("/home/a/.ssh"), PathBuf::from("/root/.ssh")]
+        );
+        assert_eq!(
+            p.expand("$SANDGATE_APPROVAL_TOKEN_FILE"),
+            Vec::<PathBuf>::new()
+        );
         assert_eq!(p.expand("$WORKSPACE"), vec![PathBuf::from("/ws")]);
         assert_eq!(p.expand("/dev/null"), vec![PathBuf::from("/dev/null")]);
     }

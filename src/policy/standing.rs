@@ -32,6 +32,8 @@ pub struct Standing {
     pub max_mode: Option<Mode>,
     /// Extra protected subpaths from the project file.
     pub protected_subpaths: Vec<String>,
+    /// Extra hidden paths from the project file.
+    pub hidden_paths: Vec<String>,
     /// Set when an enclosing sandgate narrowed the mode: the mode asked for.
     pub narrowed_from: Option<Mode>,
     /// Things a person should know (ignored project keys).
@@ -125,6 +127,7 @@ pub fn resolve(
         preset,
         max_mode: managed.max_mode,
         protected_subpaths: narrowing.protected_paths,
+        hidden_paths: narrowing.hidden_paths,
         narrowed_from,
         warnings: narrowing.warnings,
     })

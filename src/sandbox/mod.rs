@@ -5,7 +5,9 @@
 //! that a broken profile fails in sandgate with a clear error instead of in the child.
 
 mod caps;
+mod freeze;
 pub mod landlock;
+mod mask;
 pub mod mounts;
 pub mod private_temp;
 pub mod probe;

@@ -19,14 +19,17 @@
 //! 3. cover `/tmp` with the private temp (an empty tmpfs, or the workspace's own directory),
 //!    `/dev/shm` with an empty tmpfs and `/dev/mqueue` with this IPC namespace's queues,
 //!    then put each kept object back at its own path;
-//! 4. bind each writable root onto itself, making it its own mount;
+//! 4. bind each writable root (and each pinned directory) onto itself, making it its own
+//!    mount;
 //! 5. mark the whole tree read-only, recursively, and re-open the writable binds and the
 //!    private temp for writing (never a bind whose host mount was read-only);
 //! 6. guard each git directory, shallow ones first: its top level bound read-only onto
 //!    itself, then its other subdirectories bound writable again on top (see
 //!    `policy::protected` for why, `supervisor::git` for what then still works);
-//! 7. bind each protected path onto itself, read-only;
-//! 8. re-enter the working directory by path: the process's cwd still points into the
+//! 7. bind each protected path onto itself, read-only, then freeze the directories that
+//!    would hold a missing persistence path (`freeze`);
+//! 8. cover every hidden path with an empty read-only stand-in (`mask`), last;
+//! 9. re-enter the working directory by path: the process's cwd still points into the
 //!    mount it was on before the binds were stacked on top.
 //!
 //! Every path the child opens is checked against the identity recorded in sandgate, and
@@ -137,6 +140,9 @@ pub struct MountPlan {
     git: Vec<(Checked, GitMount)>,
     ro_binds: Vec<Checked>,
     cwd: Option<CString>,
+    /// Frozen directories (after the protected binds) and masks (last).
+    freeze: super::freeze::Freeze,
+    masks: super::mask::Masks,
 }
 
 /// Returns the uid/gid maps for a user namespace, or `None` when sandgate runs as root
@@ -170,7 +176,12 @@ impl MountPlan {
         temp: Option<&PrivateTemp>,
     ) -> io::Result<MountPlan> {
         // Shallow paths first, so a nested root is bound on top of its parent's bind.
-        let mut writable: Vec<&Path> = r.writable_roots.iter().map(|p| p.as_path()).collect();
+        let mut writable: Vec<&Path> = r
+            .writable_roots
+            .iter()
+            .chain(r.pinned.iter())
+            .map(|p| p.as_path())
+            .collect();
         writable.sort_by_key(|p| p.components().count());
         let rw_binds = writable
             .into_iter()
@@ -228,6 +239,7 @@ impl MountPlan {
                 })
             })
             .collect::<io::Result<_>>()?;
+        let masks = super::mask::Masks::build(&r.hidden, cwd)?;
         Ok(MountPlan {
             id_maps: id_maps(),
             temp: Some(temp),
@@ -235,7 +247,10 @@ impl MountPlan {
             rw_binds,
             git,
             ro_binds,
-            cwd: Some(cstring(cwd)?),
+            // Inside a hidden directory, the command starts in its empty stand-in.
+            cwd: Some(cstring(masks.working_dir(cwd))?),
+            freeze: super::freeze::Freeze::build(&r.frozen, &r.protected)?,
+            masks,
         })
     }
 
@@ -298,6 +313,8 @@ impl MountPlan {
             sys::mount_setattr_fd(tree.as_fd(), true, libc::MOUNT_ATTR_RDONLY, 0)?;
             sys::move_mount(tree.as_fd(), target.as_fd())?;
         }
+        self.freeze.apply()?;
+        self.masks.apply()?;
         if let Some(cwd) = &self.cwd {
             nix::unistd::chdir(cwd.as_c_str())?;
         }
@@ -465,6 +482,8 @@ impl MountPlan {
             git: vec![],
             ro_binds: vec![],
             cwd: None,
+            freeze: Default::default(),
+            masks: Default::default(),
         }
     }
 }
