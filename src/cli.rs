@@ -11,12 +11,31 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::policy::{Approval, Mode};
 
+/// What `--help` and the man page say beyond the one line: the boundary of the restricted
+/// profiles.
+const LONG_ABOUT: &str = "Run one command under a kernel-enforced sandbox profile.
+
+In read-only and workspace-write nothing of the host session is reachable: /tmp and \
+/dev/shm are private (workspace-write keeps one /tmp per workspace; `sandgate tmp` shows \
+it), SysV IPC, message queues and abstract sockets are the sandbox's own, a unix socket is \
+reached only beneath the workspace or the private temp or when named with \
+--allow-unix-socket, no call acts on a process outside, and the terminal cannot be taken \
+over. Git's metadata (config, config.worktree, commondir, hooks, info, gitdir) of the \
+workspace's repository, its submodules and worktrees cannot be created or changed; a \
+repository created inside the sandbox belongs to the sandbox, and its config is as \
+untrusted as any file the command wrote. A workspace derived from the current directory \
+that is or holds your home is refused; shell startup files and other persistence paths \
+stay read-only; credential files read as empty and secret-looking variables are withheld \
+(--keep-env). A terminal prompt grants only on the code it shows, and never through the \
+agent links (sandgate-sh, a bash link, sandgate-prefix) unless SANDGATE_TTY=always.";
+
 /// Run one command under a kernel-enforced sandbox profile.
 #[derive(Debug, Parser)]
 #[command(
     name = "sandgate",
     version,
     args_conflicts_with_subcommands = true,
+    long_about = LONG_ABOUT,
     after_help = "Exit status: the command's own; 128+N when it dies of signal N; 64 usage; \
                   77 escalation not granted; 78 profile cannot be enforced here; 125 internal \
                   error; 126 not executable; 127 not found."
