@@ -630,6 +630,116 @@ fn run(op: &str, args: &[String]) -> Res {
             let id: i32 = arg(0).parse().map_err(|_| Errno::EINVAL)?;
             raw(unsafe { libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()) }.into())
         }
+        "symlink" => {
+            let (a, b) = (
+                CString::new(arg(0)).map_err(|_| Errno::EINVAL)?,
+                CString::new(arg(1)).map_err(|_| Errno::EINVAL)?,
+            );
+            raw(unsafe { libc::symlink(a.as_ptr(), b.as_ptr()) }.into())
+        }
+        "git-race" => {
+            // N rounds of creating, renaming and linking git-metadata names through `d`
+            // (which another thread keeps exchanging with `dl`, a symlink to `.git`) and
+            // through path buffers a third thread keeps flipping between `ok/NAME` and
+            // `.git/NAME`. After each round, counts the names that exist in the real `.git`.
+            use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+            use std::sync::Arc;
+            const NAMES: [&str; 4] = [
+                "commondir",
+                "config.worktree",
+                "info/attributes",
+                "hooks/pre-commit",
+            ];
+            let n: usize = arg(0).parse().unwrap_or(2000);
+            let fill = |p: String| {
+                let mut buf = [0u8; 64];
+                buf[..p.len()].copy_from_slice(p.as_bytes());
+                buf
+            };
+            let benign: Vec<[u8; 64]> = NAMES.iter().map(|m| fill(format!("ok/{m}"))).collect();
+            let evil: Vec<[u8; 64]> = NAMES.iter().map(|m| fill(format!(".git/{m}"))).collect();
+            let shared: &'static mut [[u8; 64]; 4] = Box::leak(Box::new([[0u8; 64]; 4]));
+            shared.copy_from_slice(&benign);
+            let ptr = shared.as_mut_ptr() as usize;
+            let stop = Arc::new(AtomicBool::new(false));
+            let (swaps, flips) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+            let swapper = {
+                let (stop, swaps) = (stop.clone(), swaps.clone());
+                std::thread::spawn(move || {
+                    while !stop.load(Relaxed) {
+                        let r = unsafe {
+                            libc::syscall(
+                                libc::SYS_renameat2,
+                                libc::AT_FDCWD,
+                                c"d".as_ptr(),
+                                libc::AT_FDCWD,
+                                c"dl".as_ptr(),
+                                libc::RENAME_EXCHANGE,
+                            )
+                        };
+                        if r == 0 {
+                            swaps.fetch_add(1, Relaxed);
+                        }
+                    }
+                })
+            };
+            let flipper = {
+                let (stop, flips) = (stop.clone(), flips.clone());
+                std::thread::spawn(move || {
+                    let mut flip = false;
+                    while !stop.load(Relaxed) {
+                        let src = if flip { &evil } else { &benign };
+                        for (k, b) in src.iter().enumerate() {
+                            unsafe { std::ptr::write_volatile((ptr as *mut [u8; 64]).add(k), *b) };
+                        }
+                        flip = !flip;
+                        flips.fetch_add(1, Relaxed);
+                    }
+                })
+            };
+            // Start only once both threads are really racing.
+            while swaps.load(Relaxed) < 100 || flips.load(Relaxed) < 10_000 {
+                std::thread::yield_now();
+            }
+            let (mut landed, mut breaches) = (0usize, 0usize);
+            let mut count = |ret: libc::c_int| {
+                if ret >= 0 {
+                    landed += 1;
+                }
+                ret
+            };
+            for _ in 0..n {
+                for (k, name) in NAMES.iter().enumerate() {
+                    let via_d = CString::new(format!("d/{name}")).map_err(|_| Errno::EINVAL)?;
+                    let via_buf = unsafe { (ptr as *const [u8; 64]).add(k) }.cast::<libc::c_char>();
+                    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_CLOEXEC;
+                    for path in [via_d.as_ptr(), via_buf] {
+                        let fd = count(unsafe { libc::open(path, flags, 0o755) });
+                        if fd >= 0 {
+                            unsafe { libc::close(fd) };
+                        }
+                        let _ = std::fs::write("r", "#!/bin/sh\n");
+                        count(unsafe { libc::rename(c"r".as_ptr(), path) });
+                        count(unsafe { libc::link(c"src".as_ptr(), path) });
+                        count(unsafe { libc::symlink(c"src".as_ptr(), path) });
+                    }
+                }
+                for name in NAMES {
+                    if std::fs::symlink_metadata(format!(".git/{name}")).is_ok() {
+                        breaches += 1;
+                    }
+                }
+            }
+            stop.store(true, Relaxed);
+            let _ = swapper.join();
+            let _ = flipper.join();
+            println!(
+                "swaps {} flips {} landed {landed} breaches {breaches}",
+                swaps.load(Relaxed),
+                flips.load(Relaxed)
+            );
+            Ok(())
+        }
         other => {
             eprintln!("probe: unknown operation {other}");
             std::process::exit(2)

@@ -14,6 +14,8 @@ pub struct Pointers {
     pub hooks_path: Option<String>,
     /// Every `include.path` and `includeIf.<cond>.path`, as written.
     pub includes: Vec<String>,
+    /// Every `submodule.<name>.path` (in `.gitmodules`), as written.
+    pub submodule_paths: Vec<String>,
 }
 
 /// Reads `path`; a missing or unreadable file points at nothing.
@@ -59,6 +61,7 @@ pub fn parse(text: &str) -> Pointers {
         match (section.as_str(), key.as_str()) {
             ("core", "hookspath") => out.hooks_path = Some(value),
             ("include" | "includeif", "path") => out.includes.push(value),
+            ("submodule", "path") => out.submodule_paths.push(value),
             _ => {}
         }
     }
@@ -107,8 +110,10 @@ mod tests {
             "[core]\n\trepositoryformatversion = 0\n\thooksPath = \".githooks\" # ours\n\
              [include]\n\tpath = ../shared.gitconfig\n\
              [includeIf \"gitdir:~/work/\"]\n\tpath = ~/work.gitconfig\n\
-             [Core] HooksPath = later\n[other]\n\tpath = ignored\n",
+             [Core] HooksPath = later\n[other]\n\tpath = ignored\n\
+             [submodule \"lib\"]\n\tpath = vendor/lib\n",
         );
+        assert_eq!(p.submodule_paths, ["vendor/lib"]);
         assert_eq!(p.hooks_path.as_deref(), Some("later"));
         assert_eq!(p.includes, ["../shared.gitconfig", "~/work.gitconfig"]);
     }

@@ -324,6 +324,7 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
             let pinned = persistent
                 .pinned
                 .into_iter()
+                .chain(protected.git_checkouts.iter().cloned())
                 .filter(beneath_roots)
                 .collect();
             let mut hidden = secrets::hidden(

@@ -3,8 +3,8 @@
 //!
 //! **Git.** Whatever git on the host reads or runs later must not be the sandbox's to
 //! write: `config`, `config.worktree`, `commondir` (it moves where config and hooks are
-//! read from), `hooks`, `info` and a worktree's `gitdir` — whether or not they exist when
-//! the call starts. Every git directory that exists at the start is *guarded*: the
+//! read from), `hooks`, `info/attributes` and a worktree's `gitdir` — whether or not they
+//! exist when the call starts. Every git directory that exists at the start is *guarded*: the
 //! workspace's own (a `.git` directory, or the `gitdir:` target of a `.git` file and its
 //! common dir), each submodule's under `modules/`, and each linked worktree's under
 //! `worktrees/`. A guarded directory's top level is mounted read-only, so the kernel
@@ -14,8 +14,9 @@
 //! refusing the metadata names. See `supervisor/git.rs`.
 //!
 //! A guarded directory is also a mount point, which the kernel refuses to rename, remove
-//! or replace: `.git` cannot be moved aside for a fresh one. A `.git` *file* is bound
-//! read-only, so it cannot be pointed elsewhere.
+//! or replace: `.git` cannot be moved aside for a fresh one. A `.git` *file* (of the
+//! workspace, or of a submodule checkout listed in `.gitmodules`) is bound read-only, so it
+//! cannot be pointed elsewhere, and a submodule checkout cannot be moved aside.
 //!
 //! The configuration git reads (the repository's and the user's) may already point git at
 //! a place in the workspace — `core.hooksPath`, `include.path`; those places are protected
@@ -28,14 +29,15 @@ use super::gitconfig;
 
 /// The entries of a git directory's top level that no sandboxed command may create,
 /// change or remove.
-pub const GIT_METADATA: [&str; 6] = [
-    "config",
-    "config.worktree",
-    "commondir",
-    "hooks",
-    "info",
-    "gitdir",
-];
+pub const GIT_METADATA: [&str; 5] = ["config", "config.worktree", "commondir", "hooks", "gitdir"];
+
+/// The same in its `info/` directory: `attributes` can route files through a filter or
+/// diff driver, which runs a command. (`info/refs`, `exclude`, `sparse-checkout` run
+/// nothing, and `git gc` writes `refs`.)
+pub const GIT_INFO_METADATA: [&str; 1] = ["attributes"];
+
+/// The directory of [`GIT_INFO_METADATA`].
+pub const GIT_INFO: &str = "info";
 
 /// How deep submodule git directories are looked for under `modules/` (names may hold
 /// slashes, and submodules nest).
@@ -53,6 +55,10 @@ pub struct Protected {
     /// Places the configuration points git at (`core.hooksPath`, includes), as resolved
     /// from the configuration; they may not exist.
     pub git_pointers: BTreeSet<PathBuf>,
+    /// Submodule checkouts in the workspace: bound onto themselves so they cannot be moved
+    /// aside for a directory whose `.git` points elsewhere (their `.git` file is in
+    /// `read_only`).
+    pub git_checkouts: BTreeSet<PathBuf>,
 }
 
 /// Returns what to protect for `workspace`: `subpaths` are relative to it (a `.git/…`
@@ -67,6 +73,20 @@ pub fn resolve(workspace: &Path, subpaths: &[String], home: Option<&Path>) -> Pr
     }
     for dir in main.iter().filter_map(|d| std::fs::canonicalize(d).ok()) {
         guard(&dir, &mut out, 0);
+    }
+    // Submodule checkouts: host git enters them (and reads their `.git`) on `status`.
+    for path in gitconfig::read(&workspace.join(".gitmodules")).submodule_paths {
+        let Ok(checkout) = std::fs::canonicalize(workspace.join(path)) else {
+            continue;
+        };
+        if !checkout.starts_with(workspace) || checkout == workspace {
+            continue;
+        }
+        let dot_git = checkout.join(".git");
+        if dot_git.symlink_metadata().is_ok_and(|m| m.is_file()) {
+            out.read_only.insert(dot_git);
+        }
+        out.git_checkouts.insert(checkout);
     }
     for sub in subpaths {
         let sub = Path::new(sub);
@@ -127,7 +147,7 @@ fn guard(dir: &Path, out: &mut Protected, depth: usize) {
     for entry in entries.flatten() {
         let name = entry.file_name();
         let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-        if is_dir && !GIT_METADATA.iter().any(|m| name == *m) {
+        if is_dir && name != GIT_INFO && !GIT_METADATA.iter().any(|m| name == *m) {
             out.git_writable.insert(entry.path());
         }
     }

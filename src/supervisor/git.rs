@@ -34,7 +34,7 @@ use nix::unistd::{unlinkat, UnlinkatFlags};
 use super::resolve::{self, Inode, Root, Target};
 use super::{creds_of, observe, Call, Context};
 use crate::denial::Denial;
-use crate::policy::protected::GIT_METADATA;
+use crate::policy::protected::{GIT_INFO, GIT_INFO_METADATA, GIT_METADATA};
 use crate::policy::Mode;
 use crate::sys::Answer;
 
@@ -45,9 +45,28 @@ pub const OP: &str = "git_metadata";
 struct Region {
     /// `O_PATH` in sandgate's own view, where it is writable.
     fd: OwnedFd,
-    /// The git directory's top level itself (where the metadata names live), rather than
-    /// a directory the supervisor created beneath it.
-    top: bool,
+    /// The names no sandboxed command may create, change or remove here.
+    metadata: &'static [&'static str],
+}
+
+impl Region {
+    /// A git directory's top level.
+    fn top(fd: OwnedFd) -> Region {
+        Region {
+            fd,
+            metadata: &GIT_METADATA,
+        }
+    }
+
+    /// A directory named `name` made (or found) in region `parent`: `info/` of a top
+    /// level has its own metadata, anything else none.
+    fn child(fd: OwnedFd, parent: &'static [&'static str], name: &[u8]) -> Region {
+        let is_info = std::ptr::eq(parent, GIT_METADATA.as_slice()) && name == GIT_INFO.as_bytes();
+        Region {
+            fd,
+            metadata: if is_info { &GIT_INFO_METADATA } else { &[] },
+        }
+    }
 }
 
 /// The guarded directories, by identity; grows as the supervisor creates directories in
@@ -59,15 +78,30 @@ impl Regions {
     /// Opens each guarded git directory in sandgate's own view. One that cannot be opened
     /// without following a symlink is left out: the kernel still refuses writes there.
     pub fn open(dirs: &[PathBuf]) -> Regions {
-        let map = dirs
-            .iter()
-            .filter_map(|dir| {
-                let fd = crate::sandbox::open_exact(dir).ok()?;
-                let id = resolve::identity(&fstat(fd.as_fd()).ok()?);
-                Some((id, Region { fd, top: true }))
-            })
-            .collect();
+        let open = |path: &std::path::Path| {
+            let fd = crate::sandbox::open_exact(path).ok()?;
+            let id = resolve::identity(&fstat(fd.as_fd()).ok()?);
+            Some((id, fd))
+        };
+        let mut map = HashMap::new();
+        for dir in dirs {
+            let Some((id, fd)) = open(dir) else {
+                continue;
+            };
+            map.insert(id, Region::top(fd));
+            if let Some((id, fd)) = open(&dir.join(GIT_INFO)) {
+                map.insert(id, Region::child(fd, &GIT_METADATA, GIT_INFO.as_bytes()));
+            }
+        }
         Regions(RefCell::new(map))
+    }
+
+    /// Returns true for a directory with metadata names of its own.
+    fn guards(&self, id: &Inode) -> bool {
+        self.0
+            .borrow()
+            .get(id)
+            .is_some_and(|r| !r.metadata.is_empty())
     }
 
     pub fn is_empty(&self) -> bool {
@@ -78,7 +112,8 @@ impl Regions {
 /// One path argument, resolved: its parent's region (if any) and final name.
 struct Place {
     shown: String,
-    region: Option<(Inode, bool)>,
+    /// The parent's identity and the metadata names there.
+    region: Option<(Inode, &'static [&'static str])>,
     name: Option<Vec<u8>>,
     /// The existing object's identity and whether it is a directory.
     object: Option<(Inode, bool)>,
@@ -86,11 +121,10 @@ struct Place {
 
 impl Place {
     fn sensitive(&self) -> bool {
-        matches!(self.region, Some((_, true)))
-            && self
-                .name
-                .as_deref()
-                .is_some_and(|n| GIT_METADATA.iter().any(|m| n == m.as_bytes()))
+        let (Some((_, metadata)), Some(name)) = (self.region, self.name.as_deref()) else {
+            return false;
+        };
+        metadata.iter().any(|m| name == m.as_bytes())
     }
 }
 
@@ -125,6 +159,17 @@ pub fn handle(call: &Call<'_>, context: &Context) -> Option<(Answer, Option<Deni
         // Between a guarded directory and elsewhere: as between two mounts (`mv` copies).
         return Some((Answer::Error(libc::EXDEV), None));
     }
+    // A mount point in the sandbox's view (a writable `objects/`, a guarded submodule git
+    // directory) is a plain directory in sandgate's: refuse what the kernel would.
+    // So is a directory with metadata of its own (`info/`): moved aside, it would take the
+    // guard with it.
+    let on_a_mount = places
+        .iter()
+        .filter_map(|p| p.object)
+        .any(|(id, _)| context.is_mount_point(&id) || context.git.guards(&id));
+    if op.moves_or_removes() && on_a_mount {
+        return Some((Answer::Error(libc::EBUSY), None));
+    }
     Some((perform(call, context, &op, &places), None))
 }
 
@@ -151,7 +196,12 @@ fn locate(call: &Call<'_>, context: &Context, root: &Root, dirfd: i32, ptr: u64)
         Some(id) => id,
         None => resolve::identity(&fstat(target.dir.as_fd()).ok()?),
     };
-    let region = context.git.0.borrow().get(&dir_id).map(|r| (dir_id, r.top));
+    let region = context
+        .git
+        .0
+        .borrow()
+        .get(&dir_id)
+        .map(|r| (dir_id, r.metadata));
     Some(Place {
         shown: observe::shown_path(call, dirfd, &path),
         region,
@@ -314,6 +364,14 @@ impl Op {
         }
     }
 
+    /// Returns true for calls that remove or replace what their paths name.
+    fn moves_or_removes(&self) -> bool {
+        matches!(
+            self,
+            Op::Unlink { .. } | Op::Rename { .. } | Op::Link { .. }
+        )
+    }
+
     /// The (dirfd, path) pairs whose parents decide where the call acts.
     fn paths(&self) -> Vec<(i32, u64)> {
         match *self {
@@ -402,6 +460,7 @@ fn perform(call: &Call<'_>, context: &Context, op: &Op, places: &[Place]) -> Ans
         },
         Op::Mknod { .. } => Err(Errno::EPERM),
     };
+    let parent_metadata = places[0].region.map_or(&[][..], |(_, m)| m);
     match created {
         Ok(Some(made)) => {
             // A directory made here is as read-only to the sandbox as its parent: the
@@ -412,14 +471,14 @@ fn perform(call: &Call<'_>, context: &Context, op: &Op, places: &[Place]) -> Ans
                 OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
                 FileMode::empty(),
             );
+            let made = made.as_bytes().to_vec();
             drop(regions);
             if let Ok(fd) = fd {
                 if let Ok(st) = fstat(fd.as_fd()) {
-                    context
-                        .git
-                        .0
-                        .borrow_mut()
-                        .insert(resolve::identity(&st), Region { fd, top: false });
+                    context.git.0.borrow_mut().insert(
+                        resolve::identity(&st),
+                        Region::child(fd, parent_metadata, &made),
+                    );
                 }
             }
             Answer::Return(0)

@@ -90,6 +90,11 @@ pub struct Context {
 }
 
 impl Context {
+    /// Returns true for a directory that is a mount point in the sandbox's view.
+    fn is_mount_point(&self, id: &Inode) -> bool {
+        self.writable.contains(id) || self.git_dirs.contains(id) || self.protected.contains(id)
+    }
+
     fn record(&self, denial: &Denial) {
         if let Some(reporter) = &self.reporter {
             if let Ok(mut r) = reporter.lock() {
