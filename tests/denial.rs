@@ -160,10 +160,10 @@ fn each_denial_class_yields_exactly_one_marker() {
         (
             "workspace-write",
             vec!["create", &hook],
-            "create",
+            "git_metadata",
             Some(&hook),
             &["openat", "open"],
-            None,
+            full,
         ),
         (
             "read-only",

@@ -33,12 +33,13 @@ const ID: [&str; 6] = [
 ];
 
 /// The names at the top of a git directory that decide what git runs.
+/// (Of `info/` only `attributes` names a command; git itself writes the rest.)
 const SENSITIVE: [&str; 6] = [
     "config",
     "config.worktree",
     "commondir",
     "hooks",
-    "info",
+    "info/attributes",
     "gitdir",
 ];
 

@@ -91,56 +91,89 @@ fn an_interactive_shell_works_inside() {
     }
 }
 
+/// A user's session on a fresh pty: `setsid -c /bin/sh -c SHELL_SCRIPT sh sandgate
+/// --sandbox MODE --workspace WS -- /bin/sh -c INNER`, where the session's shell runs
+/// sandgate as `"$@"` and then does what a user's shell would.
+struct Session {
+    child: std::process::Child,
+    master: std::fs::File,
+    collector: std::thread::JoinHandle<String>,
+}
+
+impl Session {
+    fn start(env: &TestEnv, mode: &str, shell_script: &str, inner: &str) -> Session {
+        let pty = nix::pty::openpty(None, None).unwrap_or_else(|e| panic!("openpty: {e}"));
+        let slave = |fd: &OwnedFd| Stdio::from(fd.try_clone().unwrap_or_else(|e| panic!("{e}")));
+        let mut cmd = Command::new("setsid");
+        cmd.arg("-c")
+            .args(["/bin/sh", "-c", shell_script, "sh"])
+            .arg(sandgate())
+            .args(["--sandbox", mode, "--workspace"])
+            .arg(&env.ws)
+            .args(["--", "/bin/sh", "-c", inner]);
+        env.isolate(&mut cmd);
+        cmd.current_dir(&env.ws)
+            .stdin(slave(&pty.slave))
+            .stdout(slave(&pty.slave))
+            .stderr(slave(&pty.slave));
+        let child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
+        // Every copy of the slave must close here, or the master never reads EOF.
+        drop(cmd);
+        drop(pty.slave);
+        let master = std::fs::File::from(pty.master);
+        let mut reader = master.try_clone().unwrap_or_else(|e| panic!("{e}"));
+        let collector = std::thread::spawn(move || {
+            let mut out = Vec::new();
+            let mut buf = [0u8; 4096];
+            // EIO once every slave fd is closed.
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                out.extend_from_slice(&buf[..n]);
+            }
+            String::from_utf8_lossy(&out).into_owned()
+        });
+        Session {
+            child,
+            master,
+            collector,
+        }
+    }
+
+    /// Waits for the session to end; returns what the terminal showed.
+    fn finish(mut self) -> String {
+        let _ = self.child.wait();
+        drop(self.master);
+        self.collector.join().unwrap_or_default()
+    }
+}
+
 /// Call 1 leaves a process in the background (its own group, SIGTTOU ignored) that tries
 /// to take the terminal's foreground after sandgate has returned, while the session's
 /// shell — a `sh` made session leader of a fresh pty — waits as a user's shell would.
 /// Returns what the terminal showed and every foreground group seen on the way.
 fn background_takeover(env: &TestEnv, mode: &str) -> (String, i32, Vec<i32>) {
-    let pty = nix::pty::openpty(None, None).unwrap_or_else(|e| panic!("openpty: {e}"));
-    let slave = |fd: &OwnedFd| Stdio::from(fd.try_clone().unwrap_or_else(|e| panic!("{e}")));
     let inner = format!("{} tcsetpgrp-later 300 &", probe().display());
-    let mut cmd = Command::new("setsid");
-    cmd.arg("-c")
-        .args(["/bin/sh", "-c", r#""$@"; sleep 1.5; echo shell-done"#, "sh"])
-        .arg(sandgate())
-        .args(["--sandbox", mode, "--workspace"])
-        .arg(&env.ws)
-        .args(["--", "/bin/sh", "-c", &inner]);
-    env.isolate(&mut cmd);
-    cmd.current_dir(&env.ws)
-        .stdin(slave(&pty.slave))
-        .stdout(slave(&pty.slave))
-        .stderr(slave(&pty.slave));
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
-    drop(cmd);
-    drop(pty.slave);
-    let shell = child.id() as i32;
-    let master = std::fs::File::from(pty.master);
-    let mut reader = master.try_clone().unwrap_or_else(|e| panic!("{e}"));
-    let collector = std::thread::spawn(move || {
-        let mut out = Vec::new();
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = reader.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            out.extend_from_slice(&buf[..n]);
-        }
-        String::from_utf8_lossy(&out).into_owned()
-    });
+    let mut session = Session::start(env, mode, r#""$@"; sleep 1.5; echo shell-done"#, &inner);
+    let shell = session.child.id() as i32;
     let mut seen = Vec::new();
-    while child.try_wait().unwrap_or_else(|e| panic!("{e}")).is_none() {
+    while session
+        .child
+        .try_wait()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .is_none()
+    {
         // TIOCGPGRP on the master reports the slave's foreground group.
         // (0: `setsid -c` has not made the shell's group the foreground yet.)
-        if let Ok(fg) = nix::unistd::tcgetpgrp(&master).map(|p| p.as_raw()) {
+        if let Ok(fg) = nix::unistd::tcgetpgrp(&session.master).map(|p| p.as_raw()) {
             if fg != 0 && seen.last() != Some(&fg) {
                 seen.push(fg);
             }
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    drop(master);
-    (collector.join().unwrap_or_default(), shell, seen)
+    (session.finish(), shell, seen)
 }
 
 #[test]
@@ -254,49 +287,20 @@ fn terminal_takeover_and_redirection_requests_are_refused() {
 /// terminal (so job control no longer stops its reads) and then reads the terminal; the
 /// session's shell then reads the line the user types. Returns what the terminal showed.
 fn background_reader(env: &TestEnv, mode: &str) -> String {
-    let pty = nix::pty::openpty(None, None).unwrap_or_else(|e| panic!("openpty: {e}"));
-    let slave = |fd: &OwnedFd| Stdio::from(fd.try_clone().unwrap_or_else(|e| panic!("{e}")));
     let inner = format!("{} detach-and-read 2500 &", probe().display());
-    let mut cmd = Command::new("setsid");
-    cmd.arg("-c")
-        .args([
-            "/bin/sh",
-            "-c",
-            r#""$@"; read line; echo "shell-read:$line""#,
-            "sh",
-        ])
-        .arg(sandgate())
-        .args(["--sandbox", mode, "--workspace"])
-        .arg(&env.ws)
-        .args(["--", "/bin/sh", "-c", &inner]);
-    env.isolate(&mut cmd);
-    cmd.current_dir(&env.ws)
-        .stdin(slave(&pty.slave))
-        .stdout(slave(&pty.slave))
-        .stderr(slave(&pty.slave));
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
-    drop(cmd);
-    drop(pty.slave);
-    let mut master = std::fs::File::from(pty.master);
-    let mut reader = master.try_clone().unwrap_or_else(|e| panic!("{e}"));
-    let collector = std::thread::spawn(move || {
-        let mut out = Vec::new();
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = reader.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            out.extend_from_slice(&buf[..n]);
-        }
-        String::from_utf8_lossy(&out).into_owned()
-    });
+    let mut session = Session::start(
+        env,
+        mode,
+        r#""$@"; read line; echo "shell-read:$line""#,
+        &inner,
+    );
     // The user types at the prompt after sandgate has returned.
     std::thread::sleep(std::time::Duration::from_millis(800));
-    master
+    session
+        .master
         .write_all(b"typed-secret\n")
         .unwrap_or_else(|e| panic!("{e}"));
-    let _ = child.wait();
-    collector.join().unwrap_or_default()
+    session.finish()
 }
 
 #[test]
