@@ -349,10 +349,12 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
                 .iter()
                 .map(|p| allowed_socket(&env.cwd.join(p)))
                 .collect::<Result<BTreeSet<_>, _>>()?;
+            let devices = placeholders.existing(&spec.devices);
             let kept_visible = roots::outermost(
                 std::iter::once(&workspace)
                     .chain(&writable_roots)
                     .chain(&allowed_sockets)
+                    .chain(&devices)
                     .chain(std::iter::once(&env.cwd))
                     .filter(|p| roots::hidden_by_temp(p)),
             );
@@ -381,7 +383,7 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
                 secret_env: SecretEnv::new(&spec.secret_env, &request.keep_env),
                 writable_roots,
                 workspace_write_roots,
-                devices: placeholders.existing(&spec.devices),
+                devices,
                 temp: spec.temp,
                 kept_visible,
                 socket_roots: BTreeSet::from([workspace.clone()]),

@@ -5,8 +5,15 @@
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
 
-/// The host directories every restricted sandbox replaces with private ones.
+/// The host directories every restricted sandbox replaces with private, writable ones.
 pub const SHARED_TEMPS: [&str; 2] = ["/tmp", "/dev/shm"];
+
+/// Every host directory a restricted sandbox covers: the shared temps, and the terminals'
+/// (`/dev/pts`, where each of the user's other terminals could be opened and read — no
+/// job control guards a terminal that is not one's controlling terminal). What must stay
+/// visible beneath them (the caller's own terminal, a workspace under `/tmp`) is put back
+/// at its own path.
+pub const COVERED: [&str; 3] = ["/tmp", "/dev/shm", "/dev/pts"];
 
 /// Links followed before giving up with ELOOP, as the kernel does.
 const MAX_LINKS: usize = 40;
@@ -84,9 +91,9 @@ pub fn resolve(given: &Path) -> std::io::Result<Resolved> {
     })
 }
 
-/// Returns true when the private `/tmp` or `/dev/shm` would cover `path`.
+/// Returns true when one of the [`COVERED`] directories would hide `path`.
 pub fn hidden_by_temp(path: &Path) -> bool {
-    SHARED_TEMPS
+    COVERED
         .iter()
         .any(|t| path.starts_with(t) && path != Path::new(t))
 }

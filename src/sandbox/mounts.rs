@@ -17,8 +17,9 @@
 //! 2. open what must stay visible beneath `/tmp` or `/dev/shm` (the workspace, writable
 //!    roots, allowed sockets, the cwd) while the host's are still in view;
 //! 3. cover `/tmp` with the private temp (an empty tmpfs, or the workspace's own directory),
-//!    `/dev/shm` with an empty tmpfs and `/dev/mqueue` with this IPC namespace's queues,
-//!    then put each kept object back at its own path;
+//!    `/dev/shm` with an empty tmpfs, `/dev/mqueue` with this IPC namespace's queues and
+//!    `/dev/pts` with an empty directory, then put each kept object (the caller's own
+//!    terminal among them) back at its own path;
 //! 4. bind each writable root (and each pinned directory) onto itself, making it its own
 //!    mount;
 //! 5. mark the whole tree read-only, recursively, and re-open the writable binds and the
@@ -51,7 +52,7 @@ use nix::sys::stat::{fstat, mkdirat, Mode};
 use nix::unistd::{unlinkat, UnlinkatFlags};
 
 use super::private_temp::PrivateTemp;
-use crate::policy::{roots::SHARED_TEMPS, Restrictions, Temp};
+use crate::policy::{roots::COVERED, Restrictions, Temp};
 use crate::sys;
 
 /// A file's identity: device and inode.
@@ -102,7 +103,7 @@ struct RwBind {
 #[derive(Debug)]
 struct Kept {
     source: Checked,
-    /// Which private temp it lies in (index into `SHARED_TEMPS`).
+    /// Which covered directory it lies in (index into `COVERED`).
     temp: usize,
     /// The components below that temp.
     below: Vec<CString>,
@@ -223,8 +224,8 @@ impl MountPlan {
             .kept_visible
             .iter()
             .filter_map(|p| {
-                let temp = SHARED_TEMPS.iter().position(|t| p.starts_with(t))?;
-                let below = p.strip_prefix(SHARED_TEMPS[temp]).ok()?;
+                let temp = COVERED.iter().position(|t| p.starts_with(t))?;
+                let below = p.strip_prefix(COVERED[temp]).ok()?;
                 Some((p, temp, below))
             })
             .map(|(p, temp, below)| {
@@ -384,16 +385,34 @@ impl MountPlan {
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
             Err(e) => return Err(e),
         }
-        let temps = [tmp, shm];
+        // The terminals' directory: an empty one (the caller's own terminals are put back
+        // below), read-only like the rest of the tree.
+        let pts = match sys::open_path(c"/dev/pts", libc::O_DIRECTORY) {
+            Ok(_) => {
+                mount(
+                    Some(c"tmpfs"),
+                    c"/dev/pts",
+                    Some(c"tmpfs"),
+                    MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+                    Some(c"mode=755"),
+                )?;
+                Some(sys::open_path(c"/dev/pts", libc::O_DIRECTORY)?)
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,
+            Err(e) => return Err(e),
+        };
+        let covered = [tmp, shm, pts];
         for (k, source) in self.kept.iter().zip(&kept) {
-            let Some(base) = temps[k.temp].as_ref() else {
+            let Some(base) = covered[k.temp].as_ref() else {
                 continue;
             };
             let stub = stub(base.as_fd(), &k.below, k.dir)?;
             let tree = sys::clone_tree(source.as_fd(), true)?;
             sys::move_mount(tree.as_fd(), stub.as_fd())?;
         }
-        Ok(temps.into())
+        // Only the temps are writable again later.
+        let [tmp, shm, _] = covered;
+        Ok(vec![tmp, shm])
     }
 }
 

@@ -325,3 +325,37 @@ fn a_background_process_cannot_read_what_the_user_types_next() {
     let shown = background_reader(&env, "full-access");
     assert!(shown.contains("setsid ok"), "control: {shown:?}");
 }
+
+#[test]
+fn the_users_other_terminals_cannot_be_read() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    // Another terminal of the same user, with a typed line waiting in it.
+    let other = nix::pty::openpty(None, None).unwrap_or_else(|e| panic!("openpty: {e}"));
+    let path = nix::unistd::ttyname(&other.slave).unwrap_or_else(|e| panic!("{e}"));
+    let path = path.to_string_lossy().into_owned();
+    let mut master = std::fs::File::from(other.master);
+    let read_it = format!("timeout 5 head -n 1 '{path}'");
+    for mode in ["read-only", "workspace-write"] {
+        master
+            .write_all(b"typed-elsewhere\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let out = env.sh(mode, &read_it);
+        assert_command_failed(&out);
+        assert!(
+            !String::from_utf8_lossy(&out.stdout).contains("typed-elsewhere"),
+            "{mode}: {}",
+            show(&out)
+        );
+        // What was typed is still there for its own reader.
+        let out = env.sh("full-access", &read_it);
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            "typed-elsewhere",
+            "control: {}",
+            show(&out)
+        );
+    }
+}
