@@ -41,32 +41,42 @@ use crate::sys::Answer;
 /// The marker `op` of a refused write to git metadata.
 pub const OP: &str = "git_metadata";
 
+/// What a directory of a guarded git directory's read-only part is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// A git directory's top level, where the metadata names live.
+    Top,
+    /// Its `info/`.
+    Info,
+    /// A directory the supervisor made beneath either.
+    Plain,
+}
+
+impl Kind {
+    /// The names no sandboxed command may create, change or remove here.
+    fn metadata(self) -> &'static [&'static str] {
+        match self {
+            Kind::Top => &GIT_METADATA,
+            Kind::Info => &GIT_INFO_METADATA,
+            Kind::Plain => &[],
+        }
+    }
+
+    /// What a directory named `name` made in a directory of this kind is.
+    fn child(self, name: &[u8]) -> Kind {
+        if self == Kind::Top && name == GIT_INFO.as_bytes() {
+            Kind::Info
+        } else {
+            Kind::Plain
+        }
+    }
+}
+
 /// A directory of a guarded git directory's read-only part, as the supervisor reaches it.
 struct Region {
     /// `O_PATH` in sandgate's own view, where it is writable.
     fd: OwnedFd,
-    /// The names no sandboxed command may create, change or remove here.
-    metadata: &'static [&'static str],
-}
-
-impl Region {
-    /// A git directory's top level.
-    fn top(fd: OwnedFd) -> Region {
-        Region {
-            fd,
-            metadata: &GIT_METADATA,
-        }
-    }
-
-    /// A directory named `name` made (or found) in region `parent`: `info/` of a top
-    /// level has its own metadata, anything else none.
-    fn child(fd: OwnedFd, parent: &'static [&'static str], name: &[u8]) -> Region {
-        let is_info = std::ptr::eq(parent, GIT_METADATA.as_slice()) && name == GIT_INFO.as_bytes();
-        Region {
-            fd,
-            metadata: if is_info { &GIT_INFO_METADATA } else { &[] },
-        }
-    }
+    kind: Kind,
 }
 
 /// The guarded directories, by identity; grows as the supervisor creates directories in
@@ -88,9 +98,21 @@ impl Regions {
             let Some((id, fd)) = open(dir) else {
                 continue;
             };
-            map.insert(id, Region::top(fd));
+            map.insert(
+                id,
+                Region {
+                    fd,
+                    kind: Kind::Top,
+                },
+            );
             if let Some((id, fd)) = open(&dir.join(GIT_INFO)) {
-                map.insert(id, Region::child(fd, &GIT_METADATA, GIT_INFO.as_bytes()));
+                map.insert(
+                    id,
+                    Region {
+                        fd,
+                        kind: Kind::Info,
+                    },
+                );
             }
         }
         Regions(RefCell::new(map))
@@ -101,7 +123,7 @@ impl Regions {
         self.0
             .borrow()
             .get(id)
-            .is_some_and(|r| !r.metadata.is_empty())
+            .is_some_and(|r| r.kind != Kind::Plain)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -112,8 +134,8 @@ impl Regions {
 /// One path argument, resolved: its parent's region (if any) and final name.
 struct Place {
     shown: String,
-    /// The parent's identity and the metadata names there.
-    region: Option<(Inode, &'static [&'static str])>,
+    /// The parent's identity and kind.
+    region: Option<(Inode, Kind)>,
     name: Option<Vec<u8>>,
     /// The existing object's identity and whether it is a directory.
     object: Option<(Inode, bool)>,
@@ -121,10 +143,10 @@ struct Place {
 
 impl Place {
     fn sensitive(&self) -> bool {
-        let (Some((_, metadata)), Some(name)) = (self.region, self.name.as_deref()) else {
+        let (Some((_, kind)), Some(name)) = (self.region, self.name.as_deref()) else {
             return false;
         };
-        metadata.iter().any(|m| name == m.as_bytes())
+        kind.metadata().iter().any(|m| name == m.as_bytes())
     }
 }
 
@@ -201,7 +223,7 @@ fn locate(call: &Call<'_>, context: &Context, root: &Root, dirfd: i32, ptr: u64)
         .0
         .borrow()
         .get(&dir_id)
-        .map(|r| (dir_id, r.metadata));
+        .map(|r| (dir_id, r.kind));
     Some(Place {
         shown: observe::shown_path(call, dirfd, &path),
         region,
@@ -460,7 +482,7 @@ fn perform(call: &Call<'_>, context: &Context, op: &Op, places: &[Place]) -> Ans
         },
         Op::Mknod { .. } => Err(Errno::EPERM),
     };
-    let parent_metadata = places[0].region.map_or(&[][..], |(_, m)| m);
+    let parent_kind = places[0].region.map_or(Kind::Plain, |(_, kind)| kind);
     match created {
         Ok(Some(made)) => {
             // A directory made here is as read-only to the sandbox as its parent: the
@@ -477,7 +499,10 @@ fn perform(call: &Call<'_>, context: &Context, op: &Op, places: &[Place]) -> Ans
                 if let Ok(st) = fstat(fd.as_fd()) {
                     context.git.0.borrow_mut().insert(
                         resolve::identity(&st),
-                        Region::child(fd, parent_metadata, &made),
+                        Region {
+                            fd,
+                            kind: parent_kind.child(&made),
+                        },
                     );
                 }
             }

@@ -1,6 +1,6 @@
-//! Protected paths (issue #2, acceptance 4): `.git/hooks`, `.git/config` and `.sandgate`
-//! stay read-only under workspace-write, `.git` itself cannot be moved aside, and ordinary
-//! git work still succeeds.
+//! Protected paths: `.git/hooks`, `.git/config` and `.sandgate` stay read-only under
+//! workspace-write, `.git` itself cannot be moved aside, and ordinary git work still
+//! succeeds. (`git_integrity.rs` attacks git's metadata as a whole.)
 
 use std::path::Path;
 use std::process::Command;
@@ -185,4 +185,32 @@ fn a_worktree_protects_the_real_git_dir_behind_the_dot_git_file() {
         "echo y > g && {GIT_ID} add g && {GIT_ID} commit -qm wt"
     ));
     assert_status(&out, 0);
+}
+
+#[test]
+fn an_info_directory_made_inside_still_guards_its_attributes() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    git(&env.ws, &["init", "-q"]);
+    std::fs::remove_dir_all(env.ws.join(".git/info")).unwrap_or_else(|e| panic!("{e}"));
+    let plant = "mkdir .git/info && echo ok > .git/info/exclude && echo '* filter=x' > .git/info/attributes";
+    let out = env.sh("workspace-write", plant);
+    assert_command_failed(&out);
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join(".git/info/exclude")).unwrap_or_default(),
+        "ok\n",
+        "the rest of a new info/ is the sandbox's: {}",
+        show(&out)
+    );
+    assert!(
+        !env.ws.join(".git/info/attributes").exists(),
+        "{}",
+        show(&out)
+    );
+    // Control: unconfined, the same plant lands.
+    std::fs::remove_dir_all(env.ws.join(".git/info")).unwrap_or_else(|e| panic!("{e}"));
+    assert_status(&env.sh("full-access", plant), 0);
+    assert!(env.ws.join(".git/info/attributes").exists());
 }

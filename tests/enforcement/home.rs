@@ -69,10 +69,6 @@ fn sh_at(
     output(&mut cmd)
 }
 
-fn observing() -> bool {
-    std::env::var_os("SANDGATE_TEST_NO_OBSERVE").is_none()
-}
-
 #[track_caller]
 fn assert_marker_for(out: &Output, path: &Path) {
     if !observing() {

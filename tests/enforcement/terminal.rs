@@ -10,41 +10,13 @@ use crate::support::*;
 /// Runs sandgate with a fresh pty as its controlling terminal and stdio (via `setsid -c`),
 /// types `input`, and returns the exit status and everything the terminal showed.
 fn on_pty(env: &TestEnv, mode: &str, argv: &[&str], input: &[u8]) -> (Option<i32>, String) {
-    let pty = nix::pty::openpty(None, None).unwrap_or_else(|e| panic!("openpty: {e}"));
-    let slave = |fd: &OwnedFd| Stdio::from(fd.try_clone().unwrap_or_else(|e| panic!("{e}")));
-    let mut cmd = Command::new("setsid");
-    cmd.arg("-c")
-        .arg(sandgate())
-        .args(["--sandbox", mode, "--workspace"])
-        .arg(&env.ws)
-        .arg("--")
-        .args(argv);
-    cmd.current_dir(&env.ws)
-        .env_remove("TMPDIR")
-        .stdin(slave(&pty.slave))
-        .stdout(slave(&pty.slave))
-        .stderr(slave(&pty.slave));
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
-    // Every copy of the slave must close here, or the master never reads EOF.
-    drop(cmd);
-    drop(pty.slave);
-    let mut master = std::fs::File::from(pty.master);
-    master.write_all(input).unwrap_or_else(|e| panic!("{e}"));
-    let mut reader = master.try_clone().unwrap_or_else(|e| panic!("{e}"));
-    let collector = std::thread::spawn(move || {
-        let mut out = Vec::new();
-        let mut buf = [0u8; 4096];
-        // EIO once every slave fd is closed.
-        while let Ok(n) = reader.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            out.extend_from_slice(&buf[..n]);
-        }
-        String::from_utf8_lossy(&out).into_owned()
-    });
-    let status = child.wait().unwrap_or_else(|e| panic!("{e}"));
-    (status.code(), collector.join().unwrap_or_default())
+    let mut session = Session::start(env, mode, r#""$@""#, argv);
+    session
+        .master
+        .write_all(input)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let status = session.child.wait().ok().and_then(|s| s.code());
+    (status, session.finish())
 }
 
 #[test]
@@ -92,8 +64,8 @@ fn an_interactive_shell_works_inside() {
 }
 
 /// A user's session on a fresh pty: `setsid -c /bin/sh -c SHELL_SCRIPT sh sandgate
-/// --sandbox MODE --workspace WS -- /bin/sh -c INNER`, where the session's shell runs
-/// sandgate as `"$@"` and then does what a user's shell would.
+/// --sandbox MODE --workspace WS -- ARGV…`, where the session's shell runs sandgate as
+/// `"$@"` and then does what a user's shell would.
 struct Session {
     child: std::process::Child,
     master: std::fs::File,
@@ -101,7 +73,7 @@ struct Session {
 }
 
 impl Session {
-    fn start(env: &TestEnv, mode: &str, shell_script: &str, inner: &str) -> Session {
+    fn start(env: &TestEnv, mode: &str, shell_script: &str, argv: &[&str]) -> Session {
         let pty = nix::pty::openpty(None, None).unwrap_or_else(|e| panic!("openpty: {e}"));
         let slave = |fd: &OwnedFd| Stdio::from(fd.try_clone().unwrap_or_else(|e| panic!("{e}")));
         let mut cmd = Command::new("setsid");
@@ -110,7 +82,8 @@ impl Session {
             .arg(sandgate())
             .args(["--sandbox", mode, "--workspace"])
             .arg(&env.ws)
-            .args(["--", "/bin/sh", "-c", inner]);
+            .arg("--")
+            .args(argv);
         env.isolate(&mut cmd);
         cmd.current_dir(&env.ws)
             .stdin(slave(&pty.slave))
@@ -155,7 +128,12 @@ impl Session {
 /// Returns what the terminal showed and every foreground group seen on the way.
 fn background_takeover(env: &TestEnv, mode: &str) -> (String, i32, Vec<i32>) {
     let inner = format!("{} tcsetpgrp-later 300 &", probe().display());
-    let mut session = Session::start(env, mode, r#""$@"; sleep 1.5; echo shell-done"#, &inner);
+    let mut session = Session::start(
+        env,
+        mode,
+        r#""$@"; sleep 1.5; echo shell-done"#,
+        &["/bin/sh", "-c", &inner],
+    );
     let shell = session.child.id() as i32;
     let mut seen = Vec::new();
     while session
@@ -292,7 +270,7 @@ fn background_reader(env: &TestEnv, mode: &str) -> String {
         env,
         mode,
         r#""$@"; read line; echo "shell-read:$line""#,
-        &inner,
+        &["/bin/sh", "-c", &inner],
     );
     // The user types at the prompt after sandgate has returned.
     std::thread::sleep(std::time::Duration::from_millis(800));
