@@ -1,4 +1,4 @@
-//! The audit log (DESIGN §6): JSON lines, append-only, hash-chained. Every escalation
+//! The audit log: JSON lines, append-only, hash-chained. Every escalation
 //! request leaves exactly one `approval/asked` and one `approval/decided` record with the
 //! same id, whatever the outcome.
 //!

@@ -1,4 +1,4 @@
-//! The marker envelope (DESIGN §5): one line `sandgate: denied {JSON}` on stderr. This
+//! The marker envelope: one line `sandgate: denied {JSON}` on stderr. This
 //! module renders sandgate's own refusals and notes; kernel-observed denials build on the
 //! same envelope.
 
@@ -36,7 +36,7 @@ mod tests {
     }
 }
 
-/// One operation the sandbox refused, as the supervisor saw it (DESIGN §5).
+/// One operation the sandbox refused, as the supervisor saw it.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Denial {
     /// `write`, `create`, `remove`, `rename`, `link`, `chmod`, `chown`, `truncate`,

@@ -1,4 +1,4 @@
-//! sandgate's own failures and the one table that maps them to exit statuses (DESIGN §7).
+//! sandgate's own failures and the one table that maps them to exit statuses.
 //! Exit codes are decided here and nowhere else.
 
 use crate::audit::AuditError;

@@ -8,7 +8,7 @@
 //! the child already received them from the terminal. If sandgate dies, the child gets
 //! SIGKILL (PR_SET_PDEATHSIG), so nothing is left running unsupervised. Even `full-access`
 //! forks (rather than executing in place) so that every mode reports death by signal N as
-//! exit status 128+N (DESIGN §7).
+//! exit status 128+N.
 
 use std::ffi::{CString, OsStr, OsString};
 use std::io;

@@ -1,6 +1,6 @@
 //! sandgate: run one command under a kernel-enforced sandbox profile.
 //!
-//! The pipeline (DESIGN §1), one module per stage:
+//! The pipeline, one module per stage:
 //! `cli` → `policy` → `sandbox` → `exec` (+ `supervisor`) → `denial`.
 //! `main.rs` only calls [`app::main`].
 

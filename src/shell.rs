@@ -1,4 +1,4 @@
-//! Shell mode (issue #5): sandgate standing in for `bash`, so agents, CI runners and `make`
+//! Shell mode: sandgate standing in for `bash`, so agents, CI runners and `make`
 //! can use it as their shell with no glue.
 //!
 //! The command line is split before clap sees it: sandgate's own long options (those clap

@@ -1,4 +1,4 @@
-//! The policy front (issue #3): presets, configuration layers, strict-widening escalation,
+//! The policy front: presets, configuration layers, strict-widening escalation,
 //! the three answerers and the audit pair — against real endpoints the tests start on
 //! 127.0.0.1 and on a unix socket, real approver programs and a real pty.
 

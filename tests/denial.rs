@@ -1,4 +1,4 @@
-//! Denial markers (issue #4): what the kernel refused, reported by the supervisor as one
+//! Denial markers: what the kernel refused, reported by the supervisor as one
 //! structured marker per operation, with the exact retry.
 
 mod support;

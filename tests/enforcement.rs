@@ -1,4 +1,4 @@
-//! The enforcement suite: every claim of DESIGN §3 checked against the real kernel by
+//! The enforcement suite: every enforcement claim of the README checked against the real kernel by
 //! running the real binary. CI runs it twice, as root and as an unprivileged uid.
 //!
 //! Refusals are checked against a control: the same operation under `full-access` must

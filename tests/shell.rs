@@ -1,4 +1,4 @@
-//! Shell mode (issue #5): sandgate as a drop-in `bash` for agents, CI and make.
+//! Shell mode: sandgate as a drop-in `bash` for agents, CI and make.
 
 mod support;
 

@@ -1,4 +1,4 @@
-//! The approval endpoint: POSTs the request JSON and maps the reply (DESIGN §4). A failing
+//! The approval endpoint: POSTs the request JSON and maps the reply. A failing
 //! endpoint is `Unavailable` (never a fall-through to another answerer); no reply before
 //! the timeout is `Cancelled`.
 

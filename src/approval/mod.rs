@@ -1,4 +1,4 @@
-//! The approval stage (DESIGN §4): puts one escalation request to exactly one answerer and
+//! The approval stage: puts one escalation request to exactly one answerer and
 //! returns a closed `Outcome`. Only `AllowedOnce` lets the call run wider, and only this
 //! call: nothing is persisted.
 //!
@@ -74,7 +74,7 @@ pub enum Answerer {
 #[derive(Debug, Clone)]
 pub struct Question {
     pub id: String,
-    /// The request JSON of DESIGN §4.
+    /// The request JSON the endpoint and the approver program receive.
     pub body: Value,
     /// What the terminal prompt shows.
     pub display: Display,
@@ -259,7 +259,7 @@ pub fn parse_reply(body: &[u8], id: &str) -> Outcome {
     }
 }
 
-/// Builds the request JSON of DESIGN §4.
+/// Builds the request JSON the endpoint and the approver program receive.
 #[allow(clippy::too_many_arguments)]
 pub fn request_body(
     id: &str,

@@ -1,5 +1,5 @@
-//! The approver program: the request JSON on its stdin, the reply JSON on its stdout
-//! (DESIGN §4). A nonzero exit is `Unavailable`; no answer in time is `Cancelled`, and the
+//! The approver program: the request JSON on its stdin, the reply JSON on its stdout.
+//! A nonzero exit is `Unavailable`; no answer in time is `Cancelled`, and the
 //! program — with everything it started — is killed.
 
 use std::io::{Read, Write};

@@ -1,4 +1,4 @@
-//! Configuration layers (DESIGN §8), highest trust first: managed
+//! Configuration layers, highest trust first: managed
 //! (`/etc/sandgate/config.json`), flags, environment, user
 //! (`$XDG_CONFIG_HOME/sandgate/config.json`), project (`.sandgate/config.json`).
 //!

@@ -1,4 +1,4 @@
-//! The escalation request (DESIGN §4): one call asks for a strictly wider mode, with a
+//! The escalation request: one call asks for a strictly wider mode, with a
 //! justification. Validation happens before anything else — before any prompt, endpoint
 //! contact or exec — and an `EscalationRequest` value exists only once it has passed.
 

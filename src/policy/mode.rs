@@ -1,4 +1,4 @@
-//! The closed, totally ordered set of sandbox modes (DESIGN §2).
+//! The closed, totally ordered set of sandbox modes.
 //!
 //! `Mode` derives `Ord` from its declaration order, least permissive first, so "is this
 //! wider?" is a plain comparison everywhere else in the crate.

@@ -1,4 +1,4 @@
-//! Presets (DESIGN §2): named (mode, approval) pairs, shipped as data in
+//! Presets: named (mode, approval) pairs, shipped as data in
 //! `profiles/presets.json`. The *current* preset is derived from the effective pair, never
 //! stored: an explicitly chosen key that still matches wins, else the first matching row,
 //! else `custom` — which names a combination and cannot be selected.

@@ -1,5 +1,5 @@
 //! The standing policy of a call — its mode, approval policy and derived preset — merged
-//! from the configuration layers (DESIGN §8), before any escalation request is considered.
+//! from the configuration layers, before any escalation request is considered.
 //!
 //! Order of application, lowest trust first, each overriding the last: the default
 //! (`workspace-write`, `on-request`), the user file, flags and environment (clap has

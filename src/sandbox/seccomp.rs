@@ -1,4 +1,4 @@
-//! The seccomp layer: the syscall deny list of DESIGN §3 and the gate that routes
+//! The seccomp layer: the syscall deny list and the gate that routes
 //! `connect` to the supervisor.
 //!
 //! One filter, built before forking, in two parts:

@@ -1,4 +1,4 @@
-//! Fail closed (issue #2, acceptance 10): a missing kernel feature stops the command with
+//! Fail closed: a missing kernel feature stops the command with
 //! 78 and names the guarantee; `--allow-degraded` runs it and says what does not hold.
 //! The debug build's SANDGATE_DEBUG_PRETEND_MISSING simulates the missing feature.
 

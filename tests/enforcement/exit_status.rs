@@ -1,4 +1,4 @@
-//! Exit statuses (issue #2, acceptance 8; DESIGN §7).
+//! Exit statuses.
 
 use crate::support::*;
 

@@ -1,4 +1,4 @@
-//! Filesystem confinement (issue #2, acceptance 2 and 3).
+//! Filesystem confinement.
 
 use crate::support::*;
 

@@ -1,4 +1,4 @@
-//! Nested sandgate (issue #2, acceptance 7): a sandgate inside a sandbox runs at the same
+//! Nested sandgate: a sandgate inside a sandbox runs at the same
 //! or a narrower mode and never ends up wider than its parent.
 
 use crate::support::*;

@@ -1,4 +1,4 @@
-//! Network confinement (issue #2, acceptance 5): no IP, raw, packet or netlink sockets;
+//! Network confinement: no IP, raw, packet or netlink sockets;
 //! no unix socket outside the writable roots by any path; unix sockets inside work.
 
 use std::net::TcpListener;

@@ -1,4 +1,4 @@
-//! Process confinement (issue #2, acceptance 6): no ptrace or signals out of the sandbox,
+//! Process confinement: no ptrace or signals out of the sandbox,
 //! the always-refused syscalls, no capabilities, no_new_privs, setuid gains nothing.
 
 use std::process::{Command, Stdio};

@@ -1,4 +1,4 @@
-//! The terminal (issue #2, acceptance 6 and process behaviour): it passes through so an
+//! The terminal: it passes through so an
 //! interactive program works, and TIOCSTI cannot push keystrokes into it.
 
 use std::io::{Read, Write};
