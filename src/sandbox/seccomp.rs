@@ -643,7 +643,6 @@ const OBSERVED: &[Observed] = &[
         name: "openat",
         flags: Some(2),
     },
-    observed(libc::SYS_openat2, "openat2"),
     observed(libc::SYS_mkdirat, "mkdirat"),
     observed(libc::SYS_mknodat, "mknodat"),
     observed(libc::SYS_unlinkat, "unlinkat"),
@@ -705,6 +704,101 @@ pub fn syscall_name(nr: i64) -> &'static str {
     }
 }
 
+/// The setuid and setgid bits. A capability-less root inside may still set them on files it
+/// owns, and a root-owned setuid file left in the workspace runs as root for whoever on the
+/// host executes it later; a setgid one runs with the group. No restricted call sets them.
+const SET_ID_BITS: u32 = libc::S_ISUID | libc::S_ISGID;
+
+/// Open flags under which an open creates a file, and so applies its mode.
+const CREATING_FLAGS: u32 = (libc::O_CREAT | libc::O_TMPFILE) as u32;
+
+/// A call that sets a file mode: the argument holding it, and for opens the one holding
+/// the flags.
+struct SetsMode {
+    nr: libc::c_long,
+    mode: u32,
+    flags: Option<u32>,
+}
+
+/// Every call that sets a file's mode, refused with a set-id bit in it (`openat2`, whose
+/// mode lies in memory, is answered `ENOSYS`; `mkdir` ignores those bits).
+#[cfg(target_arch = "x86_64")]
+const SET_ID_CALLS: [SetsMode; 9] = [
+    SetsMode {
+        nr: libc::SYS_fchmod,
+        mode: 1,
+        flags: None,
+    },
+    SetsMode {
+        nr: libc::SYS_fchmodat,
+        mode: 2,
+        flags: None,
+    },
+    SetsMode {
+        nr: libc::SYS_fchmodat2,
+        mode: 2,
+        flags: None,
+    },
+    SetsMode {
+        nr: libc::SYS_mknodat,
+        mode: 2,
+        flags: None,
+    },
+    SetsMode {
+        nr: libc::SYS_openat,
+        mode: 3,
+        flags: Some(2),
+    },
+    SetsMode {
+        nr: libc::SYS_chmod,
+        mode: 1,
+        flags: None,
+    },
+    SetsMode {
+        nr: libc::SYS_mknod,
+        mode: 1,
+        flags: None,
+    },
+    SetsMode {
+        nr: libc::SYS_creat,
+        mode: 1,
+        flags: None,
+    },
+    SetsMode {
+        nr: libc::SYS_open,
+        mode: 2,
+        flags: Some(1),
+    },
+];
+#[cfg(not(target_arch = "x86_64"))]
+const SET_ID_CALLS: [SetsMode; 5] = [
+    SetsMode {
+        nr: libc::SYS_fchmod,
+        mode: 1,
+        flags: None,
+    },
+    SetsMode {
+        nr: libc::SYS_fchmodat,
+        mode: 2,
+        flags: None,
+    },
+    SetsMode {
+        nr: libc::SYS_fchmodat2,
+        mode: 2,
+        flags: None,
+    },
+    SetsMode {
+        nr: libc::SYS_mknodat,
+        mode: 2,
+        flags: None,
+    },
+    SetsMode {
+        nr: libc::SYS_openat,
+        mode: 3,
+        flags: Some(2),
+    },
+];
+
 /// Open flags that make an open a write: it can change or create the file.
 const WRITE_FLAGS: u32 = (libc::O_WRONLY | libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC) as u32;
 
@@ -745,8 +839,43 @@ fn gate(connect: u32, paths: PathCalls) -> Vec<libc::sock_filter> {
             jf: To::Next,
         },
         jeq(libc::SYS_clone3 as u32, To::Enosys, To::Next),
+        // Its open flags and mode live in memory BPF cannot read (see `SET_ID_CALLS`);
+        // programs fall back to openat.
+        jeq(libc::SYS_openat2 as u32, To::Enosys, To::Next),
         jeq(libc::SYS_connect as u32, To::Connect, To::Next),
     ];
+    for call in SET_ID_CALLS {
+        let test_mode = [
+            ld(arg(call.mode, false)),
+            Insn {
+                code: BPF_JMP | BPF_JSET | BPF_K,
+                k: SET_ID_BITS,
+                jt: To::Eperm,
+                jf: To::Next,
+            },
+            ld(NR),
+        ];
+        match call.flags {
+            None => {
+                body.push(jeq(call.nr as u32, To::Next, To::Skip(3)));
+                body.extend(test_mode);
+            }
+            // An open sets a mode only when it creates.
+            Some(flags) => {
+                body.extend([
+                    jeq(call.nr as u32, To::Next, To::Skip(5)),
+                    ld(arg(flags, false)),
+                    Insn {
+                        code: BPF_JMP | BPF_JSET | BPF_K,
+                        k: CREATING_FLAGS,
+                        jt: To::Next,
+                        jf: To::Skip(2),
+                    },
+                ]);
+                body.extend(test_mode);
+            }
+        }
+    }
     if paths == PathCalls::ToSupervisor {
         // utimensat(dirfd, NULL, …) touches the fd's own file: no path, nothing to report.
         body.extend([
@@ -982,6 +1111,34 @@ mod tests {
             run(&p, libc::SYS_getpid | 0x4000_0000, [0; 6]),
             libc::SECCOMP_RET_ERRNO | DENY_ERRNO as u32
         );
+    }
+
+    #[test]
+    fn set_id_bits_are_refused_in_every_call_that_sets_a_mode() {
+        let eperm = libc::SECCOMP_RET_ERRNO | DENY_ERRNO as u32;
+        let creat = (libc::O_WRONLY | libc::O_CREAT) as u64;
+        for p in [notifying(true), notifying(false)] {
+            for mode in [0o4755u64, 0o2755, 0o6711, 0x7f00_0000_0000 | 0o4000] {
+                assert_eq!(run(&p, libc::SYS_fchmod, [3, mode, 0, 0, 0, 0]), eperm);
+                assert_eq!(run(&p, libc::SYS_fchmodat, [3, 0, mode, 0, 0, 0]), eperm);
+                assert_eq!(run(&p, libc::SYS_fchmodat2, [3, 0, mode, 0, 0, 0]), eperm);
+                assert_eq!(run(&p, libc::SYS_mknodat, [3, 0, mode, 0, 0, 0]), eperm);
+                assert_eq!(run(&p, libc::SYS_openat, [3, 0, creat, mode, 0, 0]), eperm);
+            }
+            // A mode without them passes on (to the kernel or the supervisor).
+            assert_ne!(run(&p, libc::SYS_fchmod, [3, 0o755, 0, 0, 0, 0]), eperm);
+            assert_ne!(run(&p, libc::SYS_openat, [3, 0, creat, 0o644, 0, 0]), eperm);
+            // An open that creates nothing ignores its mode argument, garbage or not.
+            let read = libc::O_RDONLY as u64;
+            assert_eq!(
+                run(&p, libc::SYS_openat, [3, 0, read, 0o4755, 0, 0]),
+                libc::SECCOMP_RET_ALLOW
+            );
+            assert_eq!(
+                run(&p, libc::SYS_openat2, [3, 0, 0, 24, 0, 0]),
+                libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32
+            );
+        }
     }
 
     #[test]

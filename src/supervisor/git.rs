@@ -342,13 +342,6 @@ impl Op {
         }
         match nr {
             libc::SYS_openat => open(fd(0), a(1), a(2) as i32, a(3)),
-            libc::SYS_openat2 => {
-                // struct open_how { u64 flags; u64 mode; u64 resolve; }
-                let how = call.read(a(2), 16).ok()?;
-                let flags = u64::from_ne_bytes(how[..8].try_into().ok()?);
-                let mode = u64::from_ne_bytes(how[8..].try_into().ok()?);
-                open(fd(0), a(1), flags as i32, mode)
-            }
             libc::SYS_mkdirat => Some(Op::Mkdir {
                 dirfd: fd(0),
                 path: a(1),

@@ -108,11 +108,6 @@ fn decode(call: &Call<'_>, nr: i64) -> Option<(&'static str, Vec<PathArg>)> {
     }
     match nr {
         libc::SYS_openat => open(fd(0), a(1), a(2)),
-        libc::SYS_openat2 => {
-            // struct open_how { u64 flags; u64 mode; u64 resolve; }
-            let how = call.read(a(2), 8).ok()?;
-            open(fd(0), a(1), u64::from_ne_bytes(how.try_into().ok()?))
-        }
         libc::SYS_mkdirat => one("create", fd(0), a(1), false),
         libc::SYS_mknodat => one("mknod", fd(0), a(1), false),
         libc::SYS_unlinkat => one("remove", fd(0), a(1), false),

@@ -457,3 +457,43 @@ fn a_sandboxed_process_cannot_join_a_host_process_group() {
     let host_group = Bystander(group.spawn().unwrap_or_else(|e| panic!("{e}")));
     env.assert_refused(&["setpgid", &host_group.pid()], "EPERM");
 }
+
+#[test]
+fn no_setuid_or_setgid_file_can_be_made_inside() {
+    if !require_full_enforcement() {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::new();
+    let python = "/usr/bin/python3";
+    // Every way a file's mode is set: chmod, fchmod (install), an open that creates.
+    let script = format!(
+        "touch a; chmod u+s a; chmod g+s a; install -m 4755 /bin/true b; \
+         {python} -c 'import os; os.close(os.open(\"c\", os.O_CREAT | os.O_WRONLY, 0o4755))'; \
+         true"
+    );
+    let set_id = |name: &str| {
+        std::fs::metadata(env.ws.join(name)).map_or(0, |m| m.permissions().mode() & 0o6000)
+    };
+    {
+        let mode = "workspace-write";
+        let out = env.sh(mode, &script);
+        assert_status(&out, 0);
+        for name in ["a", "b", "c", "d"] {
+            assert_eq!(
+                set_id(name),
+                0,
+                "{mode}: {name} got a set-id bit: {}",
+                show(&out)
+            );
+            let _ = std::fs::remove_file(env.ws.join(name));
+            let _ = std::fs::remove_dir(env.ws.join(name));
+        }
+    }
+    // Control: unconfined, the same calls set the bits.
+    let out = env.sh("full-access", &script);
+    assert_status(&out, 0);
+    for name in ["a", "b", "c"] {
+        assert_ne!(set_id(name), 0, "control: {name}: {}", show(&out));
+    }
+}
