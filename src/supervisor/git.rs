@@ -41,6 +41,9 @@ use crate::sys::Answer;
 /// The marker `op` of a refused write to git metadata.
 pub const OP: &str = "git_metadata";
 
+/// How many directories of guarded git directories the supervisor keeps handles of.
+const MAX_REGIONS: usize = 256;
+
 /// What a directory of a guarded git directory's read-only part is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
@@ -488,7 +491,10 @@ fn perform(call: &Call<'_>, context: &Context, op: &Op, places: &[Place]) -> Ans
             );
             let made = made.as_bytes().to_vec();
             drop(regions);
-            if let Ok(fd) = fd {
+            // Past the cap a new directory stays the kernel's (read-only): git never makes
+            // that many there, and each one tracked holds an fd of the supervisor's.
+            let room = context.git.0.borrow().len() < MAX_REGIONS;
+            if let (Ok(fd), true) = (fd, room) {
                 if let Ok(st) = fstat(fd.as_fd()) {
                     context.git.0.borrow_mut().insert(
                         resolve::identity(&st),
