@@ -8,7 +8,7 @@
 //! `# sandgate: sandbox_permissions=MODE justification="TEXT"` in a `-c` string is the same
 //! escalation request as the flags, and is removed before the shell runs the rest.
 //!
-//! `--` keeps its issue-2 meaning: what follows is a command to execute directly.
+//! `--` keeps sandgate's own meaning: what follows is a command to execute directly.
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;

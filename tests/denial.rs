@@ -478,19 +478,9 @@ fn a_link_planted_at_the_denial_log_path_is_not_followed() {
         return;
     }
     let env = TestEnv::new();
-    let bashrc = env.outside.join(".bashrc");
-    std::fs::write(&bashrc, "keep\n").unwrap_or_else(|e| panic!("{e}"));
     // One call plants links where the next call's denial log goes: at the file itself, and
     // a directory on the way.
-    let out = env.sh(
-        "workspace-write",
-        &format!(
-            "ln -s '{}' denials.ndjson && ln -s '{}' logs",
-            bashrc.display(),
-            env.outside.display()
-        ),
-    );
-    assert_status(&out, 0);
+    let bashrc = env.plant_log_links("denials.ndjson", "logs");
     let victim = env.outside.join("f");
     let script = format!("touch ran; echo x > '{}'", victim.display());
     let next = |mode: &str, log: &std::path::Path| {

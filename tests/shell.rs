@@ -162,7 +162,7 @@ fn option_forms_behave_as_bash() {
     let got = run_with_stdin(env.sandgate("workspace-write"), b"echo piped\nexit 2\n");
     assert_eq!((got.stdout.as_slice(), status(&got)), (&b"piped\n"[..], 2));
     // Through the shell link every argument is the shell's: `--` ends bash's options (for
-    // plain `sandgate`, `--` introduces a command to execute directly, as in issue 2).
+    // plain `sandgate`, `--` introduces a command to execute directly).
     let sh = links(&env).join("sandgate-sh");
     let got = output(env.command(&sh).args(["--", &s, "dash"]));
     let want = output(

@@ -722,8 +722,7 @@ struct SetsMode {
 
 /// Every call that sets a file's mode, refused with a set-id bit in it (`openat2`, whose
 /// mode lies in memory, is answered `ENOSYS`; `mkdir` ignores those bits).
-#[cfg(target_arch = "x86_64")]
-const SET_ID_CALLS: [SetsMode; 9] = [
+const SET_ID_CALLS: &[SetsMode] = &[
     SetsMode {
         nr: libc::SYS_fchmod,
         mode: 1,
@@ -749,6 +748,11 @@ const SET_ID_CALLS: [SetsMode; 9] = [
         mode: 3,
         flags: Some(2),
     },
+];
+
+/// The same among the legacy path calls of x86_64.
+#[cfg(target_arch = "x86_64")]
+const SET_ID_CALLS_LEGACY: &[SetsMode] = &[
     SetsMode {
         nr: libc::SYS_chmod,
         mode: 1,
@@ -771,33 +775,7 @@ const SET_ID_CALLS: [SetsMode; 9] = [
     },
 ];
 #[cfg(not(target_arch = "x86_64"))]
-const SET_ID_CALLS: [SetsMode; 5] = [
-    SetsMode {
-        nr: libc::SYS_fchmod,
-        mode: 1,
-        flags: None,
-    },
-    SetsMode {
-        nr: libc::SYS_fchmodat,
-        mode: 2,
-        flags: None,
-    },
-    SetsMode {
-        nr: libc::SYS_fchmodat2,
-        mode: 2,
-        flags: None,
-    },
-    SetsMode {
-        nr: libc::SYS_mknodat,
-        mode: 2,
-        flags: None,
-    },
-    SetsMode {
-        nr: libc::SYS_openat,
-        mode: 3,
-        flags: Some(2),
-    },
-];
+const SET_ID_CALLS_LEGACY: &[SetsMode] = &[];
 
 /// Open flags that make an open a write: it can change or create the file.
 const WRITE_FLAGS: u32 = (libc::O_WRONLY | libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC) as u32;
@@ -844,7 +822,7 @@ fn gate(connect: u32, paths: PathCalls) -> Vec<libc::sock_filter> {
         jeq(libc::SYS_openat2 as u32, To::Enosys, To::Next),
         jeq(libc::SYS_connect as u32, To::Connect, To::Next),
     ];
-    for call in SET_ID_CALLS {
+    for call in SET_ID_CALLS.iter().chain(SET_ID_CALLS_LEGACY) {
         let test_mode = [
             ld(arg(call.mode, false)),
             Insn {

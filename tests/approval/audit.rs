@@ -154,17 +154,7 @@ fn a_link_planted_at_the_audit_log_path_is_not_followed() {
         return;
     }
     let env = TestEnv::new();
-    let bashrc = env.outside.join(".bashrc");
-    std::fs::write(&bashrc, "keep\n").unwrap_or_else(|e| panic!("{e}"));
-    let out = env.sh(
-        "workspace-write",
-        &format!(
-            "ln -s '{}' audit.jsonl && ln -s '{}' state",
-            bashrc.display(),
-            env.outside.display()
-        ),
-    );
-    assert_status(&out, 0);
+    let bashrc = env.plant_log_links("audit.jsonl", "state");
     let asked = env.root.join("approver-was-asked");
     let granting = approver(&format!("touch '{}'", asked.display()), "allowed-once");
     for (log, why) in [

@@ -180,6 +180,24 @@ impl TestEnv {
         output(&mut cmd)
     }
 
+    /// Has one sandboxed call plant what an attacker would where a later call's log goes:
+    /// `file` (in the workspace) a symlink to a fake `~/.bashrc` outside, and `dir` a
+    /// symlink to the outside directory. Returns that `.bashrc`, which holds `keep`.
+    pub fn plant_log_links(&self, file: &str, dir: &str) -> PathBuf {
+        let bashrc = self.outside.join(".bashrc");
+        std::fs::write(&bashrc, "keep\n").unwrap_or_else(|e| panic!("{e}"));
+        let out = self.sh(
+            "workspace-write",
+            &format!(
+                "ln -s '{}' '{file}' && ln -s '{}' '{dir}'",
+                bashrc.display(),
+                self.outside.display()
+            ),
+        );
+        assert_status(&out, 0);
+        bashrc
+    }
+
     /// Runs `argv` under `mode`.
     pub fn run<S: AsRef<OsStr>>(&self, mode: &str, argv: &[S]) -> Output {
         let mut cmd = self.sandgate(mode);
