@@ -192,7 +192,7 @@ impl Reporter {
             .or_else(|| d.addr.clone())
             .unwrap_or_default();
         if self.shown.len() < STDERR_CAP && self.shown.insert((d.op, target)) {
-            eprintln!("sandgate: denied {body}");
+            crate::say!("sandgate: denied {body}");
         }
     }
 

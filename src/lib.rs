@@ -13,6 +13,7 @@ pub mod doctor;
 pub mod error;
 pub mod exec;
 pub mod logfile;
+pub mod output;
 pub mod policy;
 pub mod sandbox;
 pub mod shell;

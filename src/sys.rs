@@ -573,6 +573,16 @@ pub fn borrow_raw(fd: RawFd) -> BorrowedFd<'static> {
     unsafe { BorrowedFd::borrow_raw(fd) }
 }
 
+/// Duplicates `fd` (close-on-exec) if it is open; `None` for a closed fd number, so a
+/// standard stream that sandgate's caller closed is never borrowed.
+pub fn dup_if_open(fd: RawFd) -> Option<OwnedFd> {
+    // SAFETY: F_DUPFD_CLOEXEC on a bare fd number: the kernel reports EBADF for a closed
+    // one, and a new descriptor it returns is ours alone.
+    let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
+    // SAFETY: `new` was just returned by the kernel and is owned by nobody else.
+    (new >= 0).then(|| unsafe { OwnedFd::from_raw_fd(new) })
+}
+
 /// Points stdin, stdout and stderr at /dev/null (a detached helper must not hold the
 /// caller's pipes open).
 pub fn stdio_to_dev_null() {

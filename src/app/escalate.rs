@@ -153,7 +153,7 @@ fn conclude(to: Mode, verdict: Verdict, audited: Result<(), AuditError>) -> Resu
         (Verdict::Grant, Err(e)) => Err(Error::Audit(e)),
         (Verdict::Refuse(refusal), audited) => {
             if let Err(e) = audited {
-                eprintln!("sandgate: warning: {e}; the request is refused all the same");
+                crate::say!("sandgate: warning: {e}; the request is refused all the same");
             }
             Err(Error::NotGranted { to, refusal })
         }

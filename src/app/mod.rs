@@ -95,11 +95,11 @@ fn plain(args: Vec<OsString>, caller: Caller) -> ExitCode {
             let report = doctor::report();
             if json {
                 match serde_json::to_string_pretty(&report) {
-                    Ok(text) => println!("{text}"),
-                    Err(e) => eprintln!("sandgate: {e}"),
+                    Ok(text) => crate::out!("{text}"),
+                    Err(e) => crate::say!("sandgate: {e}"),
                 }
             } else {
-                print!("{}", doctor::render_text(&report));
+                crate::output::stdout_bytes(doctor::render_text(&report).as_bytes());
             }
             ExitCode::SUCCESS
         }
@@ -109,7 +109,9 @@ fn plain(args: Vec<OsString>, caller: Caller) -> ExitCode {
         }) => verify(log),
         Some(Sub::Completions { shell }) => {
             let mut command = <Cli as clap::CommandFactory>::command();
-            clap_complete::generate(shell, &mut command, "sandgate", &mut std::io::stdout());
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut command, "sandgate", &mut script);
+            crate::output::stdout_bytes(&script);
             ExitCode::SUCCESS
         }
         Some(Sub::InstallLinks { dir }) => install_links(&dir),
@@ -136,7 +138,7 @@ fn finish(result: Result<i32, Error>, mode_hint: Option<Mode>) -> ExitCode {
     match result {
         Ok(status) => ExitCode::from(u8::try_from(status).unwrap_or(u8::MAX)),
         Err(err) => {
-            eprintln!("sandgate: {err}");
+            crate::say!("sandgate: {err}");
             let mut extra = Map::new();
             match &err {
                 Error::Unenforceable { missing, .. } => {
@@ -147,7 +149,7 @@ fn finish(result: Result<i32, Error>, mode_hint: Option<Mode>) -> ExitCode {
                 }
                 _ => {}
             }
-            eprintln!("{}", marker(err.kind(), mode_hint, &err.to_string(), extra));
+            crate::say!("{}", marker(err.kind(), mode_hint, &err.to_string(), extra));
             ExitCode::from(err.exit_code())
         }
     }
@@ -209,12 +211,13 @@ fn run_inner(args: RunArgs, shellish: Shellish, caller: Caller) -> Result<i32, E
     let workspace = policy::resolve_workspace(args.workspace.as_deref(), &env.cwd, &env.homes)?;
     let standing = layers.standing(&args.knobs, &workspace, &env)?;
     for warning in &standing.warnings {
-        eprintln!("sandgate: warning: {warning}");
+        crate::say!("sandgate: warning: {warning}");
     }
     if let Some(asked) = standing.narrowed_from {
-        eprintln!(
+        crate::say!(
             "sandgate: running inside a {} sandbox: {asked} narrowed to {}",
-            standing.mode, standing.mode
+            standing.mode,
+            standing.mode
         );
     }
     let escalation = policy::escalation::validate(
@@ -252,7 +255,7 @@ fn run_inner(args: RunArgs, shellish: Shellish, caller: Caller) -> Result<i32, E
             match audit.ensure_exists() {
                 Ok(()) => protected_paths.push(audit.path().to_path_buf()),
                 Err(e @ AuditError::Open(LogFileError::Refused { .. })) => {
-                    eprintln!("sandgate: warning: {e}");
+                    crate::say!("sandgate: warning: {e}");
                 }
                 Err(_) => {}
             }
@@ -330,7 +333,7 @@ fn run_inner(args: RunArgs, shellish: Shellish, caller: Caller) -> Result<i32, E
         announce_degraded(&plan, &skip);
         let prepared = sandbox::prepare(&plan, &features, &skip)?;
         for fd in prepared.withheld_fds() {
-            eprintln!(
+            crate::say!(
                 "sandgate: not passing fd {fd} (a datagram or network socket) into the sandbox"
             );
         }
@@ -347,7 +350,7 @@ fn run_inner(args: RunArgs, shellish: Shellish, caller: Caller) -> Result<i32, E
                 step: Step::MountNamespace,
                 source,
             }) => {
-                eprintln!("sandgate: cannot create the private mount namespace: {source}");
+                crate::say!("sandgate: cannot create the private mount namespace: {source}");
                 return Err(Error::Unenforceable {
                     mode: plan.mode,
                     missing: vec![Guarantee::MountNamespace],
@@ -357,7 +360,7 @@ fn run_inner(args: RunArgs, shellish: Shellish, caller: Caller) -> Result<i32, E
         }
     };
     if let Some(summary) = reporter.as_ref().and_then(|r| r.lock().ok()?.summary()) {
-        eprintln!("{summary}");
+        crate::say!("{summary}");
     }
     Ok(status)
 }
@@ -394,7 +397,7 @@ fn observer(
     if !plan.observe {
         let note = json!({"v": 1, "kind": "observation_off", "mode": plan.mode, "source": "none",
             "message": "--no-observe: refused operations are not reported (the sandbox is unchanged)"});
-        eprintln!("sandgate: note {note}");
+        crate::say!("sandgate: note {note}");
         if let Some(log) = &mut log {
             use std::io::Write;
             let _ = log.write_all(format!("{note}\n").as_bytes());
@@ -419,10 +422,10 @@ fn announce_degraded(plan: &Plan, skip: &[Guarantee]) {
         "running degraded (--allow-degraded); not enforced: {}",
         what.join("; ")
     );
-    eprintln!("sandgate: {message}");
+    crate::say!("sandgate: {message}");
     let mut extra = Map::new();
     extra.insert("missing".into(), json!(skip));
-    eprintln!(
+    crate::say!(
         "{}",
         marker("degraded_enforcement", Some(plan.mode), &message, extra)
     );

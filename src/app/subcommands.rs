@@ -20,14 +20,14 @@ pub(super) fn install_links(dir: &Path) -> ExitCode {
             let link = dir.join(name);
             let _ = std::fs::remove_file(&link);
             std::os::unix::fs::symlink(&exe, &link)?;
-            println!("{} -> {}", link.display(), exe.display());
+            crate::out!("{} -> {}", link.display(), exe.display());
         }
         Ok(())
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("sandgate: cannot install links in {}: {e}", dir.display());
+            crate::say!("sandgate: cannot install links in {}: {e}", dir.display());
             ExitCode::from(EXIT_INTERNAL)
         }
     }
@@ -44,7 +44,7 @@ pub(super) fn presets(json: bool, knobs: &cli::Knobs) -> ExitCode {
     let current = match current {
         Ok(standing) => standing,
         Err(err) => {
-            eprintln!("sandgate: {err}");
+            crate::say!("sandgate: {err}");
             return ExitCode::from(err.exit_code());
         }
     };
@@ -54,7 +54,7 @@ pub(super) fn presets(json: bool, knobs: &cli::Knobs) -> ExitCode {
             "presets": table,
             "current": { "preset": current.preset, "mode": current.mode, "approval": current.approval },
         });
-        println!("{body}");
+        crate::out!("{body}");
     } else {
         for row in &table {
             let mark = if row.key == current.preset { "*" } else { " " };
@@ -63,15 +63,19 @@ pub(super) fn presets(json: bool, knobs: &cli::Knobs) -> ExitCode {
             } else {
                 format!(" (alias {})", row.aliases.join(", "))
             };
-            println!(
+            crate::out!(
                 "{mark} {:<16}{:<16}{:<11}{}{aliases}",
-                row.key, row.mode, row.approval, row.description
+                row.key,
+                row.mode,
+                row.approval,
+                row.description
             );
         }
         if current.preset == policy::preset::CUSTOM {
-            println!(
+            crate::out!(
                 "* custom          {:<16}{:<11}(no preset matches)",
-                current.mode, current.approval
+                current.mode,
+                current.approval
             );
         }
     }
@@ -86,19 +90,19 @@ pub(super) fn verify(log: Option<PathBuf>) -> ExitCode {
         layers.audit_log(flag).map(|l| l.path().to_path_buf())
     });
     let Some(path) = path else {
-        eprintln!("sandgate: no audit log configured; pass --log FILE");
+        crate::say!("sandgate: no audit log configured; pass --log FILE");
         return ExitCode::from(EXIT_USAGE);
     };
     match crate::audit::verify(&path) {
         Ok(lines) => {
-            println!(
+            crate::out!(
                 "sandgate: audit log {} verifies: {lines} lines",
                 path.display()
             );
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("sandgate: {e}");
+            crate::say!("sandgate: {e}");
             ExitCode::FAILURE
         }
     }
@@ -116,25 +120,25 @@ pub(super) fn tmp(workspace: Option<&Path>, clean: bool) -> ExitCode {
     let workspace = match workspace {
         Ok(ws) => ws,
         Err(err) => {
-            eprintln!("sandgate: {err}");
+            crate::say!("sandgate: {err}");
             return ExitCode::from(err.exit_code());
         }
     };
     if !clean {
-        println!("{}", private_temp::path_for(&workspace).display());
+        crate::out!("{}", private_temp::path_for(&workspace).display());
         return ExitCode::SUCCESS;
     }
     match private_temp::clean(&workspace) {
         Ok(true) => {
-            println!("removed {}", private_temp::path_for(&workspace).display());
+            crate::out!("removed {}", private_temp::path_for(&workspace).display());
             ExitCode::SUCCESS
         }
         Ok(false) => {
-            println!("{} has no private temp", workspace.display());
+            crate::out!("{} has no private temp", workspace.display());
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("sandgate: {e}");
+            crate::say!("sandgate: {e}");
             ExitCode::from(EXIT_CONFIG)
         }
     }
