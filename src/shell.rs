@@ -31,16 +31,39 @@ pub enum Invocation {
 pub struct ShellCall {
     /// The shell's arguments in their original order (the command string included).
     pub args: Vec<OsString>,
-    /// Index in `args` of the `-c` command string, if any.
-    pub command_at: Option<usize>,
+    /// Where the shell reads its commands.
+    pub source: Source,
     /// `--version`: the shell reports its version; nothing is sandboxed to speak of.
     pub version: bool,
+}
+
+/// Where the shell reads its commands from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Source {
+    /// `-c STRING`: the index of the string in [`ShellCall::args`].
+    Command(usize),
+    /// A script file: the index of its name in [`ShellCall::args`].
+    File(usize),
+    /// Standard input (`-s`, or no operand).
+    #[default]
+    Stdin,
 }
 
 impl ShellCall {
     /// The `-c` command string.
     pub fn command(&self) -> Option<&OsStr> {
-        self.command_at.map(|i| self.args[i].as_os_str())
+        match self.source {
+            Source::Command(i) => self.args.get(i).map(OsString::as_os_str),
+            _ => None,
+        }
+    }
+
+    /// The script file's name.
+    pub fn script(&self) -> Option<&OsStr> {
+        match self.source {
+            Source::File(i) => self.args.get(i).map(OsString::as_os_str),
+            _ => None,
+        }
     }
 }
 
@@ -134,6 +157,8 @@ pub fn classify(
     let mut sandgate_args = vec![argv0.clone()];
     let mut shell = ShellCall::default();
     let mut wants_command = false;
+    // bash: with -s, operands are positional parameters and the script comes on stdin.
+    let mut wants_stdin = false;
     let mut i = 0;
     while i < rest.len() {
         let arg = &rest[i];
@@ -144,7 +169,7 @@ pub fn classify(
                 shell.args.extend(rest[i..].iter().cloned());
                 break;
             }
-            // Issue 2: `sandgate [FLAGS] -- CMD ARGS` executes CMD directly.
+            // `sandgate [FLAGS] -- CMD ARGS` executes CMD directly.
             return Invocation::Plain(args);
         }
         if !as_shell && text.starts_with("--") {
@@ -184,6 +209,7 @@ pub fn classify(
             shell.args.push(arg.clone());
             let takes_option_name = text[1..].contains('o');
             wants_command |= text.starts_with('-') && text[1..].contains('c');
+            wants_stdin |= text.starts_with('-') && text[1..].contains('s');
             if takes_option_name {
                 if let Some(value) = rest.get(i + 1) {
                     shell.args.push(value.clone());
@@ -196,7 +222,9 @@ pub fn classify(
         // The first operand: the command string (with -c) or the script; everything after
         // it is the shell's ($0, $1, …), never sandgate's.
         if wants_command {
-            shell.command_at = Some(shell.args.len());
+            shell.source = Source::Command(shell.args.len());
+        } else if !wants_stdin {
+            shell.source = Source::File(shell.args.len());
         }
         shell.args.extend(rest[i..].iter().cloned());
         break;
@@ -249,6 +277,23 @@ pub fn directive(command: &str) -> Result<Option<(Directive, String)>, String> {
         },
         rest.to_owned(),
     )))
+}
+
+/// Finds the directive in the head of a script (a file, or stdin): its first line, or the
+/// second after a `#!` line. To the shell it is a comment, so it stays in the script.
+///
+/// # Errors
+/// As [`directive`]: a line that starts like a directive but does not parse.
+pub fn script_directive(head: &[u8]) -> Result<Option<Directive>, String> {
+    let text = String::from_utf8_lossy(head);
+    let mut lines = text.lines();
+    let first = lines.next().unwrap_or_default();
+    let line = if first.starts_with("#!") {
+        lines.next().unwrap_or_default()
+    } else {
+        first
+    };
+    Ok(directive(line)?.map(|(found, _)| found))
 }
 
 /// Returns the directive line asking for `mode` (the `<why>` placeholder for the reason).

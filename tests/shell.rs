@@ -203,16 +203,16 @@ fn github_actions_and_gitlab_ci_forms() {
     cmd.env("CI", "true").args(["--preset", "ci", "-s"]);
     let out = run_with_stdin(
         cmd,
-        b"echo gitlab > gl.txt\ntouch /etc/sandgate-ci-escape\necho done\n",
+        b"echo gitlab > gl.txt\ntouch /etc/sandgate-ci-escape\necho done\nexit 4\n",
     );
+    assert_status(&out, 4);
     assert_eq!(String::from_utf8_lossy(&out.stdout), "done\n");
     assert!(env.ws.join("gl.txt").exists());
     assert!(!Path::new("/etc/sandgate-ci-escape").exists());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("\"op\":\"create\""),
-        "{}",
-        show(&out)
-    );
+    // The job failed, so its markers are shown; under `ci` none offers a retry.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("\"op\":\"create\""), "{}", show(&out));
+    assert!(stderr.contains("\"retry\":null"), "{}", show(&out));
 }
 
 #[test]

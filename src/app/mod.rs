@@ -11,14 +11,14 @@ use serde_json::{json, Map};
 
 use crate::audit::{AuditError, AuditLog};
 use crate::cli::{self, AuditAction, Cli, RunArgs, Sub};
-use crate::denial::{marker, Reporter};
+use crate::denial::{marker, stamp, Escalation, Form, Reporter};
 use crate::doctor;
 use crate::error::{Error, EXIT_USAGE};
 use crate::exec::{self, ExecError, Launch};
 use crate::logfile::{self, LogFileError};
 use crate::policy::{
-    self, config, standing, Confinement, Env, Mode, MountSource, Parent, Plan, PolicyError,
-    Request, Standing,
+    self, config, standing, Approval, Confinement, Env, Mode, MountSource, Parent, Plan,
+    PolicyError, Request, Standing,
 };
 use crate::sandbox::{self, Features, Guarantee, Step};
 use crate::shell::{self, Caller, Invocation, ShellCall};
@@ -26,6 +26,7 @@ use crate::supervisor;
 use std::io::IsTerminal;
 
 mod escalate;
+mod script_head;
 mod shell_mode;
 mod subcommands;
 
@@ -323,11 +324,20 @@ fn run_inner(args: RunArgs, shellish: Shellish, caller: Caller) -> Result<i32, E
             missing: skip,
         });
     }
+    let escalation = match standing.approval {
+        Approval::Never => Escalation::Impossible {
+            preset: standing.preset.clone(),
+        },
+        Approval::OnRequest => Escalation::Possible {
+            ceiling: standing.max_mode,
+        },
+    };
     let reporter = observer(
         &plan,
         args.denial_log.as_deref(),
         &untrusted_roots,
-        shellish.command,
+        shellish.form,
+        escalation,
     )?;
     let status = loop {
         announce_degraded(&plan, &skip);
@@ -359,8 +369,11 @@ fn run_inner(args: RunArgs, shellish: Shellish, caller: Caller) -> Result<i32, E
             other => break other?,
         }
     };
-    if let Some(summary) = reporter.as_ref().and_then(|r| r.lock().ok()?.summary()) {
-        crate::say!("{summary}");
+    // Held until now: only a command that failed gets markers on stderr.
+    if let Some(Ok(reporter)) = reporter.as_ref().map(|r| r.lock()) {
+        for line in reporter.closing_lines(status == 0) {
+            crate::say!("{line}");
+        }
     }
     Ok(status)
 }
@@ -371,7 +384,8 @@ fn observer(
     plan: &Plan,
     log: Option<&Path>,
     untrusted_roots: &[PathBuf],
-    shell_command: Option<String>,
+    form: Form,
+    escalation: Escalation,
 ) -> Result<Option<Arc<Mutex<Reporter>>>, Error> {
     let Confinement::Restricted(r) = &plan.confinement else {
         return Ok(None);
@@ -381,24 +395,23 @@ fn observer(
             let mut roots = untrusted_roots.to_vec();
             roots.extend(r.writable_roots.iter().cloned());
             roots.extend(r.workspace_write_roots.iter().cloned());
-            Some(
-                logfile::open(
-                    logfile::Which::DenialLog,
-                    path,
-                    &roots,
-                    logfile::Access::Append,
-                    logfile::Dirs::MustExist,
-                )
-                .map_err(Error::DenialLog)?,
+            let file = logfile::open(
+                logfile::Which::DenialLog,
+                path,
+                &roots,
+                logfile::Access::Append,
+                logfile::Dirs::MustExist,
             )
+            .map_err(Error::DenialLog)?;
+            Some((file, path.to_path_buf()))
         }
         None => None,
     };
     if !plan.observe {
         let note = json!({"v": 1, "kind": "observation_off", "mode": plan.mode, "source": "none",
             "message": "--no-observe: refused operations are not reported (the sandbox is unchanged)"});
-        crate::say!("sandgate: note {note}");
-        if let Some(log) = &mut log {
+        crate::say!("sandgate: note {}", stamp(note.clone()));
+        if let Some((log, _)) = &mut log {
             use std::io::Write;
             let _ = log.write_all(format!("{note}\n").as_bytes());
         }
@@ -407,8 +420,7 @@ fn observer(
     let argv = std::env::args_os()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
-    let mut reporter = Reporter::new(plan.mode, argv, log);
-    reporter.shell_command = shell_command;
+    let reporter = Reporter::new(plan.mode, argv, form, escalation, log);
     Ok(Some(Arc::new(Mutex::new(reporter))))
 }
 
@@ -485,6 +497,10 @@ fn launch<'a>(
             (env, Some(setup), withheld)
         }
     };
+    // The caller's marker tag tells sandgate's markers from the command's look-alikes
+    // only while the command cannot read it.
+    let mut withheld_env = withheld_env;
+    withheld_env.push(OsString::from(crate::denial::TAG_ENV));
     Launch {
         command: &plan.command,
         argv0: None,

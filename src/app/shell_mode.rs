@@ -2,20 +2,22 @@
 //! at the top of a `-c` string becomes the escalation request.
 
 use std::ffi::OsString;
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use super::{finish, run_inner};
+use super::{finish, run_inner, script_head};
 use crate::cli::RunArgs;
+use crate::denial::Form;
 use crate::error::Error;
 use crate::exec::ExecError;
 use crate::policy::PolicyError;
-use crate::shell::{self, Caller, Invocation, ShellCall};
+use crate::shell::{self, Caller, Directive, Invocation, ShellCall, Source};
 
 /// A prefix call: one command string for `-c`.
 pub(super) fn prefix_call(argv0: OsString, command: String) -> Invocation {
     let shell = ShellCall {
         args: vec!["-c".into(), command.into()],
-        command_at: Some(1),
+        source: Source::Command(1),
         version: false,
     };
     Invocation::Shell {
@@ -29,8 +31,8 @@ pub(super) fn prefix_call(argv0: OsString, command: String) -> Invocation {
 pub(super) struct Shellish {
     /// argv[0] for the real shell (`bash`, as `bash -c` would show it in messages).
     pub(super) argv0: Option<OsString>,
-    /// The command string as the caller wrote it, for `retry.directive`.
-    pub(super) command: Option<String>,
+    /// How the shell got its script, for the retry.
+    pub(super) form: Form,
 }
 
 /// Runs the real shell with `shell`'s arguments, turning a directive into the request.
@@ -43,30 +45,53 @@ pub(super) fn run_shell(mut args: RunArgs, mut shell: ShellCall, caller: Caller)
         return finish(Err(err), mode_hint);
     };
     let original = shell.command().map(|c| c.to_string_lossy().into_owned());
-    if let (Some(command), Some(at)) = (&original, shell.command_at) {
-        match shell::directive(command) {
-            Ok(None) => {}
+    let found = match shell.source {
+        Source::Command(at) => match shell::directive(original.as_deref().unwrap_or_default()) {
             Ok(Some((directive, rest))) => {
-                if args.sandbox_permissions.is_some() || args.justification.is_some() {
-                    let err = PolicyError::Directive(
-                        "a directive and --sandbox-permissions/--justification both ask: use one"
-                            .into(),
-                    );
-                    return finish(Err(err.into()), mode_hint);
-                }
-                args.sandbox_permissions = Some(directive.mode);
-                args.justification = Some(directive.justification);
                 shell.args[at] = rest.into();
+                Ok(Some(directive))
             }
-            Err(message) => return finish(Err(PolicyError::Directive(message).into()), mode_hint),
+            other => other.map(|_| None),
+        },
+        Source::File(_) => shell
+            .script()
+            .and_then(|name| script_head::of_file(name.as_ref()))
+            .map_or(Ok(None), |head| shell::script_directive(&head)),
+        Source::Stdin if shell.version => Ok(None),
+        Source::Stdin => {
+            script_head::of_stdin().map_or(Ok(None), |head| shell::script_directive(&head))
         }
+    };
+    match found {
+        Ok(None) => {}
+        Ok(Some(Directive {
+            mode,
+            justification,
+        })) => {
+            if args.sandbox_permissions.is_some() || args.justification.is_some() {
+                let err = PolicyError::Directive(
+                    "a directive and --sandbox-permissions/--justification both ask: use one"
+                        .into(),
+                );
+                return finish(Err(err.into()), mode_hint);
+            }
+            args.sandbox_permissions = Some(mode);
+            args.justification = Some(justification);
+        }
+        Err(message) => return finish(Err(PolicyError::Directive(message).into()), mode_hint),
     }
+    let form = match (shell.source, original) {
+        (Source::Command(_), Some(command)) => Form::ShellCommand(command),
+        (Source::File(_), _) => Form::Script,
+        (Source::Stdin, _) if !shell.version && !std::io::stdin().is_terminal() => Form::Stdin,
+        _ => Form::Argv,
+    };
     args.command = std::iter::once(real.clone().into_os_string())
         .chain(shell.args)
         .collect();
     let shellish = Shellish {
         argv0: real.file_name().map(OsString::from),
-        command: original,
+        form,
     };
     finish(run_inner(args, shellish, caller), mode_hint)
 }

@@ -43,7 +43,6 @@ use seccompiler::{
     SeccompCondition as Cond, SeccompFilter, SeccompRule, TargetArch,
 };
 
-use crate::policy::Mode;
 use crate::sys;
 
 #[cfg(target_arch = "x86_64")]
@@ -138,12 +137,11 @@ impl Terminal {
     }
 }
 
-/// What a refused call is, for markers: `op` and the narrowest mode that allows it.
+/// What a refused call is, for markers. Every one of them is allowed by `full-access`,
+/// which has no sandbox to refuse it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Class {
     pub op: &'static str,
-    /// `None`: no profile of a call allows it.
-    pub needed: Option<Mode>,
 }
 
 /// One call of the deny list.
@@ -159,20 +157,7 @@ const fn denied(nr: libc::c_long, name: &'static str, op: &'static str, args: Ar
     Denied {
         nr,
         name,
-        class: Class { op, needed: None },
-        args,
-    }
-}
-
-/// Like [`denied`], for what `full-access` allows and a call may ask for.
-const fn widenable(nr: libc::c_long, name: &'static str, op: &'static str, args: Args) -> Denied {
-    Denied {
-        nr,
-        name,
-        class: Class {
-            op,
-            needed: Some(Mode::FullAccess),
-        },
+        class: Class { op },
         args,
     }
 }
@@ -299,17 +284,17 @@ const DENY_LIST: &[Denied] = &[
         "syscall",
         Args::Any,
     ),
-    widenable(libc::SYS_socket, "socket", "network", Args::Socket),
-    widenable(libc::SYS_socketpair, "socketpair", "network", Args::Socket),
+    denied(libc::SYS_socket, "socket", "network", Args::Socket),
+    denied(libc::SYS_socketpair, "socketpair", "network", Args::Socket),
     // The op of an ioctl depends on its request: see `ioctl_class`.
-    widenable(libc::SYS_ioctl, "ioctl", "terminal", Args::Ioctl),
-    widenable(
+    denied(libc::SYS_ioctl, "ioctl", "terminal", Args::Ioctl),
+    denied(
         libc::SYS_prlimit64,
         "prlimit64",
         "process_control",
         Args::OtherPid(0),
     ),
-    widenable(
+    denied(
         libc::SYS_setpriority,
         "setpriority",
         "process_control",
@@ -317,31 +302,31 @@ const DENY_LIST: &[Denied] = &[
             which: libc::PRIO_PROCESS as u64,
         },
     ),
-    widenable(
+    denied(
         libc::SYS_sched_setaffinity,
         "sched_setaffinity",
         "process_control",
         Args::OtherPid(0),
     ),
-    widenable(
+    denied(
         libc::SYS_sched_setscheduler,
         "sched_setscheduler",
         "process_control",
         Args::OtherPid(0),
     ),
-    widenable(
+    denied(
         libc::SYS_sched_setparam,
         "sched_setparam",
         "process_control",
         Args::OtherPid(0),
     ),
-    widenable(
+    denied(
         libc::SYS_sched_setattr,
         "sched_setattr",
         "process_control",
         Args::OtherPid(0),
     ),
-    widenable(
+    denied(
         libc::SYS_ioprio_set,
         "ioprio_set",
         "process_control",
@@ -349,19 +334,19 @@ const DENY_LIST: &[Denied] = &[
             which: IOPRIO_WHO_PROCESS,
         },
     ),
-    widenable(
+    denied(
         libc::SYS_migrate_pages,
         "migrate_pages",
         "process_control",
         Args::OtherPid(0),
     ),
-    widenable(
+    denied(
         libc::SYS_move_pages,
         "move_pages",
         "process_control",
         Args::OtherPid(0),
     ),
-    widenable(
+    denied(
         libc::SYS_get_robust_list,
         "get_robust_list",
         "process_control",
@@ -370,7 +355,7 @@ const DENY_LIST: &[Denied] = &[
     // Joining an existing process group: a process left in the background by an earlier
     // call could join the user's shell's group, the terminal's foreground at the prompt,
     // and read the next typed line. `setpgid(pid, 0)` (a group of its own) stays allowed.
-    widenable(
+    denied(
         libc::SYS_setpgid,
         "setpgid",
         "process_control",
@@ -381,15 +366,15 @@ const DENY_LIST: &[Denied] = &[
     // background by an earlier call could `setsid` and then read the user's next typed
     // lines from the terminal fd it still holds. (`TIOCNOTTY` is refused for the same
     // reason, in `TERMINAL_IOCTLS`.)
-    widenable(libc::SYS_setsid, "setsid", "terminal", Args::WhileTerminal),
-    widenable(libc::SYS_kcmp, "kcmp", "process_control", Args::Any),
-    widenable(
+    denied(libc::SYS_setsid, "setsid", "terminal", Args::WhileTerminal),
+    denied(libc::SYS_kcmp, "kcmp", "process_control", Args::Any),
+    denied(
         libc::SYS_process_mrelease,
         "process_mrelease",
         "process_control",
         Args::Any,
     ),
-    widenable(libc::SYS_prctl, "prctl", "process_control", Args::Prctl),
+    denied(libc::SYS_prctl, "prctl", "process_control", Args::Prctl),
 ];
 
 /// `IOPRIO_WHO_PROCESS` (linux/ioprio.h; libc has no constant).
@@ -468,15 +453,9 @@ pub fn deny_list_entry(nr: i64) -> Option<&'static Denied> {
 pub fn ioctl_class(request: u64) -> Class {
     let request = request & 0xffff_ffff;
     if request == TIOCSTI || request == TIOCLINUX {
-        Class {
-            op: "tiocsti",
-            needed: None,
-        }
+        Class { op: "tiocsti" }
     } else {
-        Class {
-            op: "terminal",
-            needed: Some(Mode::FullAccess),
-        }
+        Class { op: "terminal" }
     }
 }
 
@@ -1339,8 +1318,7 @@ mod tests {
         assert_eq!(
             deny_list_entry(libc::SYS_prlimit64).map(|d| d.class),
             Some(Class {
-                op: "process_control",
-                needed: Some(Mode::FullAccess)
+                op: "process_control"
             })
         );
     }

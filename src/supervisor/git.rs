@@ -174,7 +174,7 @@ pub fn handle(call: &Call<'_>, context: &Context) -> Option<(Answer, Option<Deni
         return Some((Answer::Error(libc::EINTR), None));
     }
     if let Some(place) = places.iter().find(|p| p.sensitive()) {
-        let denial = call.denial(OP, Some(place.shown.clone()), None, Some(Mode::FullAccess));
+        let denial = call.denial(OP, Some(place.shown.clone()), None, Mode::FullAccess);
         return Some((Answer::Error(libc::EPERM), Some(denial)));
     }
     if places

@@ -251,16 +251,11 @@ fn serve(
                 Ok(()) => (Answer::Return(0), None),
                 Err(Refused::Policy(errno, addr)) => (
                     Answer::Error(errno as i32),
-                    Some(call.denial("network", None, Some(addr), Some(Mode::FullAccess))),
+                    Some(call.denial("network", None, Some(addr), Mode::FullAccess)),
                 ),
                 Err(Refused::Provenance(path)) => (
                     Answer::Error(libc::EACCES),
-                    Some(call.denial(
-                        crate::denial::NETWORK,
-                        Some(path),
-                        None,
-                        Some(Mode::FullAccess),
-                    )),
+                    Some(call.denial(crate::denial::NETWORK, Some(path), None, Mode::FullAccess)),
                 ),
                 Err(Refused::Kernel(errno)) => (Answer::Error(errno as i32), None),
             },
@@ -272,10 +267,10 @@ fn serve(
                 None => (Answer::Continue, None),
             },
             nr => {
-                let (op, needed) = observe::deny_list_op(nr, &notif.data.args);
+                let op = observe::deny_list_op(nr, &notif.data.args);
                 (
                     Answer::Error(crate::sandbox::seccomp::DENY_ERRNO),
-                    Some(call.denial(op, None, None, needed)),
+                    Some(call.denial(op, None, None, Mode::FullAccess)),
                 )
             }
         };
@@ -361,7 +356,7 @@ impl Call<'_> {
         op: &'static str,
         path: Option<String>,
         addr: Option<String>,
-        needed: Option<Mode>,
+        needed: Mode,
     ) -> Denial {
         Denial {
             op,
@@ -370,6 +365,7 @@ impl Call<'_> {
             syscall: observe::syscall_name(i64::from(self.notif.data.nr)),
             pid: self.notif.pid,
             needed,
+            protected: false,
         }
     }
 }

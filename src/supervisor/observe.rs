@@ -24,17 +24,13 @@ struct PathArg {
 
 pub use crate::sandbox::seccomp::syscall_name;
 
-/// The marker `op` of a deny-list call and the mode that would allow it (`None`: no
-/// profile of a call allows it), from the deny list itself; an `ioctl` by its request.
-pub fn deny_list_op(nr: i64, args: &[u64; 6]) -> (&'static str, Option<Mode>) {
-    let class = match nr {
-        libc::SYS_ioctl => seccomp::ioctl_class(args[1]),
-        nr => match seccomp::deny_list_entry(nr) {
-            Some(entry) => entry.class,
-            None => return ("syscall", None),
-        },
-    };
-    (class.op, class.needed)
+/// The marker `op` of a deny-list call, from the deny list itself; an `ioctl` by its
+/// request.
+pub fn deny_list_op(nr: i64, args: &[u64; 6]) -> &'static str {
+    match nr {
+        libc::SYS_ioctl => seccomp::ioctl_class(args[1]).op,
+        nr => seccomp::deny_list_entry(nr).map_or("syscall", |entry| entry.class.op),
+    }
 }
 
 /// Returns true for the calls the gate sends here to be observed (not refused).
@@ -190,8 +186,10 @@ fn refused(
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
     Allowed,
-    /// Refused; the narrowest mode that would allow it (`None`: no profile of this call).
-    Refused(Option<Mode>),
+    /// Refused; the narrowest mode that would allow it.
+    Refused(Mode),
+    /// Refused: a protected path (only full access may write it).
+    Protected,
     /// Refused: git metadata of a guarded git directory (only full access may write it).
     GitMetadata,
 }
@@ -207,7 +205,7 @@ impl Context {
         object: Option<Inode>,
     ) -> Option<Verdict> {
         if object.is_some_and(|id| self.protected.contains(&id)) {
-            return Some(Verdict::Refused(None));
+            return Some(Verdict::Protected);
         }
         let dir = target.dir.as_fd();
         let dir_id = match target.dir_id {
@@ -223,15 +221,15 @@ impl Context {
                 .iter()
                 .any(|id| self.workspace_write_roots.contains(id))
         {
-            Some(Mode::WorkspaceWrite)
+            Mode::WorkspaceWrite
         } else {
-            Some(Mode::FullAccess)
+            Mode::FullAccess
         };
         // The nearest directory that says anything decides: a writable `objects/` inside
         // a guarded git directory inside the workspace is writable, its `hooks/` is not.
         let verdict = match chain.iter().find_map(|id| self.nearest(id)) {
             Some(Nearest::Writable) => Verdict::Allowed,
-            Some(Nearest::Protected) => Verdict::Refused(None),
+            Some(Nearest::Protected) => Verdict::Protected,
             Some(Nearest::GitDir) => Verdict::GitMetadata,
             Some(Nearest::Island) | None => Verdict::Refused(needed),
         };
@@ -295,7 +293,7 @@ pub fn check(call: &Call<'_>, context: &Context) -> Option<Denial> {
         if let Some((path, verdict, exists)) = refused(call, context, root, arg) {
             let needed = match verdict {
                 Verdict::Refused(needed) => needed,
-                Verdict::GitMetadata | Verdict::Allowed => Some(Mode::FullAccess),
+                Verdict::Protected | Verdict::GitMetadata | Verdict::Allowed => Mode::FullAccess,
             };
             let op = match (op, exists) {
                 _ if verdict == Verdict::GitMetadata => super::git::OP,
@@ -306,7 +304,9 @@ pub fn check(call: &Call<'_>, context: &Context) -> Option<Denial> {
                 ("create" | "mknod", true) => return None,
                 (op, _) => op,
             };
-            return Some(call.denial(op, Some(path), None, needed));
+            let mut denial = call.denial(op, Some(path), None, needed);
+            denial.protected = verdict == Verdict::Protected;
+            return Some(denial);
         }
     }
     None

@@ -749,14 +749,6 @@ fn racing_a_symlinked_directory_or_the_path_buffer_plants_nothing() {
 }
 
 /// The `sandgate: denied` markers in `stderr`.
-fn markers(stderr: &[u8]) -> Vec<serde_json::Value> {
-    String::from_utf8_lossy(stderr)
-        .lines()
-        .filter_map(|l| l.strip_prefix("sandgate: denied "))
-        .map(|m| serde_json::from_str(m).unwrap_or_else(|e| panic!("marker {m:?}: {e}")))
-        .collect()
-}
-
 #[test]
 fn each_refused_write_is_marked_as_protected_git_metadata() {
     if !require_full_enforcement() {
@@ -805,22 +797,22 @@ fn each_refused_write_is_marked_as_protected_git_metadata() {
             // Not a sensitive name: allowed, and no marker.
             let mut argv = vec![probe.to_string_lossy().into_owned()];
             argv.extend(args.iter().map(|a| (*a).to_owned()));
-            let out = fx.env.run("workspace-write", &argv);
+            let (out, found) = fx.env.run_logged("workspace-write", &argv);
             assert_eq!(
                 String::from_utf8_lossy(&out.stdout).trim(),
                 "ok",
                 "{}",
                 show(&out)
             );
-            assert!(markers(&out.stderr).is_empty(), "{}", show(&out));
+            assert!(found.is_empty(), "{found:?}");
             continue;
         }
         let mut argv = vec![probe.to_string_lossy().into_owned()];
         argv.extend(args.iter().map(|a| (*a).to_owned()));
-        let out = fx.env.run("workspace-write", &argv);
+        let (out, found) = fx.env.run_logged("workspace-write", &argv);
         let verdict = String::from_utf8_lossy(&out.stdout).trim().to_owned();
         assert!(verdict.starts_with("err:"), "{args:?}: {}", show(&out));
-        let found = markers(&out.stderr);
+
         if !observing() {
             assert!(found.is_empty(), "{}", show(&out));
             continue;

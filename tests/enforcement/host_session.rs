@@ -147,9 +147,12 @@ fn an_extra_writable_root_does_not_make_its_sockets_reachable() {
     listener
         .set_nonblocking(true)
         .unwrap_or_else(|e| panic!("{e}"));
+    let log = env.root.join("denials.ndjson");
     let mut cmd = env.sandgate("workspace-write");
     cmd.arg("--writable-root")
         .arg(&env.outside)
+        .arg("--denial-log")
+        .arg(&log)
         .arg("--")
         .arg(probe())
         .arg("unix-connect")
@@ -161,12 +164,12 @@ fn an_extra_writable_root_does_not_make_its_sockets_reachable() {
         "{}",
         show(&out)
     );
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let logged = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(
         !observing()
-            || stderr.contains("\"allow\":[\"--allow-unix-socket\",")
-                && stderr.contains("service.sock"),
-        "{}",
+            || logged.contains("\"allow\":[\"--allow-unix-socket\",")
+                && logged.contains("service.sock"),
+        "{logged}\n{}",
         show(&out)
     );
     assert!(listener.accept().is_err(), "the connect reached the socket");
@@ -610,11 +613,13 @@ fn a_workspace_under_tmp_stays_visible_with_its_markers() {
             "sh",
             "-c",
             &format!(
-                "git status --porcelain && echo x > '{}'; echo done",
+                "git status --porcelain && echo x > '{}'; echo done; exit 3",
                 target.display()
             ),
         ]);
+        // The command fails, so its markers come on stderr.
         let out = output(&mut cmd);
+        assert_status(&out, 3);
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(stdout.contains("?? tracked"), "{mode}: {}", show(&out));
         assert!(stdout.contains("done"), "{mode}: {}", show(&out));

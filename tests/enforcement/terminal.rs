@@ -194,8 +194,14 @@ fn the_terminal_cannot_become_a_sandboxed_processs_controlling_terminal() {
     let probe = probe().to_string_lossy().into_owned();
     let observing = observing();
     for mode in ["read-only", "workspace-write"] {
-        let (status, shown) = on_pty(&env, mode, &[&probe, "tiocsctty-steal"], b"");
-        assert_eq!(status, Some(0));
+        // Ends failing, so that the markers are shown on the terminal.
+        let (status, shown) = on_pty(
+            &env,
+            mode,
+            &["/bin/sh", "-c", r#""$0" tiocsctty-steal; exit 9"#, &probe],
+            b"",
+        );
+        assert_eq!(status, Some(9), "{mode}: {shown:?}");
         assert!(shown.contains("err:EPERM"), "{mode}: {shown:?}");
         // Without CAP_SYS_ADMIN the kernel refuses a steal too: the marker shows that the
         // filter refused it first (at `setsid`, the step before).

@@ -205,6 +205,26 @@ impl TestEnv {
         output(&mut cmd)
     }
 
+    /// Runs `argv` under `mode` with a denial log; returns the output and the log's
+    /// denial markers (not its notes). stderr shows markers only when the command fails;
+    /// the log has them all.
+    pub fn run_logged<S: AsRef<OsStr>>(
+        &self,
+        mode: &str,
+        argv: &[S],
+    ) -> (Output, Vec<serde_json::Value>) {
+        let log = self.root.join("denials.ndjson");
+        let _ = std::fs::remove_file(&log);
+        let mut cmd = self.sandgate(mode);
+        cmd.arg("--denial-log").arg(&log).arg("--").args(argv);
+        let out = output(&mut cmd);
+        let denials = read_markers(&log)
+            .into_iter()
+            .filter(|m| m["kind"] == "sandbox_denial")
+            .collect();
+        (out, denials)
+    }
+
     /// Runs a `/bin/sh -c` script under `mode`.
     pub fn sh(&self, mode: &str, script: &str) -> Output {
         self.run(mode, &["/bin/sh", "-c", script])
@@ -329,4 +349,13 @@ pub fn require_full_enforcement() -> bool {
     let ok = d["profiles"]["workspace-write"]["enforceable"] == serde_json::Value::Bool(true)
         && d["profiles"]["read-only"]["enforceable"] == serde_json::Value::Bool(true);
     require("full-enforcement", ok)
+}
+
+/// The markers in a denial log (none when it does not exist).
+pub fn read_markers(log: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
+        .collect()
 }

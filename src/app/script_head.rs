@@ -1,0 +1,143 @@
+//! The first bytes of a shell-mode script, read without taking them from the shell: a
+//! directive there asks for a wider mode, as the first line of a `-c` string does.
+
+use std::io::Read;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::fcntl::{tee, OFlag, SpliceFFlags};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::socket::{recv, MsgFlags};
+use nix::sys::stat::{fstat, SFlag};
+use nix::unistd::{lseek, pipe2, Whence};
+
+use crate::sys;
+
+/// Enough for a `#!` line and a directive with the longest justification.
+const HEAD: usize = 4096;
+
+/// How long a script on stdin may take to deliver its head; after that, what has come
+/// is the head (a writer that slow is not sending a directive first).
+const WAIT: Duration = Duration::from_secs(5);
+
+/// The head of the script file `name`, as the shell will find it from the cwd.
+pub(super) fn of_file(name: &Path) -> Option<Vec<u8>> {
+    let mut head = Vec::with_capacity(HEAD);
+    std::fs::File::open(name)
+        .ok()?
+        .take(HEAD as u64)
+        .read_to_end(&mut head)
+        .ok()?;
+    Some(head)
+}
+
+/// The head of the script on stdin, left in place for the shell: read at the current
+/// offset of a file, duplicated with `tee` from a pipe, peeked from a socket. `None` for a
+/// terminal or a closed stdin.
+pub(super) fn of_stdin() -> Option<Vec<u8>> {
+    let stdin = sys::dup_if_open(0)?;
+    let kind = SFlag::from_bits_truncate(fstat(stdin.as_fd()).ok()?.st_mode);
+    if kind.contains(SFlag::S_IFSOCK) {
+        peek_socket(&stdin)
+    } else if kind.contains(SFlag::S_IFIFO) {
+        peek_pipe(&stdin)
+    } else if kind.contains(SFlag::S_IFREG) {
+        let at = lseek(&stdin, 0, Whence::SeekCur).ok()?;
+        let mut head = vec![0u8; HEAD];
+        let n = nix::sys::uio::pread(&stdin, &mut head, at).ok()?;
+        head.truncate(n);
+        Some(head)
+    } else {
+        None
+    }
+}
+
+/// Returns true once `head` holds all a directive could need: the first line, and the
+/// second after a `#!` line — or less, when what came shows there is none. A shell fed a
+/// line at a time (an agent's persistent session) is never kept waiting for more.
+fn complete(head: &[u8]) -> bool {
+    if head.len() >= HEAD || head.first().is_some_and(|b| *b != b'#') {
+        return true;
+    }
+    let mut lines = head.split(|b| *b == b'\n');
+    match (lines.next(), lines.next(), lines.next()) {
+        (Some(first), Some(_), _) if !first.starts_with(b"#!") => true,
+        (Some(_), Some(_), Some(_)) => true,
+        _ => false,
+    }
+}
+
+/// Duplicates what the pipe holds (without consuming it) until the head is complete, the
+/// writer is gone, or [`WAIT`] is over.
+fn peek_pipe(stdin: &OwnedFd) -> Option<Vec<u8>> {
+    let (copy_r, copy_w) = pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK).ok()?;
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let head = match tee(stdin, &copy_w, HEAD, SpliceFFlags::SPLICE_F_NONBLOCK) {
+            Ok(n) => {
+                let mut head = vec![0u8; n];
+                let got = nix::unistd::read(&copy_r, &mut head).ok()?;
+                head.truncate(got);
+                head
+            }
+            Err(Errno::EAGAIN | Errno::EINTR) => Vec::new(),
+            Err(_) => return None,
+        };
+        if complete(&head) || Instant::now() >= deadline || writer_gone(stdin) {
+            return Some(head);
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Peeks at a socket on stdin the same way.
+fn peek_socket(stdin: &OwnedFd) -> Option<Vec<u8>> {
+    use std::os::fd::AsRawFd;
+    let deadline = Instant::now() + WAIT;
+    let mut head = vec![0u8; HEAD];
+    loop {
+        let n = match recv(
+            stdin.as_raw_fd(),
+            &mut head,
+            MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT,
+        ) {
+            Ok(n) => n,
+            Err(Errno::EAGAIN | Errno::EINTR) => 0,
+            Err(_) => return None,
+        };
+        let done = n == 0 && writer_gone(stdin);
+        if complete(&head[..n]) || Instant::now() >= deadline || done {
+            head.truncate(n);
+            return Some(head);
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Returns true when nothing more can come: the other end hung up.
+fn writer_gone(fd: &OwnedFd) -> bool {
+    let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+    poll(&mut fds, PollTimeout::ZERO).is_ok()
+        && fds[0]
+            .revents()
+            .is_some_and(|r| r.contains(PollFlags::POLLHUP))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::complete;
+
+    #[test]
+    fn the_head_is_complete_as_soon_as_no_directive_can_follow() {
+        assert!(!complete(b""));
+        assert!(complete(b"e"), "not a comment: no directive");
+        assert!(!complete(b"# sandgate: sandbox_per"));
+        assert!(complete(b"# sandgate: x\n"));
+        assert!(!complete(b"#!/bin/sh\n"));
+        assert!(!complete(b"#!/bin/sh\n# sandgate: x"));
+        assert!(complete(b"#!/bin/sh\n# sandgate: x\n"));
+        assert!(complete(&[b'#'; super::HEAD]));
+    }
+}
