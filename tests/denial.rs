@@ -10,6 +10,11 @@ use serde_json::Value;
 use support::endpoint::{Reply, TestEndpoint};
 use support::*;
 
+mod denial {
+    mod fate;
+    mod rules;
+}
+
 /// Runs the probe under `mode` with a denial log; returns the probe's verdict, the log's
 /// markers and the whole output.
 fn observed(env: &TestEnv, mode: &str, args: &[&str]) -> (String, Vec<Value>, Output) {

@@ -325,6 +325,130 @@ fn a_refused_write_in_shell_mode_retries_as_a_directive() {
 }
 
 #[test]
+fn scripts_from_a_file_or_stdin_honour_the_directive_and_retry_with_it() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let ep = TestEndpoint::http(|r, _| Reply::decision(r, "allowed-once"));
+    let directive =
+        |why: &str| format!("# sandgate: sandbox_permissions=full-access justification=\"{why}\"");
+    let write = |name: &str| format!("echo ok > '{}'", env.outside.join(name).display());
+    let sandgate = || {
+        let mut cmd = env.sandgate("workspace-write");
+        cmd.args(["--approval-endpoint", &ep.url]);
+        cmd
+    };
+
+    // A script file: the directive may follow the #! line.
+    let job = env.ws.join("job.sh");
+    let text = format!(
+        "#!/bin/sh\n{}\n{}\n",
+        directive("from a file"),
+        write("file")
+    );
+    std::fs::write(&job, text).unwrap_or_else(|e| panic!("{e}"));
+    let out = output(sandgate().arg(&job));
+    assert_status(&out, 0);
+    assert!(env.outside.join("file").exists(), "{}", show(&out));
+    // `-s` and a bare pipe (GitLab): the script on stdin, left whole for the shell.
+    for (form, args) in [("stdin", vec!["-s"]), ("pipe", vec![])] {
+        let mut cmd = sandgate();
+        cmd.args(&args);
+        let text = format!("{}\n{}\n", directive(form), write(form));
+        let out = run_with_stdin(cmd, text.as_bytes());
+        assert_status(&out, 0);
+        assert!(env.outside.join(form).exists(), "{form}: {}", show(&out));
+    }
+    let asked: Vec<String> = ep
+        .requests()
+        .iter()
+        .map(|r| {
+            r["requested"]["justification"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(asked, ["from a file", "stdin", "pipe"]);
+    // Reading the head takes nothing from the shell: `read` gets the next line.
+    let out = run_with_stdin(
+        env.sandgate("workspace-write"),
+        b"read x\nhello\necho got $x\n",
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "got hello\n",
+        "{}",
+        show(&out)
+    );
+
+    if !observing() {
+        return;
+    }
+    // Without a directive the writes are refused; the markers say where it goes.
+    let plain = env.ws.join("plain.sh");
+    std::fs::write(&plain, format!("{} 2>/dev/null; exit 1\n", write("plain")))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let out = output(env.sandgate("workspace-write").arg(&plain));
+    assert_status(&out, 1);
+    let marker = first_marker(&out);
+    assert_eq!(marker["retry"]["directive"], directive("<why>"), "{marker}");
+    assert!(
+        marker["retry"]["hint"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("top of the script"),
+        "{marker}"
+    );
+    let out = run_with_stdin(
+        {
+            let mut cmd = env.sandgate("workspace-write");
+            cmd.arg("-s");
+            cmd
+        },
+        format!("{} 2>/dev/null; exit 1\n", write("plain")).as_bytes(),
+    );
+    assert_status(&out, 1);
+    let marker = first_marker(&out);
+    assert_eq!(marker["retry"]["directive"], directive("<why>"), "{marker}");
+    assert_eq!(
+        marker["retry"]["stdin"],
+        "the script must be fed again on stdin"
+    );
+    let argv = marker["retry"]["argv"].to_string();
+    assert!(argv.contains("\"-s\""), "{marker}");
+    // Following the hint: the directive on top, the same script fed again.
+    let again = format!(
+        "{}\n{}\n",
+        marker["retry"]["directive"]
+            .as_str()
+            .unwrap_or_default()
+            .replace("<why>", "retry"),
+        write("plain")
+    );
+    let out = run_with_stdin(
+        {
+            let mut cmd = sandgate();
+            cmd.arg("-s");
+            cmd
+        },
+        again.as_bytes(),
+    );
+    assert_status(&out, 0);
+    assert!(env.outside.join("plain").exists(), "{}", show(&out));
+}
+
+/// The first marker sandgate printed on stderr.
+fn first_marker(out: &Output) -> serde_json::Value {
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .find_map(|l| l.strip_prefix("sandgate: denied "))
+        .and_then(|m| serde_json::from_str(m).ok())
+        .unwrap_or_else(|| panic!("no marker: {}", show(out)))
+}
+
+#[test]
 fn shell_set_to_sandgate_sh_does_not_loop_and_stays_confined() {
     if !require_full_enforcement() {
         return;
