@@ -141,7 +141,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_observe: bool,
 
-    /// Also write every denial marker, uncapped, as NDJSON to FILE.
+    /// Write every denial marker, uncapped, as NDJSON to FILE, the authoritative record
+    /// (stderr shows markers only when the command fails, and at most 20).
     #[arg(long, value_name = "FILE", env = "SANDGATE_DENIAL_LOG")]
     pub denial_log: Option<PathBuf>,
 
