@@ -49,6 +49,69 @@ pub fn marker(kind: &str, mode: Option<Mode>, message: &str, extra: Map<String, 
 mod tests {
     use super::*;
 
+    fn denial(needed: Mode) -> Denial {
+        Denial {
+            op: "create",
+            path: Some("/etc/x".into()),
+            addr: None,
+            syscall: "openat",
+            pid: 1,
+            needed,
+            protected: false,
+        }
+    }
+
+    fn reporter(escalation: Escalation, form: Form) -> Reporter {
+        let argv = vec!["sandgate".into(), "--".into(), "true".into()];
+        Reporter::new(Mode::ReadOnly, argv, form, escalation, None)
+    }
+
+    #[test]
+    fn a_mode_above_the_managed_maximum_is_no_retry() {
+        let r = reporter(
+            Escalation::Possible {
+                ceiling: Some(Mode::WorkspaceWrite),
+            },
+            Form::Argv,
+        );
+        let m = r.marker(&denial(Mode::FullAccess));
+        assert_eq!(m.needed, None);
+        assert!(m.retry.is_none());
+        let m = r.marker(&denial(Mode::WorkspaceWrite));
+        assert_eq!(m.needed, Some(Mode::WorkspaceWrite));
+        let argv = m.retry.map(|r| r.argv).unwrap_or_default();
+        assert_eq!(argv[1..3], ["--sandbox-permissions", "workspace-write"]);
+    }
+
+    #[test]
+    fn approval_never_offers_no_retry_but_names_the_wider_preset() {
+        let r = reporter(
+            Escalation::Impossible {
+                preset: "locked".into(),
+            },
+            Form::Argv,
+        );
+        let m = r.marker(&denial(Mode::WorkspaceWrite));
+        assert!(m.retry.is_none());
+        let hint = m.hint.unwrap_or_default();
+        assert!(hint.contains("locked preset cannot escalate"), "{hint}");
+        assert!(hint.contains("--preset workspace-write"), "{hint}");
+    }
+
+    #[test]
+    fn success_closes_with_one_note_and_failure_with_the_markers() {
+        let mut r = reporter(Escalation::Possible { ceiling: None }, Form::Stdin);
+        r.record(&denial(Mode::WorkspaceWrite));
+        r.record(&denial(Mode::WorkspaceWrite));
+        let note = r.closing_lines(true);
+        assert_eq!(note.len(), 1);
+        assert!(note[0].starts_with("sandgate: note: 2 operations refused"));
+        let lines = r.closing_lines(false);
+        // One marker per distinct (op, path), then the summary.
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines[0].contains(r#""stdin":"the script must be fed again on stdin""#));
+    }
+
     #[test]
     fn marker_is_one_line_of_json_after_the_prefix() -> Result<(), serde_json::Error> {
         let line = marker("usage", Some(Mode::ReadOnly), "bad\nthing", Map::new());
@@ -81,6 +144,52 @@ pub struct Denial {
     /// only `full-access` reaches it, and the marker says why.
     #[serde(skip)]
     pub protected: bool,
+}
+
+/// One `sandbox_denial` marker, as the log and stderr carry it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Marker {
+    pub v: u8,
+    pub kind: &'static str,
+    pub op: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub addr: Option<String>,
+    pub syscall: &'static str,
+    pub pid: u32,
+    pub mode: Mode,
+    /// The narrowest mode that would allow the operation; `None` when the managed
+    /// maximum leaves no such mode.
+    pub needed: Option<Mode>,
+    pub source: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// `None` when no request could be granted (no mode reaches it, or approval `never`).
+    pub retry: Option<Retry>,
+    /// Why there is no retry, and what only the user could change.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+    /// The flag that allows just this socket.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allow: Option<(&'static str, String)>,
+    /// The caller's `SANDGATE_MARKER_TAG`, on stderr.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tag: Option<&'static str>,
+}
+
+/// How to ask for the mode a refused operation needs.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Retry {
+    /// sandgate's own argv with the request added.
+    pub argv: Vec<String>,
+    pub hint: String,
+    /// The directive line (a script) or the whole new command string (`-c`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub directive: Option<String>,
+    /// Set when the script came on stdin and must be fed again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stdin: Option<&'static str>,
 }
 
 /// How the command reached sandgate, which decides how a retry is spelled.
@@ -120,7 +229,7 @@ pub struct Reporter {
     escalation: Escalation,
     log: Option<(std::fs::File, std::path::PathBuf)>,
     shown: std::collections::HashSet<(&'static str, String)>,
-    held: Vec<Value>,
+    held: Vec<Marker>,
     count: usize,
     /// The widest mode a retry may ask for, over every denial recorded.
     widest: Option<Mode>,
@@ -184,75 +293,49 @@ impl Reporter {
         argv
     }
 
-    /// The `retry` object for an operation that `needed` allows; `protection` says why
-    /// only `full-access` reaches its path, when that is the reason.
-    fn retry(&self, needed: Mode, protection: Option<&str>) -> Value {
+    /// The retry for an operation that `needed` allows; `protection` says why only
+    /// `full-access` reaches its path, when that is the reason.
+    fn retry(&self, needed: Mode, protection: Option<&str>) -> Retry {
         let why = protection.map_or_else(String::new, |what| {
             format!("this is {what}; if the change is really needed, ")
         });
+        let flags = format!("--sandbox-permissions {needed} --justification \"{WHY}\"");
         let line = crate::shell::directive_line(needed.as_str(), WHY);
-        let (hint, directive, stdin) = match &self.form {
-            Form::Argv => (
-                format!("{why}rerun with --sandbox-permissions {needed} --justification \"{WHY}\" (replace {WHY} with the reason)"),
-                None,
-                None,
-            ),
+        let (how, directive, stdin) = match &self.form {
+            Form::Argv => (format!("rerun with {flags}"), None, None),
             Form::ShellCommand(command) => (
-                format!("{why}rerun with --sandbox-permissions {needed} --justification \"{WHY}\", or send the command with the directive line first (replace {WHY} with the reason)"),
+                format!("rerun with {flags}, or send the command with the directive line first"),
                 Some(format!("{line}\n{command}")),
                 None,
             ),
             Form::Script => (
-                format!("{why}rerun with --sandbox-permissions {needed} --justification \"{WHY}\", or put the directive line at the top of the script, after any #! line (replace {WHY} with the reason)"),
+                format!("rerun with {flags}, or put the directive line at the top of the script, after any #! line"),
                 Some(line),
                 None,
             ),
             Form::Stdin => (
-                format!("{why}rerun with --sandbox-permissions {needed} --justification \"{WHY}\" and feed the same script on stdin again, or put the directive line at its top (replace {WHY} with the reason)"),
+                format!("rerun with {flags} and feed the same script on stdin again, or put the directive line at its top"),
                 Some(line),
                 Some("the script must be fed again on stdin"),
             ),
         };
-        let mut retry = json!({"argv": self.retry_argv(needed), "hint": hint});
-        if let Value::Object(fields) = &mut retry {
-            if let Some(directive) = directive {
-                fields.insert("directive".into(), json!(directive));
-            }
-            if let Some(stdin) = stdin {
-                fields.insert("stdin".into(), json!(stdin));
-            }
+        Retry {
+            argv: self.retry_argv(needed),
+            hint: format!("{why}{how} (replace {WHY} with the reason)"),
+            directive,
+            stdin,
         }
-        retry
     }
 
-    /// Renders the marker JSON for `d` (without the caller's tag).
-    pub fn marker(&self, d: &Denial) -> Value {
+    /// The marker for `d` (without the caller's tag).
+    pub fn marker(&self, d: &Denial) -> Marker {
         let needed = self.reachable(d.needed);
-        let mut body = json!({
-            "v": 1,
-            "kind": "sandbox_denial",
-            "op": d.op,
-            "syscall": d.syscall,
-            "pid": d.pid,
-            "mode": self.mode,
-            "needed": needed,
-            "source": "seccomp-notify",
-            "retry": Value::Null,
-        });
-        let Value::Object(fields) = &mut body else {
-            return body;
-        };
-        if let Some(path) = &d.path {
-            fields.insert("path".into(), json!(path));
-        }
-        if let Some(addr) = &d.addr {
-            fields.insert("addr".into(), json!(addr));
-        }
-        let socket = d.op == NETWORK && d.path.is_some();
-        if let (Some(path), true) = (&d.path, socket) {
-            // Reaching one socket rarely needs a whole wider mode.
-            fields.insert("allow".into(), json!(["--allow-unix-socket", path]));
-        }
+        // Reaching one socket rarely needs a whole wider mode.
+        let allow = d
+            .path
+            .clone()
+            .filter(|_| d.op == NETWORK)
+            .map(|path| ("--allow-unix-socket", path));
         let protection = if d.op == crate::supervisor::GIT_METADATA_OP {
             Some("protected git metadata: git on the host reads or runs it, so only full-access may change it")
         } else if d.protected {
@@ -260,15 +343,26 @@ impl Reporter {
         } else {
             None
         };
-        if let Some(what) = protection {
-            fields.insert("message".into(), json!(what));
-        }
+        let mut marker = Marker {
+            v: 1,
+            kind: "sandbox_denial",
+            op: d.op,
+            path: d.path.clone(),
+            addr: d.addr.clone(),
+            syscall: d.syscall,
+            pid: d.pid,
+            mode: self.mode,
+            needed,
+            source: "seccomp-notify",
+            message: protection.map(str::to_owned),
+            retry: None,
+            hint: None,
+            allow: None,
+            tag: None,
+        };
         match (needed, &self.escalation) {
             (None, _) => {
-                fields.insert(
-                    "message".into(),
-                    json!(format!("no mode this call may use allows this operation (it needs {}, above the managed maximum)", d.needed)),
-                );
+                marker.message = Some(format!("no mode this call may use allows this operation (it needs {}, above the managed maximum)", d.needed));
             }
             (Some(needed), Escalation::Impossible { preset }) => {
                 let wider = crate::policy::preset::table()
@@ -278,32 +372,27 @@ impl Reporter {
                         || format!("--sandbox {needed}"),
                         |p| format!("--preset {}", p.key),
                     );
-                fields.insert(
-                    "hint".into(),
-                    json!(format!("no retry: the {preset} preset cannot escalate (approval never), so every request is rejected unasked; this needs {needed}, which only the user can choose as the standing profile (e.g. {wider})")),
-                );
+                marker.hint = Some(format!("no retry: the {preset} preset cannot escalate (approval never), so every request is rejected unasked; this needs {needed}, which only the user can choose as the standing profile (e.g. {wider})"));
             }
             (Some(needed), Escalation::Possible { .. }) => {
                 let mut retry = self.retry(needed, protection);
-                if let (Some(path), true, Value::Object(r)) = (&d.path, socket, &mut retry) {
-                    r.insert(
-                        "hint".into(),
-                        json!(format!("to reach only this socket, rerun with --allow-unix-socket {path}; or ask for {needed} with --sandbox-permissions")),
-                    );
+                if let Some((flag, path)) = &allow {
+                    retry.hint = format!("to reach only this socket, rerun with {flag} {path}; or ask for {needed} with --sandbox-permissions");
                 }
-                fields.insert("retry".into(), retry);
+                marker.retry = Some(retry);
             }
         }
-        body
+        marker.allow = allow;
+        marker
     }
 
     /// Records one denial: in the denial log now, on stderr when the call ends.
     pub fn record(&mut self, d: &Denial) {
         use std::io::Write;
-        let body = self.marker(d);
-        if let Some((log, _)) = &mut self.log {
+        let marker = self.marker(d);
+        if let (Some((log, _)), Ok(line)) = (&mut self.log, serde_json::to_string(&marker)) {
             // One write per line: concurrent readers never see half a marker.
-            let _ = log.write_all(format!("{body}\n").as_bytes());
+            let _ = log.write_all(format!("{line}\n").as_bytes());
         }
         self.count += 1;
         if let Some(needed) = self.reachable(d.needed) {
@@ -315,7 +404,7 @@ impl Reporter {
             .or_else(|| d.addr.clone())
             .unwrap_or_default();
         if self.shown.len() < STDERR_CAP && self.shown.insert((d.op, target)) {
-            self.held.push(body);
+            self.held.push(marker);
         }
     }
 
@@ -341,7 +430,14 @@ impl Reporter {
         let mut lines: Vec<String> = self
             .held
             .iter()
-            .map(|body| format!("sandgate: denied {}", stamp(body.clone())))
+            .filter_map(|marker| {
+                let tagged = Marker {
+                    tag: tag(),
+                    ..marker.clone()
+                };
+                serde_json::to_string(&tagged).ok()
+            })
+            .map(|line| format!("sandgate: denied {line}"))
             .collect();
         lines.push(match (&self.escalation, self.widest) {
             (Escalation::Impossible { preset }, _) => format!(
