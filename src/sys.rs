@@ -369,7 +369,8 @@ fn ensure_single_threaded() -> io::Result<()> {
         }
         if started.elapsed() >= std::time::Duration::from_secs(1) {
             return Err(io::Error::other(format!(
-                "refusing to fork the command: sandgate has {threads} threads, and a child                  forked from a multi-threaded process may deadlock before it runs the command"
+                "refusing to fork: sandgate has {threads} threads, and a child forked from a \
+                 multi-threaded process may deadlock before it runs its program"
             )));
         }
         std::thread::sleep(pause);
