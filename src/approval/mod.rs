@@ -19,7 +19,6 @@ use std::time::Duration;
 
 use std::os::fd::{AsFd, BorrowedFd};
 
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use serde_json::{json, Value};
@@ -148,12 +147,6 @@ impl<'a> Interrupt<'a> {
     /// The fd to poll for `POLLIN`.
     pub fn fd(&self) -> BorrowedFd<'a> {
         self.0
-    }
-
-    /// Whether an interrupt is waiting now.
-    pub fn arrived(&self) -> bool {
-        let mut fds = [PollFd::new(self.0, PollFlags::POLLIN)];
-        poll(&mut fds, PollTimeout::ZERO).is_ok_and(|n| n > 0)
     }
 }
 

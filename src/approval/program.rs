@@ -101,9 +101,11 @@ fn talk(
     loop {
         match child.try_wait() {
             Ok(Some(status)) => {
-                // Everything it wrote before exiting is in the pipe now.
+                // Everything it wrote before exiting is in the pipe now; what is read is
+                // what is there, without waiting on anything it left behind holding the
+                // pipe open.
                 if let Some(out) = stdout.as_mut() {
-                    drain(out, &mut reply);
+                    let _ = read_some(out, &mut reply);
                 }
                 return Talk::Exited(status, reply);
             }
@@ -192,11 +194,6 @@ fn read_some(out: &mut ChildStdout, reply: &mut Vec<u8>) -> bool {
             Err(_) => return true,
         }
     }
-}
-
-/// Reads what is left in the pipe without waiting for writers that may still hold it.
-fn drain(out: &mut ChildStdout, reply: &mut Vec<u8>) {
-    let _ = read_some(out, reply);
 }
 
 fn retry(e: &std::io::Error) -> bool {
