@@ -341,31 +341,57 @@ pub fn recv_fd(sock: BorrowedFd<'_>) -> io::Result<Option<OwnedFd>> {
     Ok(Some(unsafe { OwnedFd::from_raw_fd(fd) }))
 }
 
-/// `fork(2)`. sandgate forks only while it is single-threaded (the supervisor thread is
-/// started after the fork), so the child inherits no lock held by another thread and may
-/// allocate before `execve`; debug builds check that invariant.
+/// `fork(2)`, refused unless this process has exactly one thread.
+///
+/// A child forked from a multi-threaded process inherits every lock another thread held
+/// (the allocator's among them) and runs Rust code before `execve`, where such a lock could
+/// deadlock it or leave memory corrupt. sandgate joins every thread it starts before it
+/// forks; this check makes that a verified fact in every build rather than an assumption,
+/// and fails closed (an error, never a fork) when it does not hold.
 pub fn fork() -> io::Result<libc::pid_t> {
-    #[cfg(debug_assertions)]
-    {
-        // A joined thread leaves the kernel's thread list a moment after join returns.
-        let single = || {
-            std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-                s.lines()
-                    .any(|l| l.split_whitespace().eq(["Threads:", "1"]))
-            })
-        };
-        let settled = (0..200).any(|_| {
-            single() || {
-                std::thread::sleep(std::time::Duration::from_millis(5));
-                false
-            }
-        });
-        debug_assert!(settled, "fork() while multi-threaded");
-    }
-    // SAFETY: the process is single-threaded (see above), which is fork's precondition for
-    // a child that goes on running Rust code.
+    ensure_single_threaded()?;
+    // SAFETY: the process has exactly one thread (checked just above), which is fork's
+    // precondition for a child that goes on running Rust code.
     let pid = unsafe { libc::fork() };
     check(pid.into()).map(|p| p as libc::pid_t)
+}
+
+/// Returns `Ok` once the kernel counts one thread in this process. A thread that was just
+/// joined stays in the kernel's count for a moment after `join` returns, so a count above
+/// one is re-read for up to a second before it is taken as a thread that is still alive.
+fn ensure_single_threaded() -> io::Result<()> {
+    let started = std::time::Instant::now();
+    let mut pause = std::time::Duration::from_micros(50);
+    loop {
+        let threads = thread_count()?;
+        if threads == 1 {
+            return Ok(());
+        }
+        if started.elapsed() >= std::time::Duration::from_secs(1) {
+            return Err(io::Error::other(format!(
+                "refusing to fork: sandgate has {threads} threads, and a child forked from a \
+                 multi-threaded process may deadlock before it runs its program"
+            )));
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(std::time::Duration::from_millis(20));
+    }
+}
+
+/// The number of threads of this process, as the kernel counts them
+/// (`Threads:` in `/proc/self/status`). Without `/proc` the count is unknown: an error.
+pub fn thread_count() -> io::Result<usize> {
+    let status = std::fs::read_to_string("/proc/self/status").map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("cannot count sandgate's threads before forking (/proc/self/status: {e})"),
+        )
+    })?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|n| n.trim().parse().ok())
+        .ok_or_else(|| io::Error::other("/proc/self/status has no thread count"))
 }
 
 /// `execve(2)` with pre-built, NULL-terminated argv and envp. Returns only on failure.
@@ -566,10 +592,11 @@ pub fn sigwaitinfo(set: &nix::sys::signal::SigSet) -> io::Result<(libc::c_int, l
     }
 }
 
-/// Borrows a raw fd number that the caller knows stays open for the borrow's use.
+/// Borrows a raw fd number that the caller itself created and keeps open for the borrow's
+/// use. Never for an inherited number such as 0, 1 or 2, which may be closed: use
+/// [`is_terminal`] and [`terminal_name`] there.
 pub fn borrow_raw(fd: RawFd) -> BorrowedFd<'static> {
-    // SAFETY: callers pass fds they own for the rest of the (child) process, or numbers
-    // only handed to syscalls that report EBADF for a closed fd.
+    // SAFETY: callers pass fds they created and own for the rest of the (child) process.
     unsafe { BorrowedFd::borrow_raw(fd) }
 }
 
@@ -581,6 +608,26 @@ pub fn dup_if_open(fd: RawFd) -> Option<OwnedFd> {
     let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
     // SAFETY: `new` was just returned by the kernel and is owned by nobody else.
     (new >= 0).then(|| unsafe { OwnedFd::from_raw_fd(new) })
+}
+
+/// Whether `fd` is open on a terminal. A closed fd number is simply not one.
+pub fn is_terminal(fd: RawFd) -> bool {
+    // SAFETY: isatty takes an fd number only; a closed number yields 0 (EBADF).
+    unsafe { libc::isatty(fd) == 1 }
+}
+
+/// The path of the terminal `fd` is open on; `None` when it is closed or not a terminal.
+pub fn terminal_name(fd: RawFd) -> Option<std::path::PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut buf = [0u8; libc::PATH_MAX as usize];
+    // SAFETY: ttyname_r writes at most `buf.len()` bytes, NUL included, into the live
+    // local; a closed or non-terminal fd number only yields an error code.
+    let ret = unsafe { libc::ttyname_r(fd, buf.as_mut_ptr().cast(), buf.len()) };
+    if ret != 0 {
+        return None;
+    }
+    let name = CStr::from_bytes_until_nul(&buf).ok()?;
+    Some(std::ffi::OsStr::from_bytes(name.to_bytes()).into())
 }
 
 /// Points stdin, stdout and stderr at /dev/null (a detached helper must not hold the
@@ -597,5 +644,49 @@ pub fn stdio_to_dev_null() {
                 libc::close(null);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fork_is_refused_while_another_thread_runs() {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn(move || rx.recv());
+        match fork() {
+            Ok(0) => exit_immediately(0),
+            Ok(pid) => {
+                let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None);
+                panic!("forked while {} threads ran", thread_count().unwrap_or(0));
+            }
+            Err(e) => assert!(e.to_string().contains("threads"), "{e}"),
+        }
+        drop(tx);
+        let _ = other.join();
+    }
+
+    #[test]
+    fn the_thread_count_sees_a_running_thread() {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn(move || rx.recv());
+        let during = thread_count().unwrap_or_else(|e| panic!("{e}"));
+        drop(tx);
+        let _ = other.join();
+        assert!(during >= 2, "{during}");
+    }
+
+    #[test]
+    fn closed_fds_are_not_terminals() {
+        let (read_end, _write_end) = nix::unistd::pipe().unwrap_or_else(|e| panic!("{e}"));
+        assert!(!is_terminal(read_end.as_raw_fd()));
+        assert_eq!(terminal_name(read_end.as_raw_fd()), None);
+        // A number nothing has open.
+        let closed = 1 << 20;
+        assert!(!is_terminal(closed));
+        assert_eq!(terminal_name(closed), None);
+        assert!(!is_terminal(-1));
+        assert_eq!(terminal_name(-1), None);
     }
 }

@@ -10,5 +10,6 @@ mod approval {
     mod endpoint;
     mod escalation;
     mod program;
+    mod single_threaded;
     mod terminal;
 }

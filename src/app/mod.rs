@@ -517,9 +517,7 @@ fn gather_env() -> Result<Env, Error> {
     let tmpdir = std::env::var_os("TMPDIR")
         .map(PathBuf::from)
         .filter(|p| p.is_absolute());
-    let mut ptys: Vec<PathBuf> = (0..3)
-        .filter_map(|fd| nix::unistd::ttyname(crate::sys::borrow_raw(fd)).ok())
-        .collect();
+    let mut ptys: Vec<PathBuf> = (0..3).filter_map(crate::sys::terminal_name).collect();
     ptys.dedup();
     let home = std::env::var_os("HOME")
         .map(PathBuf::from)

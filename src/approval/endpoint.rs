@@ -5,11 +5,16 @@
 use std::path::Path;
 
 use super::transport::{post_json, Endpoint, TransportError};
-use super::{parse_reply, Outcome, Question, MAX_REPLY};
+use super::{interrupted, parse_reply, Interrupt, Outcome, Question, MAX_REPLY};
 
-/// Puts `question` to `endpoint`.
-pub fn ask(endpoint: &Endpoint, token_file: Option<&Path>, question: &Question) -> Outcome {
-    let token = match token_file.map(std::fs::read_to_string) {
+/// Puts `question` to `endpoint`, on the calling thread; `interrupt` ends the exchange.
+pub fn ask(
+    endpoint: &Endpoint,
+    token_file: Option<&Path>,
+    question: &Question,
+    interrupt: Interrupt<'_>,
+) -> Outcome {
+    let token = match token_file.map(read_token) {
         None => None,
         Some(Ok(token)) => Some(token.trim().to_owned()),
         Some(Err(e)) => {
@@ -25,6 +30,7 @@ pub fn ask(endpoint: &Endpoint, token_file: Option<&Path>, question: &Question) 
         token.as_deref(),
         question.timeout,
         MAX_REPLY,
+        Some(interrupt.fd()),
     ) {
         Ok((status, reply)) if (200..300).contains(&status) => parse_reply(&reply, &question.id),
         Ok((status, _)) => Outcome::Unavailable {
@@ -36,6 +42,7 @@ pub fn ask(endpoint: &Endpoint, token_file: Option<&Path>, question: &Question) 
                 question.timeout.as_secs()
             ),
         },
+        Err(TransportError::Interrupted) => interrupted(),
         Err(TransportError::TooLarge) => Outcome::Unavailable {
             why: "the approval endpoint's reply is larger than 64 KiB".into(),
         },
@@ -43,4 +50,22 @@ pub fn ask(endpoint: &Endpoint, token_file: Option<&Path>, question: &Question) 
             why: format!("the approval endpoint failed: {e}"),
         },
     }
+}
+
+/// Reads the token file. Opened without blocking and accepted only as a regular file: a
+/// FIFO planted at the path would otherwise stall the question in `open` or `read`, where
+/// neither the deadline nor an interrupt could end it.
+fn read_token(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut token = String::new();
+    file.by_ref().take(64 * 1024).read_to_string(&mut token)?;
+    Ok(token)
 }

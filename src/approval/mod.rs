@@ -8,16 +8,17 @@
 //! decided before this stage and never reaches an answerer.
 
 mod endpoint;
+mod name_lookup;
 mod program;
+mod strict_json;
 pub mod transport;
 mod tty;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use serde_json::{json, Value};
@@ -136,8 +137,26 @@ impl Drop for Interruptible {
 
 const INTERRUPTS: [Signal; 3] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];
 
-/// Asks `answerer` on a worker thread while watching for interrupts. Returns the outcome
+/// An fd that becomes readable when an interrupt arrives while the question is open. Every
+/// wait of every answerer watches it next to its own fds, so an answerer returns as soon
+/// as the question is withdrawn and nothing of it outlives [`ask`].
+#[derive(Clone, Copy)]
+pub struct Interrupt<'a>(BorrowedFd<'a>);
+
+impl<'a> Interrupt<'a> {
+    /// The fd to poll for `POLLIN`.
+    pub fn fd(&self) -> BorrowedFd<'a> {
+        self.0
+    }
+}
+
+/// Asks `answerer` on the calling thread while watching for interrupts. Returns the outcome
 /// and a guard that keeps interrupts blocked until the caller has recorded it.
+///
+/// No thread is started: sandgate forks the command right after a grant and must be
+/// single-threaded then. Instead, every answerer waits with `poll` on its own fds and the
+/// interrupt fd (a signalfd), and under a deadline, so both a timeout and an interrupt end
+/// the question promptly.
 pub fn ask(answerer: &Answerer, question: &Question) -> (Outcome, Option<Interruptible>) {
     let mut set = SigSet::empty();
     INTERRUPTS.iter().for_each(|s| set.add(*s));
@@ -145,7 +164,7 @@ pub fn ask(answerer: &Answerer, question: &Question) -> (Outcome, Option<Interru
         .thread_swap_mask(SigmaskHow::SIG_BLOCK)
         .ok()
         .and_then(|old| {
-            SignalFd::with_flags(&set, SfdFlags::SFD_CLOEXEC)
+            SignalFd::with_flags(&set, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
                 .ok()
                 .map(|signals| Interruptible { old, signals })
         });
@@ -157,78 +176,43 @@ pub fn ask(answerer: &Answerer, question: &Question) -> (Outcome, Option<Interru
             None,
         );
     };
-    let Ok((wake_r, wake_w)) = nix::unistd::pipe() else {
-        return (
-            Outcome::Unavailable {
-                why: "cannot wait for the answerer".into(),
+    let outcome = ask_now(answerer, question, Interrupt(guard.signals.as_fd()));
+    // An interrupt that came while the answerer was busy withdraws the question, whatever
+    // the answerer said: the person or the runner that sent it wants no command to start.
+    let outcome = match guard.signals.read_signal() {
+        Ok(Some(info)) => Outcome::Cancelled {
+            why: match Signal::try_from(info.ssi_signo as i32) {
+                Ok(Signal::SIGINT) => "interrupted (Ctrl-C) while waiting for the answer".into(),
+                Ok(sig) => format!("{sig} while waiting for the answer"),
+                Err(_) => "interrupted while waiting for the answer".into(),
             },
-            Some(guard),
-        );
+        },
+        Ok(None) => outcome,
+        Err(e) => Outcome::Unavailable {
+            why: format!("cannot tell whether the question was interrupted: {e}"),
+        },
     };
-    let (tx, rx) = std::sync::mpsc::channel();
-    let (a, q) = (answerer.clone(), question.clone());
-    let worker = std::thread::Builder::new()
-        .name("sandgate-approval".into())
-        .spawn(move || {
-            let _ = tx.send(ask_now(&a, &q));
-            let _ = nix::unistd::write(&wake_w, b"x");
-        });
-    if worker.is_err() {
-        return (
-            Outcome::Unavailable {
-                why: "cannot start the approval worker".into(),
-            },
-            Some(guard),
-        );
-    }
-    loop {
-        let mut fds = [
-            PollFd::new(guard.signals.as_fd(), PollFlags::POLLIN),
-            PollFd::new(wake_r.as_fd(), PollFlags::POLLIN),
-        ];
-        match poll(&mut fds, PollTimeout::NONE) {
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(_) => break,
-            Ok(_) => {}
-        }
-        if fds[0]
-            .revents()
-            .is_some_and(|r| r.contains(PollFlags::POLLIN))
-        {
-            let name = guard
-                .signals
-                .read_signal()
-                .ok()
-                .flatten()
-                .map(|s| s.ssi_signo);
-            program::kill_running();
-            let why = match name.and_then(|n| Signal::try_from(n as i32).ok()) {
-                Some(Signal::SIGINT) => {
-                    "interrupted (Ctrl-C) while waiting for the answer".to_owned()
-                }
-                Some(sig) => format!("{sig} while waiting for the answer"),
-                None => "interrupted while waiting for the answer".to_owned(),
-            };
-            return (Outcome::Cancelled { why }, Some(guard));
-        }
-        break;
-    }
-    let outcome = rx.recv().unwrap_or(Outcome::Unavailable {
-        why: "the approval worker died".into(),
-    });
     (outcome, Some(guard))
 }
 
 /// Asks `answerer` on the calling thread.
-fn ask_now(answerer: &Answerer, question: &Question) -> Outcome {
+fn ask_now(answerer: &Answerer, question: &Question, interrupt: Interrupt<'_>) -> Outcome {
     match answerer {
         Answerer::Endpoint {
             endpoint,
             token_file,
-        } => endpoint::ask(endpoint, token_file.as_deref(), question),
-        Answerer::Program { command } => program::ask(command, question),
-        Answerer::Tty => tty::ask(question),
+        } => endpoint::ask(endpoint, token_file.as_deref(), question, interrupt),
+        Answerer::Program { command } => program::ask(command, question, interrupt),
+        Answerer::Tty => tty::ask(question, interrupt),
         Answerer::None { why } => Outcome::Unavailable { why: why.clone() },
+    }
+}
+
+/// The outcome an answerer returns when it saw the interrupt fd fire; [`ask`] replaces it
+/// with one that names the signal.
+fn interrupted() -> Outcome {
+    Outcome::Cancelled {
+        why: "interrupted while waiting for the answer".into(),
     }
 }
 
@@ -241,8 +225,13 @@ pub fn parse_reply(body: &[u8], id: &str) -> Outcome {
     if body.len() > MAX_REPLY {
         return unavailable("the reply is larger than 64 KiB");
     }
-    let Ok(value) = serde_json::from_slice::<Value>(body) else {
-        return unavailable("the reply is not JSON");
+    // Strict: a repeated key (at any depth) makes the reply mean two things.
+    let value = match strict_json::from_slice(body) {
+        Ok(value) => value,
+        Err(strict_json::StrictError::RepeatedKey(why)) => {
+            return unavailable(&format!("the reply can be read two ways: {why}"))
+        }
+        Err(strict_json::StrictError::Malformed(_)) => return unavailable("the reply is not JSON"),
     };
     let Some(reply) = value.as_object() else {
         return unavailable("the reply is not a JSON object");
@@ -304,6 +293,31 @@ mod tests {
             (r#"["allowed-once"]"#, "unavailable"),
             ("", "unavailable"),
             ("allowed-once", "unavailable"),
+            // A repeated key, at any depth, whichever value comes last.
+            (
+                r#"{"id":"abc","decision":"rejected","decision":"allowed-once"}"#,
+                "unavailable",
+            ),
+            (
+                r#"{"id":"abc","decision":"allowed-once","decision":"allowed-once"}"#,
+                "unavailable",
+            ),
+            (
+                r#"{"id":"abd","id":"abc","decision":"allowed-once"}"#,
+                "unavailable",
+            ),
+            (
+                r#"{"id":"abc","decision":"allowed-once","meta":{"by":"a","by":"b"}}"#,
+                "unavailable",
+            ),
+            (
+                r#"{"id":"abc","decision":"allowed-once","log":[{"k":1,"k":1}]}"#,
+                "unavailable",
+            ),
+            (
+                r#"{"id":"abc","decision":"allowed-once","meta":{"by":"a"}}"#,
+                "allowed-once",
+            ),
         ];
         for (body, want) in table {
             assert_eq!(parse_reply(body.as_bytes(), id).as_str(), *want, "{body}");

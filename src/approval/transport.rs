@@ -11,32 +11,42 @@
 //! * `proxy(None)`: ureq otherwise honours `HTTP_PROXY`/`ALL_PROXY` from the environment,
 //!   which would send approval traffic somewhere the policy author did not name.
 //!
-//! The unix-socket endpoint plugs into ureq's transport layer
-//! ([`ureq::unversioned::transport`]): a [`Connector`] that dials the socket and a
-//! [`Transport`] over the resulting `UnixStream`, so ureq still does all of the HTTP/1.1
-//! framing and the same deadline applies. ureq marks that layer as not (yet) covered by
-//! semver (breaking changes only in minor releases), so the dependency should be kept on
-//! a `3.5` minor line. The socket is created with `nix` rather than `UnixStream::connect`
-//! because a connect to a listener whose accept queue is full blocks in the kernel, and
-//! std offers no way to bound that wait; `SO_SNDTIMEO` set before `connect` does.
+//! ureq does the HTTP/1.1 framing; the sockets are sandgate's own, plugged into ureq's
+//! transport layer ([`ureq::unversioned::transport`]): a [`Connector`] per endpoint kind and
+//! one [`Transport`] over a non-blocking socket. The whole exchange runs on the calling
+//! thread — sandgate must have no other thread when it forks the command — and every wait
+//! is a `poll` on the socket *and* the interrupt fd the caller passes, so the deadline and
+//! an interrupt (SIGINT, SIGTERM, SIGHUP while the question is open) end it at once. For
+//! the same reason host names are looked up in a child process ([`super::name_lookup`]),
+//! never on ureq's resolver thread. ureq marks that layer as not (yet) covered by semver
+//! (breaking changes only in minor releases), so the dependency should be kept on a `3.5`
+//! minor line.
 
+use std::fmt;
 use std::io::{self, Read, Write};
-use std::os::fd::AsRawFd;
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::libc::time_t;
-use nix::sys::socket::{self, sockopt, AddressFamily, SockFlag, SockType, UnixAddr};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::socket::{
+    self, sockopt, AddressFamily, SockFlag, SockType, SockaddrStorage, UnixAddr,
+};
 use nix::sys::time::TimeVal;
 use ureq::config::Config;
-use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
+use ureq::unversioned::resolver::{ResolvedSocketAddrs, Resolver};
 use ureq::unversioned::transport::{
-    Buffers, ConnectionDetails, Connector, DefaultConnector, LazyBuffers, NextTimeout, Transport,
+    Buffers, ConnectionDetails, Connector, LazyBuffers, NextTimeout, Transport,
 };
 use ureq::{Agent, Timeout};
+
+use super::name_lookup::{self, LookupError};
 
 /// Where the approval endpoint lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,6 +115,9 @@ pub enum TransportError {
     /// No complete reply before the deadline.
     #[error("approval endpoint did not reply in time")]
     Timeout,
+    /// The interrupt fd became readable before the reply was complete.
+    #[error("interrupted while waiting for the approval endpoint")]
+    Interrupted,
     /// The body exceeded `max_body` bytes.
     #[error("approval endpoint reply is larger than allowed")]
     TooLarge,
@@ -118,6 +131,7 @@ impl From<ureq::Error> for TransportError {
         match e {
             ureq::Error::Timeout(_) => TransportError::Timeout,
             ureq::Error::BodyExceedsLimit(_) => TransportError::TooLarge,
+            e if is_interrupted(&e) => TransportError::Interrupted,
             // Transports are meant to turn socket timeouts into `Error::Timeout`; this
             // catches any that slip through as plain I/O errors.
             ureq::Error::Io(e)
@@ -135,21 +149,50 @@ impl From<ureq::Error> for TransportError {
     }
 }
 
+/// The marker inside the `io::Error` a transport step returns when the interrupt fd fired.
+#[derive(Debug)]
+struct Interrupted;
+
+impl fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("interrupted")
+    }
+}
+
+impl std::error::Error for Interrupted {}
+
+fn interrupted() -> ureq::Error {
+    ureq::Error::Io(io::Error::other(Interrupted))
+}
+
+/// Whether `e` is the error [`interrupted`] made.
+fn is_interrupted(e: &ureq::Error) -> bool {
+    matches!(e, ureq::Error::Io(io) if io.get_ref().is_some_and(|inner| inner.is::<Interrupted>()))
+}
+
 /// Sends `body` (JSON) with `Content-Type: application/json` and, when `token` is Some,
 /// `Authorization: Bearer <token>`.
 ///
 /// Returns the HTTP status and the body. Redirects are NOT followed (a 302 is returned as
 /// status 302). Non-2xx statuses are returned as `Ok((status, body))`, not errors. The whole
-/// exchange (connect + send + receive) must finish before `timeout`, otherwise
-/// `Err(Timeout)`. A body larger than `max_body` bytes → `Err(TooLarge)`, having read at
-/// most one byte past the limit (none at all when `Content-Length` already says too much).
+/// exchange (lookup + connect + send + receive) must finish before `timeout`, otherwise
+/// `Err(Timeout)`; as soon as `interrupt` is readable, `Err(Interrupted)`. A body larger
+/// than `max_body` bytes → `Err(TooLarge)`, having read at most one byte past the limit
+/// (none at all when `Content-Length` already says too much). Starts no thread.
 pub fn post_json(
     endpoint: &Endpoint,
     body: &[u8],
     token: Option<&str>,
     timeout: Duration,
     max_body: usize,
+    interrupt: Option<BorrowedFd<'_>>,
 ) -> Result<(u16, Vec<u8>), TransportError> {
+    let watch = Watch {
+        interrupt: interrupt
+            .map(|fd| fd.try_clone_to_owned().map(Arc::new))
+            .transpose()
+            .map_err(|e| TransportError::Io(format!("cannot watch for interrupts: {e}")))?,
+    };
     let config = Config::builder()
         .timeout_global(Some(timeout))
         .max_redirects(0)
@@ -158,7 +201,13 @@ pub fn post_json(
         .build();
     let (agent, url) = match endpoint {
         Endpoint::Http { url } => (
-            Agent::with_parts(config, DefaultConnector::new(), LiteralResolver),
+            Agent::with_parts(
+                config,
+                TcpConnector {
+                    watch: watch.clone(),
+                },
+                NameResolver { watch },
+            ),
             url.as_str(),
         ),
         // The host in the URL only ends up in the `Host` header: the connector ignores it.
@@ -167,6 +216,7 @@ pub fn post_json(
                 config,
                 UnixConnector {
                     socket: socket.clone(),
+                    watch,
                 },
                 NoResolver,
             ),
@@ -194,18 +244,81 @@ pub fn post_json(
     Ok((status, bytes))
 }
 
-/// Resolver for http agents: an IP literal (the usual loopback endpoint) is used as is;
-/// only a name goes to ureq's resolver. With a timeout set, ureq resolves on a thread of
-/// its own even for a literal, and sandgate must be single-threaded again by the time it
-/// forks the sandboxed command.
-#[derive(Debug)]
-struct LiteralResolver;
+/// A poll timeout for `left`, rounded up to the next millisecond so that a wait never
+/// turns into a busy loop of zero-length polls just before the deadline.
+pub(super) fn poll_timeout(left: Duration) -> PollTimeout {
+    let ms = left.as_micros().div_ceil(1000);
+    PollTimeout::try_from(i32::try_from(ms).unwrap_or(i32::MAX)).unwrap_or(PollTimeout::MAX)
+}
 
-impl Resolver for LiteralResolver {
+/// What every wait of one exchange watches besides its socket: the caller's interrupt fd.
+#[derive(Debug, Clone, Default)]
+struct Watch {
+    interrupt: Option<Arc<OwnedFd>>,
+}
+
+impl Watch {
+    /// Waits until `fd` reports any of `events` (or an error or hang-up, which the next
+    /// read or write then reports), the deadline passes (`Error::Timeout`) or the
+    /// interrupt fd is readable.
+    fn wait(
+        &self,
+        fd: BorrowedFd<'_>,
+        events: PollFlags,
+        deadline: &Deadline,
+    ) -> Result<(), ureq::Error> {
+        loop {
+            let timeout = deadline.left()?.map_or(PollTimeout::NONE, poll_timeout);
+            let mut fds = vec![PollFd::new(fd, events)];
+            if let Some(interrupt) = &self.interrupt {
+                fds.push(PollFd::new(interrupt.as_fd(), PollFlags::POLLIN));
+            }
+            match poll(&mut fds, timeout) {
+                Err(Errno::EINTR) | Ok(0) => continue,
+                Err(e) => return Err(io::Error::from(e).into()),
+                Ok(_) => {}
+            }
+            if fds
+                .get(1)
+                .and_then(PollFd::revents)
+                .is_some_and(|r| !r.is_empty())
+            {
+                return Err(interrupted());
+            }
+            if fds[0].revents().is_some_and(|r| !r.is_empty()) {
+                return Ok(());
+            }
+        }
+    }
+
+    /// `Err` when the interrupt fd is readable now.
+    fn check(&self) -> Result<(), ureq::Error> {
+        let Some(interrupt) = &self.interrupt else {
+            return Ok(());
+        };
+        let mut fds = [PollFd::new(interrupt.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::ZERO) {
+            Ok(n) if n > 0 => Err(interrupted()),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// ureq's own capacity for resolved addresses.
+const MAX_ADDRS: usize = 16;
+
+/// Resolver for http agents: an IP literal (the usual loopback endpoint) is used as is; a
+/// name is looked up in a child process ([`name_lookup`]), never on a thread.
+#[derive(Debug)]
+struct NameResolver {
+    watch: Watch,
+}
+
+impl Resolver for NameResolver {
     fn resolve(
         &self,
         uri: &ureq::http::Uri,
-        config: &Config,
+        _config: &Config,
         timeout: NextTimeout,
     ) -> Result<ResolvedSocketAddrs, ureq::Error> {
         let host = uri
@@ -213,15 +326,26 @@ impl Resolver for LiteralResolver {
             .unwrap_or_default()
             .trim_start_matches('[')
             .trim_end_matches(']');
-        match host.parse::<std::net::IpAddr>() {
-            Ok(ip) => {
-                let port = uri.port_u16().unwrap_or(80);
-                let mut addrs = self.empty();
-                addrs.push(std::net::SocketAddr::new(ip, port));
-                Ok(addrs)
+        let port = uri.port_u16().unwrap_or(80);
+        let found = match host.parse::<std::net::IpAddr>() {
+            Ok(ip) => vec![SocketAddr::new(ip, port)],
+            Err(_) => {
+                let deadline = Deadline::new(timeout);
+                let interrupt = self.watch.interrupt.as_deref().map(AsFd::as_fd);
+                name_lookup::resolve(host, port, deadline.at, interrupt).map_err(|e| match e {
+                    LookupError::Timeout => ureq::Error::Timeout(deadline.reason),
+                    LookupError::Interrupted => interrupted(),
+                    LookupError::Failed(why) => io::Error::other(why).into(),
+                })?
             }
-            Err(_) => DefaultResolver::default().resolve(uri, config, timeout),
+        };
+        let mut addrs = self.empty();
+        for addr in found.into_iter().take(MAX_ADDRS) {
+            if addrs.try_push(addr).is_err() {
+                break;
+            }
         }
+        Ok(addrs)
     }
 }
 
@@ -241,31 +365,112 @@ impl Resolver for NoResolver {
     }
 }
 
-/// Dials `socket` for every connection ureq asks for.
+/// Dials the resolved addresses in turn, each with a non-blocking connect.
 #[derive(Debug)]
-struct UnixConnector {
-    socket: PathBuf,
+struct TcpConnector {
+    watch: Watch,
 }
 
-impl Connector for UnixConnector {
-    type Out = UnixTransport;
+impl Connector for TcpConnector {
+    type Out = SocketTransport<TcpStream>;
 
     fn connect(
         &self,
         details: &ConnectionDetails,
         _chained: Option<()>,
     ) -> Result<Option<Self::Out>, ureq::Error> {
-        let stream = connect_unix(&self.socket, details.timeout)?;
-        let config = details.config;
-        Ok(Some(UnixTransport {
-            stream,
-            buffers: LazyBuffers::new(config.input_buffer_size(), config.output_buffer_size()),
-        }))
+        let deadline = Deadline::new(details.timeout);
+        let mut last = None;
+        for addr in details.addrs.iter() {
+            match connect_tcp(*addr, &deadline, &self.watch) {
+                Ok(stream) => {
+                    let _ = stream.set_nodelay(true);
+                    return Ok(Some(SocketTransport::new(
+                        stream,
+                        details.config,
+                        self.watch.clone(),
+                    )));
+                }
+                // Out of time or interrupted: no other address gets a chance either.
+                Err(e @ ureq::Error::Timeout(_)) => return Err(e),
+                Err(e) if is_interrupted(&e) => return Err(e),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or(ureq::Error::HostNotFound))
     }
 }
 
-/// Connects to `path`, giving up when `timeout` runs out.
-fn connect_unix(path: &Path, timeout: NextTimeout) -> Result<UnixStream, ureq::Error> {
+/// Connects a non-blocking TCP socket to `addr`, waiting for the handshake with `poll`.
+fn connect_tcp(
+    addr: SocketAddr,
+    deadline: &Deadline,
+    watch: &Watch,
+) -> Result<TcpStream, ureq::Error> {
+    let family = if addr.is_ipv4() {
+        AddressFamily::Inet
+    } else {
+        AddressFamily::Inet6
+    };
+    let fd = socket::socket(
+        family,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
+        None,
+    )
+    .map_err(io::Error::from)?;
+    match socket::connect(fd.as_raw_fd(), &SockaddrStorage::from(addr)) {
+        Ok(()) => {}
+        // The handshake goes on in the kernel; a signal only interrupted the call.
+        Err(Errno::EINPROGRESS | Errno::EINTR) => {
+            watch.wait(fd.as_fd(), PollFlags::POLLOUT, deadline)?;
+            let err = socket::getsockopt(&fd, sockopt::SocketError).map_err(io::Error::from)?;
+            if err != 0 {
+                return Err(io::Error::from_raw_os_error(err).into());
+            }
+        }
+        Err(e) => return Err(io::Error::from(e).into()),
+    }
+    Ok(TcpStream::from(fd))
+}
+
+/// Dials `socket` for every connection ureq asks for.
+#[derive(Debug)]
+struct UnixConnector {
+    socket: PathBuf,
+    watch: Watch,
+}
+
+impl Connector for UnixConnector {
+    type Out = SocketTransport<UnixStream>;
+
+    fn connect(
+        &self,
+        details: &ConnectionDetails,
+        _chained: Option<()>,
+    ) -> Result<Option<Self::Out>, ureq::Error> {
+        let stream = connect_unix(&self.socket, details.timeout, &self.watch)?;
+        Ok(Some(SocketTransport::new(
+            stream,
+            details.config,
+            self.watch.clone(),
+        )))
+    }
+}
+
+/// How long one blocking unix connect may wait before the interrupt fd is looked at again.
+const UNIX_CONNECT_SLICE: Duration = Duration::from_millis(50);
+
+/// Connects to `path`, giving up when `timeout` runs out or an interrupt arrives.
+///
+/// A connect to a unix listener whose accept queue is full cannot be waited for with
+/// `poll` (a non-blocking one just fails with EAGAIN), so it blocks, bounded by
+/// `SO_SNDTIMEO` set to a short slice, and is retried until the deadline.
+fn connect_unix(
+    path: &Path,
+    timeout: NextTimeout,
+    watch: &Watch,
+) -> Result<UnixStream, ureq::Error> {
     let deadline = Deadline::new(timeout);
     let addr = UnixAddr::new(path).map_err(io::Error::from)?;
     let fd = socket::socket(
@@ -276,37 +481,53 @@ fn connect_unix(path: &Path, timeout: NextTimeout) -> Result<UnixStream, ureq::E
     )
     .map_err(io::Error::from)?;
     loop {
-        if let Some(left) = deadline.left()? {
-            // A zero timeval means "wait forever", so never let the rest round down to it.
-            let left = left.max(Duration::from_micros(1));
-            let tv = TimeVal::new(
-                left.as_secs().try_into().unwrap_or(time_t::MAX),
-                left.subsec_micros().into(),
-            );
-            socket::setsockopt(&fd, sockopt::SendTimeout, &tv).map_err(io::Error::from)?;
-        }
+        watch.check()?;
+        let slice = deadline
+            .left()?
+            .map_or(UNIX_CONNECT_SLICE, |left| left.min(UNIX_CONNECT_SLICE));
+        // A zero timeval means "wait forever", so never let the rest round down to it.
+        let slice = slice.max(Duration::from_micros(1));
+        let tv = TimeVal::new(
+            slice.as_secs().try_into().unwrap_or(time_t::MAX),
+            slice.subsec_micros().into(),
+        );
+        socket::setsockopt(&fd, sockopt::SendTimeout, &tv).map_err(io::Error::from)?;
         match socket::connect(fd.as_raw_fd(), &addr) {
-            Ok(()) => return Ok(UnixStream::from(fd)),
-            // A signal interrupted the wait for the accept queue; the socket is still
-            // unconnected, so try again with whatever time is left.
-            Err(Errno::EINTR) => continue,
-            // The accept queue stayed full until SO_SNDTIMEO expired.
-            Err(Errno::EAGAIN) if deadline.at.is_some() => {
-                return Err(ureq::Error::Timeout(deadline.reason))
+            Ok(()) => {
+                let stream = UnixStream::from(fd);
+                stream.set_nonblocking(true)?;
+                return Ok(stream);
             }
+            // A signal interrupted the wait, or the slice ran out with the accept queue
+            // still full: the socket is still unconnected, so try again with the time left.
+            Err(Errno::EINTR | Errno::EAGAIN) => continue,
             Err(e) => return Err(io::Error::from(e).into()),
         }
     }
 }
 
-/// HTTP/1.1 bytes over a connected unix stream socket.
+/// HTTP/1.1 bytes over a connected, non-blocking socket; every wait is a [`Watch::wait`].
 #[derive(Debug)]
-struct UnixTransport {
-    stream: UnixStream,
+struct SocketTransport<S> {
+    stream: S,
     buffers: LazyBuffers,
+    watch: Watch,
 }
 
-impl Transport for UnixTransport {
+impl<S> SocketTransport<S> {
+    fn new(stream: S, config: &Config, watch: Watch) -> Self {
+        Self {
+            stream,
+            buffers: LazyBuffers::new(config.input_buffer_size(), config.output_buffer_size()),
+            watch,
+        }
+    }
+}
+
+impl<S> Transport for SocketTransport<S>
+where
+    S: Read + Write + AsFd + fmt::Debug + Send + Sync + 'static,
+{
     fn buffers(&mut self) -> &mut dyn Buffers {
         &mut self.buffers
     }
@@ -315,13 +536,14 @@ impl Transport for UnixTransport {
         let deadline = Deadline::new(timeout.for_write());
         let output = &self.buffers.output()[..amount];
         let mut written = 0;
-        // Hand-rolled `write_all`, so every retry gets only the time that is left.
         while written < output.len() {
-            self.stream.set_write_timeout(deadline.left()?)?;
+            self.watch
+                .wait(self.stream.as_fd(), PollFlags::POLLOUT, &deadline)?;
             match self.stream.write(&output[written..]) {
                 Ok(0) => return Err(io::Error::from(io::ErrorKind::WriteZero).into()),
                 Ok(n) => written += n,
-                Err(e) => deadline.retry_or_fail(e)?,
+                Err(e) if retry(&e) => {}
+                Err(e) => return Err(e.into()),
             }
         }
         Ok(())
@@ -330,13 +552,15 @@ impl Transport for UnixTransport {
     fn await_input(&mut self, timeout: NextTimeout) -> Result<bool, ureq::Error> {
         let deadline = Deadline::new(timeout.for_read());
         loop {
-            self.stream.set_read_timeout(deadline.left()?)?;
+            self.watch
+                .wait(self.stream.as_fd(), PollFlags::POLLIN, &deadline)?;
             match self.stream.read(self.buffers.input_append_buf()) {
                 Ok(n) => {
                     self.buffers.input_appended(n);
                     return Ok(n > 0);
                 }
-                Err(e) => deadline.retry_or_fail(e)?,
+                Err(e) if retry(&e) => {}
+                Err(e) => return Err(e.into()),
             }
         }
     }
@@ -345,6 +569,15 @@ impl Transport for UnixTransport {
         // Each agent makes exactly one request, so a connection is never reused.
         false
     }
+}
+
+/// A non-blocking read or write that found nothing to do, or was interrupted by a signal:
+/// wait again.
+fn retry(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+    )
 }
 
 /// The point in time ureq's `NextTimeout` refers to, fixed when an I/O step starts.
@@ -375,18 +608,6 @@ impl Deadline {
             return Err(ureq::Error::Timeout(self.reason));
         }
         Ok(Some(left))
-    }
-
-    /// `Ok` when the failed call should simply be retried (a signal interrupted it).
-    /// Socket timeouts surface as `WouldBlock` on unix and become `Error::Timeout`.
-    fn retry_or_fail(&self, e: io::Error) -> Result<(), ureq::Error> {
-        match e.kind() {
-            io::ErrorKind::Interrupted => Ok(()),
-            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
-                Err(ureq::Error::Timeout(self.reason))
-            }
-            _ => Err(e.into()),
-        }
     }
 }
 
@@ -506,7 +727,7 @@ mod tests {
         );
         let (endpoint, server) = tcp_server(move |s| respond(s))?;
         let body = br#"{"op":"open","path":"/etc/passwd"}"#;
-        let (status, reply) = post_json(&endpoint, body, Some("s3cret"), SECOND, 1024)?;
+        let (status, reply) = post_json(&endpoint, body, Some("s3cret"), SECOND, 1024, None)?;
         assert_eq!(status, 200);
         assert_eq!(reply, br#"{"decision":"ok"}"#);
         let seen = join(server)?;
@@ -525,7 +746,7 @@ mod tests {
     fn server_error_is_a_reply_not_an_error() -> TestResult {
         let respond = reply("HTTP/1.1 500 Internal Server Error\r\nContent-Length: 4\r\n\r\noops");
         let (endpoint, server) = tcp_server(move |s| respond(s))?;
-        let (status, reply) = post_json(&endpoint, b"{}", None, SECOND, 1024)?;
+        let (status, reply) = post_json(&endpoint, b"{}", None, SECOND, 1024, None)?;
         assert_eq!((status, reply.as_slice()), (500, &b"oops"[..]));
         join(server)?;
         Ok(())
@@ -539,7 +760,7 @@ mod tests {
             "HTTP/1.1 302 Found\r\nLocation: http://{dead}/elsewhere\r\nContent-Length: 0\r\n\r\n"
         ));
         let (endpoint, server) = tcp_server(move |s| respond(s))?;
-        let (status, reply) = post_json(&endpoint, b"{}", Some("t"), SECOND, 1024)?;
+        let (status, reply) = post_json(&endpoint, b"{}", Some("t"), SECOND, 1024, None)?;
         assert_eq!(status, 302);
         assert!(reply.is_empty());
         join(server)?;
@@ -555,7 +776,7 @@ mod tests {
             Ok(())
         })?;
         let started = Instant::now();
-        let result = post_json(&endpoint, b"{}", None, SHORT, 1024);
+        let result = post_json(&endpoint, b"{}", None, SHORT, 1024, None);
         let took = started.elapsed();
         assert!(matches!(result, Err(TransportError::Timeout)), "{result:?}");
         assert!(took >= SHORT && took < 2 * SECOND, "took {took:?}");
@@ -576,7 +797,7 @@ mod tests {
             }
             Ok(())
         })?;
-        let result = post_json(&endpoint, b"{}", None, SHORT, 1024);
+        let result = post_json(&endpoint, b"{}", None, SHORT, 1024, None);
         assert!(matches!(result, Err(TransportError::Timeout)), "{result:?}");
         join(server)?;
         Ok(())
@@ -586,7 +807,7 @@ mod tests {
     fn connection_closed_mid_reply_is_io() -> TestResult {
         let respond = reply("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789");
         let (endpoint, server) = tcp_server(move |s| respond(s))?;
-        let result = post_json(&endpoint, b"{}", None, SECOND, 1024);
+        let result = post_json(&endpoint, b"{}", None, SECOND, 1024, None);
         assert!(matches!(result, Err(TransportError::Io(_))), "{result:?}");
         join(server)?;
         Ok(())
@@ -602,7 +823,7 @@ mod tests {
             let _ = s.write_all(&vec![b'a'; 1 << 20]);
             Ok(())
         })?;
-        let result = post_json(&endpoint, b"{}", None, SECOND, 64 << 10);
+        let result = post_json(&endpoint, b"{}", None, SECOND, 64 << 10, None);
         assert!(
             matches!(result, Err(TransportError::TooLarge)),
             "{result:?}"
@@ -619,7 +840,7 @@ mod tests {
             let _ = s.write_all(&vec![b'a'; 1 << 20]);
             Ok(())
         })?;
-        let result = post_json(&endpoint, b"{}", None, SECOND, 64 << 10);
+        let result = post_json(&endpoint, b"{}", None, SECOND, 64 << 10, None);
         assert!(
             matches!(result, Err(TransportError::TooLarge)),
             "{result:?}"
@@ -632,7 +853,7 @@ mod tests {
     fn body_of_exactly_the_limit_is_fine() -> TestResult {
         let respond = reply("HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n0123456789");
         let (endpoint, server) = tcp_server(move |s| respond(s))?;
-        let (status, reply) = post_json(&endpoint, b"{}", None, SECOND, 10)?;
+        let (status, reply) = post_json(&endpoint, b"{}", None, SECOND, 10, None)?;
         assert_eq!((status, reply.as_slice()), (200, &b"0123456789"[..]));
         join(server)?;
         Ok(())
@@ -648,7 +869,7 @@ mod tests {
         let endpoint = Endpoint::Http {
             url: format!("http://{}/", dead_port()?),
         };
-        let result = post_json(&endpoint, b"{}", None, SECOND, 1024);
+        let result = post_json(&endpoint, b"{}", None, SECOND, 1024, None);
         assert!(matches!(result, Err(TransportError::Io(_))), "{result:?}");
         Ok(())
     }
@@ -659,7 +880,7 @@ mod tests {
         let endpoint = Endpoint::Unix {
             socket: dir.path().join("nobody-home.sock"),
         };
-        let result = post_json(&endpoint, b"{}", None, SECOND, 1024);
+        let result = post_json(&endpoint, b"{}", None, SECOND, 1024, None);
         assert!(matches!(result, Err(TransportError::Io(_))), "{result:?}");
         Ok(())
     }
@@ -669,7 +890,7 @@ mod tests {
         let dir = tempfile::tempdir()?;
         let respond = reply("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}");
         let (endpoint, server) = unix_server(dir.path(), move |s| respond(s))?;
-        let (status, reply) = post_json(&endpoint, br#"{"q":1}"#, None, SECOND, 1024)?;
+        let (status, reply) = post_json(&endpoint, br#"{"q":1}"#, None, SECOND, 1024, None)?;
         assert_eq!((status, reply.as_slice()), (200, &b"{}"[..]));
         let seen = join(server)?;
         assert!(
@@ -691,7 +912,7 @@ mod tests {
             Ok(())
         })?;
         let started = Instant::now();
-        let result = post_json(&endpoint, b"{}", None, SHORT, 1024);
+        let result = post_json(&endpoint, b"{}", None, SHORT, 1024, None);
         assert!(matches!(result, Err(TransportError::Timeout)), "{result:?}");
         assert!(started.elapsed() < 2 * SECOND);
         join(server)?;
@@ -716,10 +937,92 @@ mod tests {
                 None,
                 SHORT,
                 1024,
+                None,
             ));
         });
         let result = rx.recv_timeout(2 * SECOND)?;
         assert!(matches!(result, Err(TransportError::Timeout)), "{result:?}");
+        Ok(())
+    }
+
+    /// A pipe whose read end becomes readable (an interrupt) `after` from now.
+    fn interrupt_after(after: Duration) -> io::Result<(OwnedFd, JoinHandle<()>)> {
+        let (r, w) = nix::unistd::pipe()?;
+        let writer = thread::spawn(move || {
+            thread::sleep(after);
+            let _ = nix::unistd::write(&w, b"x");
+        });
+        Ok((r, writer))
+    }
+
+    #[test]
+    fn an_interrupt_ends_the_wait_for_a_silent_server_at_once() -> TestResult {
+        let (endpoint, server) = tcp_server(|s| {
+            let _ = s.read(&mut [0u8; 1]);
+            Ok(())
+        })?;
+        let (interrupt, writer) = interrupt_after(SHORT)?;
+        let started = Instant::now();
+        let result = post_json(
+            &endpoint,
+            b"{}",
+            None,
+            10 * SECOND,
+            1024,
+            Some(interrupt.as_fd()),
+        );
+        let took = started.elapsed();
+        assert!(
+            matches!(result, Err(TransportError::Interrupted)),
+            "{result:?}"
+        );
+        assert!(took >= SHORT && took < 2 * SECOND, "took {took:?}");
+        let _ = writer.join();
+        join(server)?;
+        Ok(())
+    }
+
+    #[test]
+    fn an_interrupt_ends_a_connect_to_a_full_unix_backlog() -> TestResult {
+        let dir = tempfile::tempdir()?;
+        let socket = dir.path().join("stuck.sock");
+        let listener = UnixListener::bind(&socket)?;
+        socket::listen(&listener, socket::Backlog::new(0)?)?;
+        let _queued = UnixStream::connect(&socket)?;
+        let (interrupt, writer) = interrupt_after(SHORT)?;
+        let started = Instant::now();
+        let result = post_json(
+            &Endpoint::Unix { socket },
+            b"{}",
+            None,
+            10 * SECOND,
+            1024,
+            Some(interrupt.as_fd()),
+        );
+        assert!(
+            matches!(result, Err(TransportError::Interrupted)),
+            "{result:?}"
+        );
+        assert!(started.elapsed() < 2 * SECOND);
+        let _ = writer.join();
+        Ok(())
+    }
+
+    #[test]
+    fn an_interrupt_that_never_comes_changes_nothing() -> TestResult {
+        let respond = reply("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}");
+        let (endpoint, server) = tcp_server(move |s| respond(s))?;
+        let (interrupt, _never) = nix::unistd::pipe()?;
+        let (status, body) = post_json(
+            &endpoint,
+            b"{}",
+            None,
+            SECOND,
+            1024,
+            Some(interrupt.as_fd()),
+        )?;
+        assert_eq!((status, body.as_slice()), (200, &b"{}"[..]));
+        join(server)?;
         Ok(())
     }
 
@@ -730,7 +1033,7 @@ mod tests {
         let endpoint = Endpoint::Http {
             url: format!("http://{}/", listener.local_addr()?),
         };
-        let result = post_json(&endpoint, b"{}", Some("t\r\nX-Evil: 1"), SECOND, 1024);
+        let result = post_json(&endpoint, b"{}", Some("t\r\nX-Evil: 1"), SECOND, 1024, None);
         assert!(matches!(result, Err(TransportError::Io(_))), "{result:?}");
         listener.set_nonblocking(true)?;
         let accepted = listener.accept();

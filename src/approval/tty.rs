@@ -23,7 +23,7 @@ use std::time::Instant;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::termios::{tcflush, FlushArg};
 
-use super::{Answerer, Outcome, Question};
+use super::{interrupted, Answerer, Interrupt, Outcome, Question};
 use crate::shell::Caller;
 
 /// What `SANDGATE_TTY` asks for.
@@ -178,7 +178,7 @@ pub fn shell_quote(arg: &str) -> String {
 }
 
 /// Asks the person at the terminal, who grants by typing the code shown.
-pub fn ask(question: &Question) -> Outcome {
+pub fn ask(question: &Question, interrupt: Interrupt<'_>) -> Outcome {
     let unavailable = |why: &str| Outcome::Unavailable {
         why: why.to_owned(),
     };
@@ -224,7 +224,7 @@ pub fn ask(question: &Question) -> Outcome {
     if tty.write_all(prompt.as_bytes()).is_err() {
         return unavailable("cannot write to the terminal");
     }
-    let answer = read_answer(&mut tty, question, &code);
+    let answer = read_answer(&mut tty, question, &code, interrupt);
     let verdict: &[u8] = match answer {
         Outcome::AllowedOnce => b"sandgate: allowed once\n",
         Outcome::Rejected => b"sandgate: rejected (that is not the code shown)\n",
@@ -234,9 +234,14 @@ pub fn ask(question: &Question) -> Outcome {
     answer
 }
 
-/// Reads one line and judges it against `code`; EOF and the timeout cancel. (Ctrl-C is
-/// watched by the caller, which blocks SIGINT for the whole question: see `approval::ask`.)
-fn read_answer(tty: &mut std::fs::File, question: &Question, code: &str) -> Outcome {
+/// Reads one line and judges it against `code`; EOF, the timeout and `interrupt` (Ctrl-C:
+/// the caller blocks SIGINT for the whole question, see `approval::ask`) cancel.
+fn read_answer(
+    tty: &mut std::fs::File,
+    question: &Question,
+    code: &str,
+    interrupt: Interrupt<'_>,
+) -> Outcome {
     let cancelled = |why: &str| Outcome::Cancelled {
         why: why.to_owned(),
     };
@@ -248,7 +253,10 @@ fn read_answer(tty: &mut std::fs::File, question: &Question, code: &str) -> Outc
             return cancelled("nobody answered the prompt in time");
         }
         let ms = i32::try_from(left.as_millis()).unwrap_or(i32::MAX);
-        let mut fds = [PollFd::new(tty.as_fd(), PollFlags::POLLIN)];
+        let mut fds = [
+            PollFd::new(tty.as_fd(), PollFlags::POLLIN),
+            PollFd::new(interrupt.fd(), PollFlags::POLLIN),
+        ];
         match poll(
             &mut fds,
             PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX),
@@ -256,6 +264,9 @@ fn read_answer(tty: &mut std::fs::File, question: &Question, code: &str) -> Outc
             Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
             Ok(_) => {}
             Err(_) => return cancelled("the terminal went away"),
+        }
+        if fds[1].revents().is_some_and(|r| !r.is_empty()) {
+            return interrupted();
         }
         let mut buf = [0u8; 256];
         match tty.read(&mut buf) {

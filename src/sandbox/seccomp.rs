@@ -122,8 +122,7 @@ pub enum Terminal {
 impl Terminal {
     /// Looks at this process, which the sandbox inherits from.
     pub fn detect() -> Terminal {
-        let on_stdio =
-            (0..3).any(|fd| nix::unistd::isatty(crate::sys::borrow_raw(fd)).unwrap_or(false));
+        let on_stdio = (0..3).any(crate::sys::is_terminal);
         let controlling = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_NOCTTY)

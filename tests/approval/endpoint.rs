@@ -230,3 +230,84 @@ fn a_unix_socket_endpoint_grants_with_a_token_file_set() {
     assert!(env.ws.join("ran").exists(), "{}", show(&out));
     assert_eq!(ep.requests().len(), 1);
 }
+
+/// Replies that name a key twice, each for the request id given: whichever copy a reader
+/// keeps, the reply says two things, so it is no answer at all.
+const REPEATED_KEYS: [(&str, &str); 5] = [
+    (
+        "decision twice, the grant last",
+        r#"{"id":"ID","decision":"rejected","decision":"allowed-once"}"#,
+    ),
+    (
+        "the same grant twice",
+        r#"{"id":"ID","decision":"allowed-once","decision":"allowed-once"}"#,
+    ),
+    (
+        "id twice",
+        r#"{"id":"0123","id":"ID","decision":"allowed-once"}"#,
+    ),
+    (
+        "nested",
+        r#"{"id":"ID","decision":"allowed-once","by":{"name":"a","name":"b"}}"#,
+    ),
+    (
+        "escaped spelling, in an array",
+        r#"{"id":"ID","decision":"allowed-once","log":[{"k":1,"\u006b":2}]}"#,
+    ),
+];
+
+/// The same shape with every key once: grants.
+const WELL_FORMED: &str =
+    r#"{"id":"ID","decision":"allowed-once","by":{"name":"a"},"log":[{"k":1},{"k":2}]}"#;
+
+#[test]
+fn a_reply_that_repeats_a_key_is_unavailable() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    for (name, body) in REPEATED_KEYS {
+        let ep = TestEndpoint::http(move |r, _| {
+            Reply::Http(
+                200,
+                body.replace("ID", r["id"].as_str().unwrap_or_default()),
+            )
+        });
+        let before = env.audit_records().len();
+        let out = ask_with(&env, &ep.url, "10");
+        assert_status(&out, 77);
+        assert!(!env.ws.join("ran").exists(), "{name}: the command ran");
+        assert_eq!(ep.requests().len(), 1, "{name}");
+        let records = env.audit_records();
+        assert_eq!(records.len(), before + 2, "{name}");
+        assert_eq!(records[before]["type"], "approval/asked", "{name}");
+        assert_eq!(records[before + 1]["type"], "approval/decided", "{name}");
+        assert_eq!(records[before]["id"], records[before + 1]["id"], "{name}");
+        assert_eq!(
+            records[before + 1]["outcome"],
+            "unavailable",
+            "{name}: {}",
+            show(&out)
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("\"kind\":\"approval_unavailable\"") && stderr.contains("repeated"),
+            "{name}: {}",
+            show(&out)
+        );
+    }
+    // The control: the same reply without the repeat grants.
+    let ep = TestEndpoint::http(|r, _| {
+        Reply::Http(
+            200,
+            WELL_FORMED.replace("ID", r["id"].as_str().unwrap_or_default()),
+        )
+    });
+    let out = ask_with(&env, &ep.url, "10");
+    assert_status(&out, 0);
+    assert!(env.ws.join("ran").exists(), "{}", show(&out));
+    assert_eq!(
+        env.audit_records().last().map(|r| r["outcome"].clone()),
+        Some("allowed-once".into())
+    );
+}

@@ -72,3 +72,51 @@ fn a_hanging_approver_is_cancelled_and_killed() {
         std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "));
     assert!(!alive, "the approver program {pid} is still running");
 }
+
+/// A shell approver that prints `template` with `ID` replaced by the request id it reads.
+fn replying(template: &str) -> String {
+    let format = template.replace('%', "%%").replace("ID", "%s");
+    format!(r#"id=$(sed -n 's/.*"id":"\([0-9a-f]*\)".*/\1/p'); printf '{format}' "$id""#)
+}
+
+#[test]
+fn an_approver_reply_that_repeats_a_key_is_unavailable() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    for template in [
+        r#"{"id":"ID","decision":"rejected","decision":"allowed-once"}"#,
+        r#"{"id":"ID","decision":"allowed-once","by":{"name":"a","name":"b"}}"#,
+        r#"{"id":"ID","decision":"allowed-once","log":[[{"k":1,"k":1}]]}"#,
+    ] {
+        let before = env.audit_records().len();
+        let out = ask(&env, &replying(template), "10");
+        assert_status(&out, 77);
+        assert!(!env.ws.join("ran").exists(), "{template}");
+        let records = env.audit_records();
+        assert_eq!(records.len(), before + 2, "{template}");
+        assert_eq!(records[before]["type"], "approval/asked");
+        assert_eq!(records[before]["id"], records[before + 1]["id"]);
+        assert_eq!(
+            last_outcome(&env),
+            "unavailable",
+            "{template}: {}",
+            show(&out)
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("repeated"),
+            "{}",
+            show(&out)
+        );
+    }
+    // The control: the nested reply with every key once grants.
+    let out = ask(
+        &env,
+        &replying(r#"{"id":"ID","decision":"allowed-once","by":{"name":"a"},"log":[[{"k":1}]]}"#),
+        "10",
+    );
+    assert_status(&out, 0);
+    assert!(env.ws.join("ran").exists(), "{}", show(&out));
+    assert_eq!(last_outcome(&env), "allowed-once");
+}
