@@ -31,7 +31,7 @@ const GENESIS: &str = "000000000000000000000000000000000000000000000000000000000
 const MAX_LINE: u64 = 1 << 20;
 /// How long an append waits for the lock before giving up. Appends hold it for one read
 /// and one write, so a wait this long means the holder is not a sandgate appending.
-pub const LOCK_WAIT: Duration = Duration::from_secs(2);
+pub const LOCK_WAIT: Duration = Duration::from_secs(5);
 
 /// Why the audit log could not be written or read.
 #[derive(Debug, thiserror::Error)]
@@ -122,7 +122,7 @@ impl AuditLog {
                         });
                     }
                     std::thread::sleep(pause.min(deadline - now));
-                    pause = (pause * 2).min(Duration::from_millis(200));
+                    pause = (pause * 2).min(Duration::from_millis(50));
                     file = back;
                 }
                 Err((_, e)) => {
