@@ -14,7 +14,7 @@ use crate::cli::{self, AuditAction, Cli, RunArgs, Sub};
 use crate::denial::{marker, Reporter};
 use crate::doctor;
 use crate::error::{Error, EXIT_USAGE};
-use crate::exec::{self, ExecError, Launch};
+use crate::exec::{self, ExecError, Launch, Outcome};
 use crate::logfile::{self, LogFileError};
 use crate::policy::{
     self, config, standing, Confinement, Env, Mode, MountSource, Parent, Plan, PolicyError,
@@ -130,11 +130,11 @@ fn plain(args: Vec<OsString>, caller: Caller) -> ExitCode {
     }
 }
 
-/// Turns a call's result into sandgate's exit status; every refusal prints a message and
-/// a marker.
-fn finish(result: Result<i32, Error>, mode_hint: Option<Mode>) -> ExitCode {
+/// Turns a call's result into sandgate's exit status (or its death by the command's
+/// signal); every refusal prints a message and a marker.
+fn finish(result: Result<Outcome, Error>, mode_hint: Option<Mode>) -> ExitCode {
     match result {
-        Ok(status) => ExitCode::from(u8::try_from(status).unwrap_or(u8::MAX)),
+        Ok(outcome) => outcome.pass_on(),
         Err(err) => {
             eprintln!("sandgate: {err}");
             let mut extra = Map::new();
@@ -200,7 +200,7 @@ impl Layers {
     }
 }
 
-fn run_inner(args: RunArgs, shellish: Shellish, caller: Caller) -> Result<i32, Error> {
+fn run_inner(args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Outcome, Error> {
     let env = gather_env()?;
     if args.command.is_empty() {
         return Err(PolicyError::NoCommand.into());
@@ -326,7 +326,7 @@ fn run_inner(args: RunArgs, shellish: Shellish, caller: Caller) -> Result<i32, E
         &untrusted_roots,
         shellish.command,
     )?;
-    let status = loop {
+    let outcome = loop {
         announce_degraded(&plan, &skip);
         let prepared = sandbox::prepare(&plan, &features, &skip)?;
         for fd in prepared.withheld_fds() {
@@ -359,7 +359,7 @@ fn run_inner(args: RunArgs, shellish: Shellish, caller: Caller) -> Result<i32, E
     if let Some(summary) = reporter.as_ref().and_then(|r| r.lock().ok()?.summary()) {
         eprintln!("{summary}");
     }
-    Ok(status)
+    Ok(outcome)
 }
 
 /// The denial reporter of a restricted, observed call; with observation off, one
