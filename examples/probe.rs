@@ -226,6 +226,14 @@ fn run(op: &str, args: &[String]) -> Res {
             // KEYCTL_GET_KEYRING_ID (0) of the session keyring (-3), creating it if needed.
             raw(unsafe { libc::syscall(libc::SYS_keyctl, 0, -3i32, 1) })
         }
+        // userfaultfd(UFFD_USER_MODE_ONLY | O_CLOEXEC): allowed to every user by default.
+        "userfaultfd" => raw(unsafe { libc::syscall(libc::SYS_userfaultfd, 1 | libc::O_CLOEXEC) }),
+        // The same through /dev/userfaultfd's USERFAULTFD_IOC_NEW, without the system call.
+        "userfaultfd-dev" => {
+            let dev = std::fs::File::open("/dev/userfaultfd")
+                .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))?;
+            raw(unsafe { libc::ioctl(dev.as_raw_fd(), 0xAA00, libc::O_CLOEXEC) }.into())
+        }
         "perf-event-open" => {
             let mut attr = [0u8; 128];
             attr[4..8].copy_from_slice(&128u32.to_ne_bytes());

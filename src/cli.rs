@@ -36,7 +36,7 @@ agent links (sandgate-sh, a bash link, sandgate-prefix) unless SANDGATE_TTY=alwa
     version,
     args_conflicts_with_subcommands = true,
     long_about = LONG_ABOUT,
-    after_help = "Exit status: the command's own; 128+N when it dies of signal N; 64 usage; \
+    after_help = "Exit status: the command's own; when it dies of signal N, sandgate dies of N too; 64 usage; \
                   77 escalation not granted; 78 profile cannot be enforced here; 125 internal \
                   error; 126 not executable; 127 not found."
 )]

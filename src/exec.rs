@@ -7,8 +7,9 @@
 //! timeout) are forwarded to the child; terminal-generated ones are not forwarded, since
 //! the child already received them from the terminal. If sandgate dies, the child gets
 //! SIGKILL (PR_SET_PDEATHSIG), so nothing is left running unsupervised. Even `full-access`
-//! forks (rather than executing in place) so that every mode reports death by signal N as
-//! exit status 128+N.
+//! forks (rather than executing in place), so that every mode ends the same way: when the
+//! command dies of signal N, sandgate dies of N too ([`Outcome::pass_on`]), and its caller
+//! sees what `bash -c` would have shown it.
 
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
@@ -75,13 +76,65 @@ pub struct Launch<'a> {
     pub supervision: Option<supervisor::Setup>,
 }
 
-/// Runs the command to completion and returns sandgate's exit status for it: the
-/// command's own, or 128+N when it died of signal N.
+/// How the command ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// It exited with this status.
+    Exited(u8),
+    /// It died of this signal.
+    Signaled(Signal),
+}
+
+impl Outcome {
+    /// Ends sandgate the way the command ended, as the very last thing it does: an exit
+    /// status is returned for `main` to exit with; a death signal is raised on sandgate
+    /// itself with its default action, so that a caller's `wait` sees `WIFSIGNALED` (and
+    /// a shell `128+N`), exactly as if it had run the command itself. sandgate leaves no
+    /// core file for a core-dumping signal (`RLIMIT_CORE` 0 and not dumpable). A signal
+    /// whose default action does not end a process (it cannot have killed the command
+    /// either) gives exit status 128+N instead, as it does when the raise fails.
+    pub fn pass_on(self) -> std::process::ExitCode {
+        let signal = match self {
+            Outcome::Exited(code) => return std::process::ExitCode::from(code),
+            Outcome::Signaled(signal) => signal,
+        };
+        let fallback = std::process::ExitCode::from(128u8.saturating_add(signal as u8));
+        let harmless = matches!(
+            signal,
+            Signal::SIGCHLD
+                | Signal::SIGCONT
+                | Signal::SIGURG
+                | Signal::SIGWINCH
+                | Signal::SIGSTOP
+                | Signal::SIGTSTP
+                | Signal::SIGTTIN
+                | Signal::SIGTTOU
+        );
+        if harmless {
+            return fallback;
+        }
+        {
+            use std::io::Write;
+            let _ = std::io::stdout().flush();
+            let _ = std::io::stderr().flush();
+        }
+        if sys::no_core_dumps().is_ok() && sys::default_disposition(signal).is_ok() {
+            let mut only = SigSet::empty();
+            only.add(signal);
+            if only.thread_unblock().is_ok() {
+                let _ = nix::sys::signal::raise(signal);
+            }
+        }
+        fallback
+    }
+}
+
+/// Runs the command to completion and returns how it ended.
 ///
 /// # Errors
 /// See [`ExecError`]: the command could not be found or executed, or the sandbox could not
 /// be applied (the child then never ran the command).
-pub fn run(launch: Launch<'_>) -> Result<i32, ExecError> {
+pub fn run(launch: Launch<'_>) -> Result<Outcome, ExecError> {
     let Some(program) = launch.command.first() else {
         return Err(ExecError::NotFound(OsString::new()));
     };
@@ -173,11 +226,11 @@ pub fn run(launch: Launch<'_>) -> Result<i32, ExecError> {
         (Some((listener, root)), Some(setup)) => Some(supervisor::spawn(listener, root, setup)?),
         _ => None,
     };
-    let status = supervise(child, &waited)?;
+    let outcome = supervise(child, &waited)?;
     if let Some(running) = running {
-        running.hand_over();
+        running.hand_over(&waited);
     }
-    Ok(status)
+    Ok(outcome)
 }
 
 /// Finds `program` on PATH the way `execvp` would; a name with a slash is used as is.
@@ -279,6 +332,8 @@ fn child(
         // sandgate died before PDEATHSIG was armed.
         sys::exit_immediately(125);
     }
+    // A standard fd the caller closed stays closed for the command, as under a shell.
+    sys::close_std_fds_closed_at_start();
     report(Step::Exec, sys::execve(path, argv, env))
 }
 
@@ -302,14 +357,16 @@ fn read_failure(err_r: OwnedFd) -> io::Result<Option<(Step, i32)>> {
     Ok(Some((Step::from_u32(step).unwrap_or(Step::Exec), errno)))
 }
 
-/// Waits for the child, forwarding signals sent to sandgate; returns the exit status.
-fn supervise(child: Pid, waited: &SigSet) -> Result<i32, ExecError> {
+/// Waits for the child, forwarding signals sent to sandgate; returns how it ended.
+fn supervise(child: Pid, waited: &SigSet) -> Result<Outcome, ExecError> {
     loop {
         let (signo, code) = sys::sigwaitinfo(waited)?;
         if signo == libc::SIGCHLD {
             match waitpid(child, Some(WaitPidFlag::WNOHANG)) {
-                Ok(WaitStatus::Exited(_, status)) => return Ok(status),
-                Ok(WaitStatus::Signaled(_, signal, _)) => return Ok(128 + signal as i32),
+                Ok(WaitStatus::Exited(_, status)) => {
+                    return Ok(Outcome::Exited(u8::try_from(status).unwrap_or(u8::MAX)))
+                }
+                Ok(WaitStatus::Signaled(_, signal, _)) => return Ok(Outcome::Signaled(signal)),
                 Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
                 Err(e) => return Err(e.into()),
             }

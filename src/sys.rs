@@ -341,6 +341,40 @@ pub fn recv_fd(sock: BorrowedFd<'_>) -> io::Result<Option<OwnedFd>> {
     Ok(Some(unsafe { OwnedFd::from_raw_fd(fd) }))
 }
 
+/// Which of fds 0, 1 and 2 were closed when sandgate started (bit N for fd N). The Rust
+/// runtime opens `/dev/null` on a closed standard fd before `main`; recorded earlier, from
+/// `.init_array`, the command can get its standard fds exactly as sandgate got them.
+static CLOSED_AT_START: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+extern "C" fn record_closed_std_fds() {
+    let mut closed = 0;
+    for fd in 0..3 {
+        // SAFETY: F_GETFD on an fd number only reads this process's fd table.
+        if unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1 {
+            closed |= 1 << fd;
+        }
+    }
+    CLOSED_AT_START.store(closed, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Runs before the Rust runtime's own start-up (see [`CLOSED_AT_START`]).
+#[used]
+#[link_section = ".init_array"]
+static RECORD_CLOSED_STD_FDS: extern "C" fn() = record_closed_std_fds;
+
+/// Closes again the standard fds that were closed when sandgate started (the runtime put
+/// `/dev/null` there). Async-signal-safe.
+pub fn close_std_fds_closed_at_start() {
+    let closed = CLOSED_AT_START.load(std::sync::atomic::Ordering::Relaxed);
+    for fd in 0..3 {
+        if closed & (1 << fd) != 0 {
+            // SAFETY: close on an fd number; the fd is the runtime's `/dev/null`, which
+            // nothing in this (forked) process uses.
+            unsafe { libc::close(fd) };
+        }
+    }
+}
+
 /// `fork(2)`, refused unless this process has exactly one thread.
 ///
 /// A child forked from a multi-threaded process inherits every lock another thread held
@@ -590,6 +624,119 @@ pub fn sigwaitinfo(set: &nix::sys::signal::SigSet) -> io::Result<(libc::c_int, l
             return Err(err);
         }
     }
+}
+
+/// Waits at most `timeout` for one of the (blocked) signals in `set`; `None` when none came
+/// (or the wait was interrupted by a handled signal).
+pub fn sigtimedwait(
+    set: &nix::sys::signal::SigSet,
+    timeout: std::time::Duration,
+) -> io::Result<Option<libc::c_int>> {
+    let ts = libc::timespec {
+        tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: `set` is a valid sigset, `ts` a live local; a NULL siginfo is allowed.
+    let sig = unsafe { libc::sigtimedwait(set.as_ref(), std::ptr::null_mut(), &ts) };
+    if sig >= 0 {
+        return Ok(Some(sig));
+    }
+    let err = io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::EAGAIN | libc::EINTR) => Ok(None),
+        _ => Err(err),
+    }
+}
+
+/// The signal that interrupts a supervisor worker blocked in a call it performs for the
+/// sandbox: a real-time signal that sandgate neither sends for anything else, nor waits
+/// for, nor forwards.
+pub fn interrupt_signal() -> libc::c_int {
+    libc::SIGRTMIN() + 2
+}
+
+/// Installs a handler that does nothing for `signo`, without `SA_RESTART`: a thread that
+/// has `signo` unblocked and receives it returns from a blocking call with EINTR, and
+/// nothing else happens.
+pub fn install_interrupt_handler(signo: libc::c_int) -> io::Result<()> {
+    extern "C" fn nothing(_: libc::c_int) {}
+    // SAFETY: sigaction is plain old data; every field the kernel reads is set below.
+    let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+    action.sa_sigaction = nothing as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    action.sa_flags = 0;
+    // SAFETY: the mask is a live field of the local; sigemptyset only writes it.
+    unsafe { libc::sigemptyset(&mut action.sa_mask) };
+    // SAFETY: `action` is live and the handler is an `extern "C"` function that touches
+    // nothing, so it is async-signal-safe.
+    check(unsafe { libc::sigaction(signo, &action, std::ptr::null_mut()) }.into()).map(drop)
+}
+
+/// Changes the calling thread's signal mask for `signo` alone, or with `only` makes
+/// `signo` the one signal the thread does not block.
+pub fn set_signal_blocked(signo: libc::c_int, blocked: bool, only: bool) -> io::Result<()> {
+    // SAFETY: sigset_t is plain old data, initialised by sigemptyset/sigfillset below.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: the set is a live local; these only write it.
+    unsafe {
+        if only {
+            libc::sigfillset(&mut set);
+            libc::sigdelset(&mut set, signo);
+        } else {
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, signo);
+        }
+    }
+    let how = match (only, blocked) {
+        (true, _) => libc::SIG_SETMASK,
+        (false, true) => libc::SIG_BLOCK,
+        (false, false) => libc::SIG_UNBLOCK,
+    };
+    // SAFETY: a live, initialised set; a NULL old set is allowed.
+    let ret = unsafe { libc::pthread_sigmask(how, &set, std::ptr::null_mut()) };
+    if ret == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(ret))
+    }
+}
+
+/// Sends `signo` to the thread behind `handle`, which may have finished but is not joined.
+pub fn signal_thread<T>(handle: &std::thread::JoinHandle<T>, signo: libc::c_int) -> io::Result<()> {
+    use std::os::unix::thread::JoinHandleExt;
+    let thread = handle.as_pthread_t();
+    // SAFETY: the handle is borrowed, so the thread is not joined yet: its descriptor stays
+    // valid until then, also after it finished (glibc then reports nothing to signal).
+    let ret = unsafe { libc::pthread_kill(thread, signo) };
+    if ret == 0 || ret == libc::ESRCH {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(ret))
+    }
+}
+
+/// Makes sure this process leaves no core file: `RLIMIT_CORE` 0, and not dumpable (which
+/// also keeps a `core_pattern` pipe helper from being started).
+pub fn no_core_dumps() -> io::Result<()> {
+    let zero = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: the kernel reads one rlimit from the live local.
+    check(unsafe { libc::setrlimit(libc::RLIMIT_CORE, &zero) }.into())?;
+    nix::sys::prctl::set_dumpable(false).map_err(io::Error::from)
+}
+
+/// Restores the default action of `signal` (not possible for SIGKILL and SIGSTOP, whose
+/// action is always the default).
+pub fn default_disposition(signal: nix::sys::signal::Signal) -> io::Result<()> {
+    use nix::sys::signal::{SigHandler, Signal};
+    if matches!(signal, Signal::SIGKILL | Signal::SIGSTOP) {
+        return Ok(());
+    }
+    // SAFETY: installing SIG_DFL involves no handler code.
+    unsafe { nix::sys::signal::signal(signal, SigHandler::SigDfl) }
+        .map(drop)
+        .map_err(io::Error::from)
 }
 
 /// Borrows a raw fd number that the caller itself created and keeps open for the borrow's

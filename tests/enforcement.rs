@@ -17,5 +17,6 @@ mod enforcement {
     mod nested;
     mod network;
     mod process;
+    mod stall;
     mod terminal;
 }

@@ -14,7 +14,7 @@ use crate::cli::{self, AuditAction, Cli, RunArgs, Sub};
 use crate::denial::{marker, stamp, Escalation, Form, Reporter};
 use crate::doctor;
 use crate::error::{Error, EXIT_USAGE};
-use crate::exec::{self, ExecError, Launch};
+use crate::exec::{self, ExecError, Launch, Outcome};
 use crate::logfile::{self, LogFileError};
 use crate::policy::{
     self, config, standing, Approval, Confinement, Env, Mode, MountSource, Parent, Plan,
@@ -133,11 +133,11 @@ fn plain(args: Vec<OsString>, caller: Caller) -> ExitCode {
     }
 }
 
-/// Turns a call's result into sandgate's exit status; every refusal prints a message and
-/// a marker.
-fn finish(result: Result<i32, Error>, mode_hint: Option<Mode>) -> ExitCode {
+/// Turns a call's result into sandgate's exit status (or its death by the command's
+/// signal); every refusal prints a message and a marker.
+fn finish(result: Result<Outcome, Error>, mode_hint: Option<Mode>) -> ExitCode {
     match result {
-        Ok(status) => ExitCode::from(u8::try_from(status).unwrap_or(u8::MAX)),
+        Ok(outcome) => outcome.pass_on(),
         Err(err) => {
             crate::say!("sandgate: {err}");
             let mut extra = Map::new();
@@ -203,7 +203,7 @@ impl Layers {
     }
 }
 
-fn run_inner(args: RunArgs, shellish: Shellish, caller: Caller) -> Result<i32, Error> {
+fn run_inner(args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Outcome, Error> {
     let env = gather_env()?;
     if args.command.is_empty() {
         return Err(PolicyError::NoCommand.into());
@@ -339,7 +339,7 @@ fn run_inner(args: RunArgs, shellish: Shellish, caller: Caller) -> Result<i32, E
         shellish.form,
         escalation,
     )?;
-    let status = loop {
+    let outcome = loop {
         announce_degraded(&plan, &skip);
         let prepared = sandbox::prepare(&plan, &features, &skip)?;
         for fd in prepared.withheld_fds() {
@@ -371,11 +371,11 @@ fn run_inner(args: RunArgs, shellish: Shellish, caller: Caller) -> Result<i32, E
     };
     // Held until now: only a command that failed gets markers on stderr.
     if let Some(Ok(reporter)) = reporter.as_ref().map(|r| r.lock()) {
-        for line in reporter.closing_lines(status == 0) {
+        for line in reporter.closing_lines(matches!(outcome, Outcome::Exited(0))) {
             crate::say!("{line}");
         }
     }
-    Ok(status)
+    Ok(outcome)
 }
 
 /// The denial reporter of a restricted, observed call; with observation off, one

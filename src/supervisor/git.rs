@@ -15,6 +15,11 @@
 //!    resolved beneath that handle with no symlink followed, and hands an opened file
 //!    back to the caller with `SECCOMP_IOCTL_NOTIF_ADDFD`.
 //!
+//! An open performed here never waits on the sandbox: what it opens must be a regular file
+//! (git writes nothing else there), and it is opened with `O_NONBLOCK` added, so that a
+//! FIFO put in its place cannot hold the supervisor up waiting for a reader. A FIFO or
+//! device already there is refused with a marker.
+//!
 //! Nothing here answers CONTINUE on a decision: what was checked is what is done. A call
 //! this module does not take (its path does not name `.git`, or its parent is elsewhere)
 //! goes to the kernel, which refuses it inside a guarded top level — so a path that reaches
@@ -142,6 +147,9 @@ struct Place {
     name: Option<Vec<u8>>,
     /// The existing object's identity and whether it is a directory.
     object: Option<(Inode, bool)>,
+    /// Whether the existing object is neither a regular file, a directory nor a symlink
+    /// (a FIFO, a socket, a device).
+    special: bool,
 }
 
 impl Place {
@@ -177,6 +185,12 @@ pub fn handle(call: &Call<'_>, context: &Context) -> Option<(Answer, Option<Deni
         let denial = call.denial(OP, Some(place.shown.clone()), None, Mode::FullAccess);
         return Some((Answer::Error(libc::EPERM), Some(denial)));
     }
+    // Opening a FIFO or a device can wait for a peer or act on hardware: not on the
+    // supervisor's thread, and not for git, which opens regular files here.
+    if let (Op::Open { .. }, Some(place)) = (&op, places.iter().find(|p| p.special)) {
+        let denial = call.denial(OP, Some(place.shown.clone()), None, Mode::FullAccess);
+        return Some((Answer::Error(libc::EPERM), Some(denial)));
+    }
     if places
         .iter()
         .any(|p| p.region.is_none() || p.name.is_none())
@@ -207,6 +221,7 @@ fn locate(call: &Call<'_>, context: &Context, root: &Root, dirfd: i32, ptr: u64)
             region: None,
             name: None,
             object: None,
+            special: false,
         });
     }
     let start = match (path.starts_with(b"/"), dirfd) {
@@ -234,6 +249,12 @@ fn locate(call: &Call<'_>, context: &Context, root: &Root, dirfd: i32, ptr: u64)
             (
                 resolve::identity(st),
                 st.st_mode & libc::S_IFMT == libc::S_IFDIR,
+            )
+        }),
+        special: target.object.as_ref().is_some_and(|(_, st)| {
+            !matches!(
+                st.st_mode & libc::S_IFMT,
+                libc::S_IFREG | libc::S_IFDIR | libc::S_IFLNK
             )
         }),
         name: target.name,
@@ -523,7 +544,9 @@ fn handle_of<'r>(
 }
 
 /// Opens `name` beneath `dir` as the caller asked (never through a symlink, never out of
-/// `dir`) and installs the file in the caller, which gets its number as the result.
+/// `dir`, never waiting: see the module comment) and installs the file in the caller, which
+/// gets its number as the result. Anything but a regular file is refused with EPERM (one
+/// that was there already got its marker in `handle`; this catches a swap since).
 fn open(
     call: &Call<'_>,
     dir: BorrowedFd<'_>,
@@ -534,7 +557,7 @@ fn open(
     let cloexec = flags & libc::O_CLOEXEC != 0;
     let how = OpenHow::new()
         .flags(OFlag::from_bits_truncate(
-            flags | libc::O_CLOEXEC | libc::O_NOCTTY,
+            flags | libc::O_CLOEXEC | libc::O_NOCTTY | libc::O_NONBLOCK,
         ))
         .mode(FileMode::from_bits_truncate(mode))
         .resolve(
@@ -547,6 +570,20 @@ fn open(
         Ok(file) => file,
         Err(e) => return Answer::Error(e as i32),
     };
+    match fstat(file.as_fd()) {
+        Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFREG => {}
+        Ok(_) => return Answer::Error(libc::EPERM),
+        Err(e) => return Answer::Error(e as i32),
+    }
+    // The flag only kept the open from waiting; the caller gets the file as it asked.
+    if flags & libc::O_NONBLOCK == 0 {
+        let cleared = nix::fcntl::fcntl(file.as_fd(), nix::fcntl::FcntlArg::F_GETFL)
+            .map(|fl| OFlag::from_bits_truncate(fl) - OFlag::O_NONBLOCK)
+            .and_then(|fl| nix::fcntl::fcntl(file.as_fd(), nix::fcntl::FcntlArg::F_SETFL(fl)));
+        if let Err(e) = cleared {
+            return Answer::Error(e as i32);
+        }
+    }
     match crate::sys::notif_addfd_send(call.listener.as_fd(), call.notif.id, file.as_fd(), cloexec)
     {
         Ok(_) => Answer::Sent,

@@ -6,7 +6,9 @@
 //!   socket's provenance — beneath the workspace or the private temp, or one the user
 //!   allowed by name — and then connects a duplicate of the caller's socket
 //!   (`pidfd_getfd`) itself, through the inode it resolved. It never answers CONTINUE
-//!   there: the kernel would re-read an address the caller can rewrite.
+//!   there: the kernel would re-read an address the caller can rewrite. A connect that can
+//!   wait (a full backlog) is performed on a worker thread (`workers`), so no sandboxed
+//!   process can hold the supervisor up for the others.
 //! - Calls that may change the filesystem by path are *observed* (`observe`): the
 //!   supervisor resolves the target as the kernel will, records a marker when the profile
 //!   refuses it, and answers CONTINUE — landlock and the mount namespace stay the
@@ -16,11 +18,18 @@
 //!
 //! If the supervisor is gone, the kernel fails pending and future notified calls with
 //! ENOSYS, so its death refuses rather than allows.
+//!
+//! Nothing the supervisor thread does on a caller's behalf may wait on something the
+//! sandbox controls: connects go to workers; opens in guarded git directories never wait
+//! (`git`); the caller's memory is read with `process_vm_readv`, which could only wait on
+//! a fault the sandbox serves itself — and `userfaultfd` is refused to it (the system call
+//! by seccomp, `/dev/userfaultfd`'s ioctl by landlock); the denial log is a regular file.
 
 mod git;
 mod observe;
 pub use git::OP as GIT_METADATA_OP;
 mod resolve;
+mod workers;
 
 use std::collections::HashSet;
 use std::io::{self, IoSliceMut};
@@ -30,7 +39,7 @@ use std::sync::{Arc, Mutex};
 
 use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use nix::sys::socket::{connect, UnixAddr};
+use nix::sys::signal::{SigSet, Signal};
 use nix::sys::uio::{process_vm_readv, RemoteIoVec};
 use nix::unistd::Pid;
 
@@ -38,6 +47,7 @@ use crate::denial::{Denial, Reporter};
 use crate::policy::Mode;
 use crate::sys::{self, Answer};
 use resolve::{Creds, Inode};
+use workers::{Connect, Workers};
 
 /// `sizeof(struct sockaddr_un)`.
 const SOCKADDR_UN_LEN: usize = std::mem::size_of::<libc::sockaddr_un>();
@@ -104,9 +114,12 @@ impl Context {
     }
 }
 
+/// What the supervisor thread hands back when it ends.
+type Ending = (Served, OwnedFd, Context, Workers);
+
 /// A supervisor thread that is serving.
 pub struct Running {
-    handle: std::thread::JoinHandle<Option<(OwnedFd, Context)>>,
+    handle: std::thread::JoinHandle<Ending>,
     /// Written to ask the thread to stop and hand back its listener.
     stop: OwnedFd,
 }
@@ -116,7 +129,7 @@ pub struct Running {
 /// built (a command that exits at once leaves no `/proc/PID/root` to look through).
 ///
 /// # Errors
-/// The thread could not be started.
+/// The thread could not be started, or the signal that interrupts its workers set up.
 pub fn spawn(listener: OwnedFd, root: OwnedFd, setup: Setup) -> io::Result<Running> {
     let identify = |paths: &[PathBuf]| -> HashSet<Inode> {
         paths
@@ -158,15 +171,36 @@ pub fn spawn(listener: OwnedFd, root: OwnedFd, setup: Setup) -> io::Result<Runni
     // Without it a notification round trip costs 10-80 µs on a small VM (kernel ≥ 6.6).
     sys::notif_sync_wake_up(listener.as_fd());
     let (stop_r, stop) = nix::unistd::pipe()?;
+    let mut workers = Workers::new()?;
     let handle = std::thread::Builder::new()
         .name("sandgate-supervisor".into())
-        .spawn(
-            move || match serve(&listener, &context, Some(stop_r.as_fd())) {
-                Served::Stopped => Some((listener, context)),
-                Served::AllGone => None,
-            },
-        )?;
+        .spawn(move || {
+            let served = serve(&listener, &context, &mut workers, Some(stop_r.as_fd()));
+            (served, listener, context, workers)
+        })?;
     Ok(Running { handle, stop })
+}
+
+/// The signals on which sandgate stops waiting for its own threads at a hand-over.
+const GIVE_UP: [Signal; 4] = [
+    Signal::SIGTERM,
+    Signal::SIGINT,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+];
+
+/// Sleeps a moment in a wait for `waited` (blocked) signals; returns false when one that
+/// asks sandgate to end came.
+fn pause(waited: &SigSet) -> bool {
+    match sys::sigtimedwait(waited, std::time::Duration::from_millis(2)) {
+        Ok(Some(signo)) => !GIVE_UP.iter().any(|s| *s as i32 == signo),
+        Ok(None) => true,
+        // Cannot wait for signals: sleep instead, still bounded by the caller's loop.
+        Err(_) => {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            true
+        }
+    }
 }
 
 impl Running {
@@ -176,11 +210,29 @@ impl Running {
     /// to a detached process of its own — stdio closed, markers only to the denial log —
     /// which serves until the last of them exits. sandgate itself returns at once, as
     /// `bash -c 'server &'` does.
-    pub fn hand_over(self) {
+    ///
+    /// The fork needs a single-threaded process: the supervisor thread is joined, and so is
+    /// every connect worker (interrupted; the connects they hand back unanswered are
+    /// mediated again by the detached process, whose callers are still waiting). All the
+    /// while sandgate keeps waiting for the `waited` signals: on SIGTERM, SIGINT, SIGHUP
+    /// or SIGQUIT it gives up and returns at once — the background processes then get
+    /// ENOSYS from their notified calls, as the supervisor's death always answers.
+    pub fn hand_over(self, waited: &SigSet) {
         let _ = nix::unistd::write(&self.stop, b"x");
-        let Ok(Some((listener, context))) = self.handle.join() else {
+        while !self.handle.is_finished() {
+            if !pause(waited) {
+                return;
+            }
+        }
+        let Ok((served, listener, context, workers)) = self.handle.join() else {
             return;
         };
+        let Some(handed_back) = workers.stop(|| pause(waited)) else {
+            return;
+        };
+        if matches!(served, Served::AllGone) {
+            return;
+        }
         let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
         let _ = poll(&mut fds, PollTimeout::ZERO);
         if fds[0]
@@ -189,12 +241,18 @@ impl Running {
         {
             return;
         }
-        // The thread is joined: sandgate is single-threaded again and may fork.
+        // Every thread is joined: sandgate is single-threaded again and may fork.
         if let Ok(0) = sys::fork() {
             let _ = nix::unistd::setsid();
-            let _ = nix::sys::signal::SigSet::all().thread_unblock();
+            let _ = SigSet::all().thread_unblock();
             sys::stdio_to_dev_null();
-            serve(&listener, &context, None);
+            let Ok(mut workers) = Workers::new() else {
+                sys::exit_immediately(0);
+            };
+            for notif in &handed_back {
+                handle(&listener, &context, &mut workers, notif);
+            }
+            serve(&listener, &context, &mut workers, None);
             sys::exit_immediately(0);
         }
     }
@@ -208,10 +266,14 @@ enum Served {
     Stopped,
 }
 
+/// How often the supervisor looks for connect workers whose caller stopped waiting.
+const SWEEP_MS: u16 = 200;
+
 /// Answers notifications until every sandboxed process is gone, or `stop` is readable.
 fn serve(
     listener: &OwnedFd,
     context: &Context,
+    workers: &mut Workers,
     stop: Option<std::os::fd::BorrowedFd<'_>>,
 ) -> Served {
     loop {
@@ -219,10 +281,19 @@ fn serve(
         if let Some(stop) = stop {
             fds.push(PollFd::new(stop, PollFlags::POLLIN));
         }
-        match poll(&mut fds, PollTimeout::NONE) {
+        let timeout = if workers.is_empty() {
+            PollTimeout::NONE
+        } else {
+            PollTimeout::from(SWEEP_MS)
+        };
+        let ready = match poll(&mut fds, timeout) {
             Err(Errno::EINTR) => continue,
             Err(_) => return Served::AllGone,
-            Ok(_) => {}
+            Ok(n) => n,
+        };
+        workers.sweep(listener);
+        if ready == 0 {
+            continue;
         }
         if fds
             .get(1)
@@ -242,47 +313,58 @@ fn serve(
             Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::EINTR)) => continue,
             Err(_) => return Served::AllGone,
         };
-        let call = Call {
-            listener,
-            notif: &notif,
-        };
-        let (answer, denial) = match i64::from(notif.data.nr) {
-            libc::SYS_connect => match mediate_connect(&call, context) {
-                Ok(()) => (Answer::Return(0), None),
-                Err(Refused::Policy(errno, addr)) => (
-                    Answer::Error(errno as i32),
-                    Some(call.denial("network", None, Some(addr), Mode::FullAccess)),
-                ),
-                Err(Refused::Provenance(path)) => (
-                    Answer::Error(libc::EACCES),
-                    Some(call.denial(crate::denial::NETWORK, Some(path), None, Mode::FullAccess)),
-                ),
-                Err(Refused::Kernel(errno)) => (Answer::Error(errno as i32), None),
-            },
-            nr if observe::is_observed(nr) => match git::handle(&call, context) {
-                Some(handled) => handled,
-                None if context.reporter.is_some() => {
-                    (Answer::Continue, observe::check(&call, context))
-                }
-                None => (Answer::Continue, None),
-            },
-            nr => {
-                let op = observe::deny_list_op(nr, &notif.data.args);
-                (
-                    Answer::Error(crate::sandbox::seccomp::DENY_ERRNO),
-                    Some(call.denial(op, None, None, Mode::FullAccess)),
-                )
-            }
-        };
-        // Recorded before answering: once answered, the caller may finish and sandgate exit
-        // before this thread would get to it. (A caller killed while waiting here leaves a
-        // marker for a call that never completed.)
-        if let Some(denial) = &denial {
-            context.record(denial);
-        }
-        // ENOENT: the caller went away meanwhile; there is nobody to answer.
-        let _ = sys::notif_respond(listener.as_fd(), notif.id, answer);
+        handle(listener, context, workers, &notif);
     }
+}
+
+/// Decides one notification and answers it (or has a connect worker answer it).
+fn handle(
+    listener: &OwnedFd,
+    context: &Context,
+    workers: &mut Workers,
+    notif: &libc::seccomp_notif,
+) {
+    let call = Call { listener, notif };
+    let (answer, denial) = match i64::from(notif.data.nr) {
+        libc::SYS_connect => match mediate_connect(&call, context) {
+            Ok(connect) => match workers.perform(listener, notif, connect) {
+                Some(answer) => (answer, None),
+                // A worker performs it and answers.
+                None => return,
+            },
+            Err(Refused::Policy(errno, addr)) => (
+                Answer::Error(errno as i32),
+                Some(call.denial("network", None, Some(addr), Mode::FullAccess)),
+            ),
+            Err(Refused::Provenance(path)) => (
+                Answer::Error(libc::EACCES),
+                Some(call.denial(crate::denial::NETWORK, Some(path), None, Mode::FullAccess)),
+            ),
+            Err(Refused::Kernel(errno)) => (Answer::Error(errno as i32), None),
+        },
+        nr if observe::is_observed(nr) => match git::handle(&call, context) {
+            Some(handled) => handled,
+            None if context.reporter.is_some() => {
+                (Answer::Continue, observe::check(&call, context))
+            }
+            None => (Answer::Continue, None),
+        },
+        nr => {
+            let op = observe::deny_list_op(nr, &notif.data.args);
+            (
+                Answer::Error(crate::sandbox::seccomp::DENY_ERRNO),
+                Some(call.denial(op, None, None, Mode::FullAccess)),
+            )
+        }
+    };
+    // Recorded before answering: once answered, the caller may finish and sandgate exit
+    // before this thread would get to it. (A caller killed while waiting here leaves a
+    // marker for a call that never completed.)
+    if let Some(denial) = &denial {
+        context.record(denial);
+    }
+    // ENOENT: the caller went away meanwhile; there is nobody to answer.
+    let _ = sys::notif_respond(listener.as_fd(), notif.id, answer);
 }
 
 /// One notification being handled.
@@ -430,8 +512,9 @@ impl From<Errno> for Refused {
     }
 }
 
-/// Decides and performs one `connect(fd, addr, len)` for the sandboxed caller.
-fn mediate_connect(call: &Call<'_>, context: &Context) -> Result<(), Refused> {
+/// Decides one `connect(fd, addr, len)` for the sandboxed caller: returns the connect to
+/// perform, on a duplicate of the caller's socket, through the inode that was checked.
+fn mediate_connect(call: &Call<'_>, context: &Context) -> Result<Connect, Refused> {
     let fd = i32::try_from(call.arg(0)).map_err(|_| Errno::EBADF)?;
     let len = usize::try_from(call.arg(2)).map_err(|_| Errno::EINVAL)?;
     if !(2..=SOCKADDR_UN_LEN).contains(&len) {
@@ -447,8 +530,8 @@ fn mediate_connect(call: &Call<'_>, context: &Context) -> Result<(), Refused> {
     let socket = sys::pidfd_getfd(pidfd.as_fd(), fd)
         .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EBADF)))?;
     let family = u16::from_ne_bytes([bytes[0], bytes[1]]);
-    match sys::socket_kind(socket.as_raw_fd()) {
-        Some((libc::AF_UNIX, _)) => {}
+    let may_wait = match sys::socket_kind(socket.as_raw_fd()) {
+        Some((libc::AF_UNIX, kind)) => kind != libc::SOCK_DGRAM,
         // Only inherited IP sockets get here: restricted profiles have no network.
         Some((domain, _)) => {
             return Err(Refused::Policy(
@@ -457,7 +540,7 @@ fn mediate_connect(call: &Call<'_>, context: &Context) -> Result<(), Refused> {
             ))
         }
         None => return Err(Errno::ENOTSOCK.into()),
-    }
+    };
     if i32::from(family) != libc::AF_UNIX {
         return Err(Errno::EINVAL.into());
     }
@@ -492,7 +575,9 @@ fn mediate_connect(call: &Call<'_>, context: &Context) -> Result<(), Refused> {
             path,
         )));
     }
-    let via = format!("/proc/self/fd/{}", socket_file.as_raw_fd());
-    let target = UnixAddr::new(via.as_str())?;
-    connect(socket.as_raw_fd(), &target).map_err(Refused::Kernel)
+    Ok(Connect {
+        socket,
+        target: socket_file,
+        may_wait,
+    })
 }

@@ -1,5 +1,8 @@
 //! Exit statuses.
 
+use std::os::unix::process::ExitStatusExt;
+use std::process::Command;
+
 use crate::support::*;
 
 #[test]
@@ -8,8 +11,46 @@ fn the_commands_status_passes_through_in_every_mode() {
     for mode in ["read-only", "workspace-write", "full-access"] {
         assert_status(&env.sh(mode, "exit 3"), 3);
         assert_status(&env.sh(mode, "exit 0"), 0);
-        assert_status(&env.sh(mode, "kill -TERM $$"), 143);
-        assert_status(&env.sh(mode, "kill -KILL $$"), 137);
+        // Death by a signal passes through as death by the same signal.
+        for (signal, name) in [(libc::SIGTERM, "TERM"), (libc::SIGKILL, "KILL")] {
+            let out = env.sh(mode, &format!("kill -{name} $$"));
+            assert_eq!(
+                (out.status.code(), out.status.signal()),
+                (None, Some(signal)),
+                "{mode}: {}",
+                show(&out)
+            );
+        }
+    }
+}
+
+#[test]
+fn a_core_dumping_signal_passes_through_without_a_core_from_sandgate() {
+    let env = TestEnv::new();
+    for mode in ["workspace-write", "full-access"] {
+        // sandgate starts with core files allowed (as far as the hard limit lets it); the
+        // command forbids its own, so a core file here could only be sandgate's.
+        let mut sandgate = env.sandgate(mode);
+        sandgate.args(["--", "/bin/sh", "-c", "ulimit -c 0; kill -QUIT $$"]);
+        let mut cmd = Command::new("/bin/sh");
+        cmd.current_dir(&env.ws)
+            .args(["-c", "ulimit -c \"$(ulimit -H -c)\"; exec \"$0\" \"$@\""])
+            .arg(sandgate.get_program())
+            .args(sandgate.get_args());
+        for (key, value) in sandgate.get_envs() {
+            match value {
+                Some(value) => cmd.env(key, value),
+                None => cmd.env_remove(key),
+            };
+        }
+        let out = output(&mut cmd);
+        assert_eq!(
+            (out.status.signal(), out.status.core_dumped()),
+            (Some(libc::SIGQUIT), false),
+            "{mode}: {}",
+            show(&out)
+        );
+        assert!(!env.ws.join("core").exists());
     }
 }
 

@@ -1,0 +1,227 @@
+//! Connects that may block, performed off the supervisor thread.
+//!
+//! A unix stream or seqpacket `connect` waits while the listener's backlog is full — for as
+//! long as the sandboxed listener chooses not to accept. Whether the caller's socket is
+//! non-blocking is no help: that flag lives in the file description the caller shares with
+//! the supervisor's duplicate, and another thread of the caller can clear it between a look
+//! and the call. Setting it for the supervisor's connect would change the caller's socket
+//! under its feet. So the supervisor thread performs no connect that can wait: each goes to
+//! a worker thread of its own, which performs it on the duplicate and answers the
+//! notification itself (`SECCOMP_IOCTL_NOTIF_SEND` names the notification by id, from any
+//! thread). Datagram connects only record a peer and never wait; they stay inline.
+//!
+//! At most [`MAX_WORKERS`] connects wait at once. Past that the call fails with EAGAIN —
+//! what a non-blocking connect to a full backlog gets — rather than queueing threads
+//! without bound.
+//!
+//! Workers can be interrupted. Each unblocks one signal ([`sys::interrupt_signal`]) whose
+//! handler does nothing and is installed without `SA_RESTART`, so a connect it interrupts
+//! returns EINTR without having connected (a unix connect that fails that way leaves the
+//! socket as it was and can be retried). The signal is sent:
+//!
+//! - when the caller stopped waiting (it was killed, or a signal interrupted its call and
+//!   the kernel dropped the notification): the worker gives up, answering nothing;
+//! - when sandgate hands the listener to the detached supervisor (see
+//!   `Running::hand_over`): that is a `fork`, which is only sound in a single-threaded
+//!   process, so every worker must be joined first. A worker stopped this way answers
+//!   nothing and hands its notification back; the caller is still blocked in its call,
+//!   and the detached process mediates it again from the start, as a fresh notification.
+//!
+//! A signal can arrive just before the worker enters `connect` (and be spent on nothing),
+//! so it is sent again every few milliseconds until the worker is done; the worker checks
+//! why it should stop before each attempt.
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use nix::errno::Errno;
+use nix::sys::socket::{connect, UnixAddr};
+
+use crate::sys::{self, Answer};
+
+/// How many connects may wait at once.
+pub const MAX_WORKERS: usize = 64;
+
+/// A connect whose address the supervisor has checked.
+pub struct Connect {
+    /// A duplicate of the caller's socket.
+    pub socket: OwnedFd,
+    /// The socket inode the address resolved to (`O_PATH`), connected through by its
+    /// `/proc/self/fd` name so that the path cannot be swapped.
+    pub target: OwnedFd,
+    /// Whether the connect can wait (stream and seqpacket sockets).
+    pub may_wait: bool,
+}
+
+impl Connect {
+    fn perform(&self) -> Result<(), Errno> {
+        let via = format!("/proc/self/fd/{}", self.target.as_raw_fd());
+        let target = UnixAddr::new(via.as_str())?;
+        connect(self.socket.as_raw_fd(), &target)
+    }
+}
+
+/// How a worker ended.
+enum Ended {
+    /// It answered the notification, or its caller no longer waits for an answer.
+    Done,
+    /// It was stopped for a hand-over before it could answer.
+    HandedBack(libc::seccomp_notif),
+}
+
+struct Worker {
+    handle: JoinHandle<Ended>,
+    id: u64,
+    /// Set when the caller stopped waiting.
+    cancel: Arc<AtomicBool>,
+}
+
+/// The connects in flight.
+pub struct Workers {
+    live: Vec<Worker>,
+    /// Set when every worker is to stop and hand its notification back.
+    stopping: Arc<AtomicBool>,
+    signo: libc::c_int,
+}
+
+impl Workers {
+    /// Installs the interrupting signal's handler and blocks that signal in the calling
+    /// thread (and so in the threads it starts; workers unblock it for themselves).
+    ///
+    /// # Errors
+    /// The handler or the mask could not be set.
+    pub fn new() -> io::Result<Workers> {
+        let signo = sys::interrupt_signal();
+        sys::install_interrupt_handler(signo)?;
+        sys::set_signal_blocked(signo, true, false)?;
+        Ok(Workers {
+            live: Vec::new(),
+            stopping: Arc::new(AtomicBool::new(false)),
+            signo,
+        })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.live.is_empty()
+    }
+
+    /// Performs `connect` for notification `notif`: inline when it cannot wait, else on a
+    /// worker. Returns the answer to send, or `None` when a worker answers.
+    pub fn perform(
+        &mut self,
+        listener: &OwnedFd,
+        notif: &libc::seccomp_notif,
+        connect: Connect,
+    ) -> Option<Answer> {
+        if !connect.may_wait {
+            return Some(answer(connect.perform()));
+        }
+        self.sweep(listener);
+        if self.live.len() >= MAX_WORKERS {
+            return Some(Answer::Error(libc::EAGAIN));
+        }
+        let Ok(listener) = listener.try_clone() else {
+            return Some(Answer::Error(libc::EAGAIN));
+        };
+        let cancel = Arc::new(AtomicBool::new(false));
+        let (stopping, signo, notif_copy) = (self.stopping.clone(), self.signo, *notif);
+        let cancelled = cancel.clone();
+        let spawned = std::thread::Builder::new()
+            .name("sandgate-connect".into())
+            .stack_size(64 * 1024)
+            .spawn(move || {
+                if sys::set_signal_blocked(signo, false, true).is_err() {
+                    // Uninterruptible, it could hold up a hand-over: refuse instead.
+                    let busy = Answer::Error(libc::EAGAIN);
+                    let _ = sys::notif_respond(listener.as_fd(), notif_copy.id, busy);
+                    return Ended::Done;
+                }
+                loop {
+                    if cancelled.load(Ordering::SeqCst) {
+                        return Ended::Done;
+                    }
+                    if stopping.load(Ordering::SeqCst) {
+                        return Ended::HandedBack(notif_copy);
+                    }
+                    match connect.perform() {
+                        Err(Errno::EINTR) => continue,
+                        result => {
+                            // ENOENT: the caller went away meanwhile; nobody to answer.
+                            let _ =
+                                sys::notif_respond(listener.as_fd(), notif_copy.id, answer(result));
+                            return Ended::Done;
+                        }
+                    }
+                }
+            });
+        match spawned {
+            Ok(handle) => {
+                self.live.push(Worker {
+                    handle,
+                    id: notif.id,
+                    cancel,
+                });
+                None
+            }
+            Err(_) => Some(Answer::Error(libc::EAGAIN)),
+        }
+    }
+
+    /// Joins the workers that are done and interrupts those whose caller stopped waiting
+    /// (again on every sweep, until they are done).
+    pub fn sweep(&mut self, listener: &OwnedFd) {
+        let (done, live): (Vec<Worker>, Vec<Worker>) = std::mem::take(&mut self.live)
+            .into_iter()
+            .partition(|w| w.handle.is_finished());
+        self.live = live;
+        for worker in done {
+            let _ = worker.handle.join();
+        }
+        for worker in &self.live {
+            if worker.cancel.load(Ordering::SeqCst)
+                || !sys::notif_id_valid(listener.as_fd(), worker.id)
+            {
+                worker.cancel.store(true, Ordering::SeqCst);
+                let _ = sys::signal_thread(&worker.handle, self.signo);
+            }
+        }
+    }
+
+    /// Stops every worker and joins it; returns the notifications they handed back
+    /// unanswered. `pause` runs between rounds of interrupting and returns false to give
+    /// up waiting: then `None`, and the workers are left running.
+    pub fn stop(mut self, mut pause: impl FnMut() -> bool) -> Option<Vec<libc::seccomp_notif>> {
+        self.stopping.store(true, Ordering::SeqCst);
+        let mut handed_back = Vec::new();
+        loop {
+            let (done, live): (Vec<Worker>, Vec<Worker>) = std::mem::take(&mut self.live)
+                .into_iter()
+                .partition(|w| w.handle.is_finished());
+            self.live = live;
+            for worker in done {
+                if let Ok(Ended::HandedBack(notif)) = worker.handle.join() {
+                    handed_back.push(notif);
+                }
+            }
+            if self.live.is_empty() {
+                return Some(handed_back);
+            }
+            for worker in &self.live {
+                let _ = sys::signal_thread(&worker.handle, self.signo);
+            }
+            if !pause() {
+                return None;
+            }
+        }
+    }
+}
+
+fn answer(result: Result<(), Errno>) -> Answer {
+    match result {
+        Ok(()) => Answer::Return(0),
+        Err(e) => Answer::Error(e as i32),
+    }
+}
