@@ -25,6 +25,32 @@ fn the_commands_status_passes_through_in_every_mode() {
 }
 
 #[test]
+fn death_by_a_real_time_signal_passes_through() {
+    // Real-time signals are not in nix's `Signal`: a command that dies of one must still
+    // be reported as that death (bash's caller sees 128+N), not as sandgate's internal
+    // error — and the markers and the hand-over to the detached supervisor that follow the
+    // wait must still happen.
+    let env = TestEnv::new();
+    let first = libc::SIGRTMIN();
+    for mode in ["workspace-write", "full-access"] {
+        for signal in [first, first + 2, libc::SIGRTMAX()] {
+            let out = env.sh(mode, &format!("kill -{signal} $$"));
+            assert_eq!(
+                (out.status.code(), out.status.signal()),
+                (None, Some(signal)),
+                "{mode} {signal}: {}",
+                show(&out)
+            );
+            assert!(
+                !String::from_utf8_lossy(&out.stderr).contains("internal"),
+                "{}",
+                show(&out)
+            );
+        }
+    }
+}
+
+#[test]
 fn a_core_dumping_signal_passes_through_without_a_core_from_sandgate() {
     let env = TestEnv::new();
     for mode in ["workspace-write", "full-access"] {
