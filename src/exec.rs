@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use nix::sys::signal::{kill, SigSet, SigmaskHow, Signal};
 use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::sys::wait::waitpid;
 use nix::unistd::{getpid, getppid, pipe2, Pid};
 
 use crate::sandbox::{Prepared, Step};
@@ -81,8 +81,8 @@ pub struct Launch<'a> {
 pub enum Outcome {
     /// It exited with this status.
     Exited(u8),
-    /// It died of this signal.
-    Signaled(Signal),
+    /// It died of this signal (a raw number: real-time signals are not in nix's `Signal`).
+    Signaled(libc::c_int),
 }
 
 impl Outcome {
@@ -98,18 +98,19 @@ impl Outcome {
             Outcome::Exited(code) => return std::process::ExitCode::from(code),
             Outcome::Signaled(signal) => signal,
         };
-        let fallback = std::process::ExitCode::from(128u8.saturating_add(signal as u8));
-        let harmless = matches!(
-            signal,
-            Signal::SIGCHLD
-                | Signal::SIGCONT
-                | Signal::SIGURG
-                | Signal::SIGWINCH
-                | Signal::SIGSTOP
-                | Signal::SIGTSTP
-                | Signal::SIGTTIN
-                | Signal::SIGTTOU
-        );
+        let fallback =
+            std::process::ExitCode::from(128u8.saturating_add(u8::try_from(signal).unwrap_or(0)));
+        let harmless = [
+            libc::SIGCHLD,
+            libc::SIGCONT,
+            libc::SIGURG,
+            libc::SIGWINCH,
+            libc::SIGSTOP,
+            libc::SIGTSTP,
+            libc::SIGTTIN,
+            libc::SIGTTOU,
+        ]
+        .contains(&signal);
         if harmless {
             return fallback;
         }
@@ -118,12 +119,11 @@ impl Outcome {
             let _ = std::io::stdout().flush();
             let _ = std::io::stderr().flush();
         }
-        if sys::no_core_dumps().is_ok() && sys::default_disposition(signal).is_ok() {
-            let mut only = SigSet::empty();
-            only.add(signal);
-            if only.thread_unblock().is_ok() {
-                let _ = nix::sys::signal::raise(signal);
-            }
+        if sys::no_core_dumps().is_ok()
+            && sys::default_disposition(signal).is_ok()
+            && sys::set_signal_blocked(signal, false, false).is_ok()
+        {
+            let _ = sys::raise(signal);
         }
         fallback
     }
@@ -362,12 +362,13 @@ fn supervise(child: Pid, waited: &SigSet) -> Result<Outcome, ExecError> {
     loop {
         let (signo, code) = sys::sigwaitinfo(waited)?;
         if signo == libc::SIGCHLD {
-            match waitpid(child, Some(WaitPidFlag::WNOHANG)) {
-                Ok(WaitStatus::Exited(_, status)) => {
+            match sys::wait_nohang(child.as_raw()) {
+                Ok(Some(sys::Ended::Exited(status))) => {
                     return Ok(Outcome::Exited(u8::try_from(status).unwrap_or(u8::MAX)))
                 }
-                Ok(WaitStatus::Signaled(_, signal, _)) => return Ok(Outcome::Signaled(signal)),
-                Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
+                Ok(Some(sys::Ended::Signaled(signal))) => return Ok(Outcome::Signaled(signal)),
+                Ok(None) => continue,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e.into()),
             }
         }

@@ -726,17 +726,51 @@ pub fn no_core_dumps() -> io::Result<()> {
     nix::sys::prctl::set_dumpable(false).map_err(io::Error::from)
 }
 
-/// Restores the default action of `signal` (not possible for SIGKILL and SIGSTOP, whose
-/// action is always the default).
-pub fn default_disposition(signal: nix::sys::signal::Signal) -> io::Result<()> {
-    use nix::sys::signal::{SigHandler, Signal};
-    if matches!(signal, Signal::SIGKILL | Signal::SIGSTOP) {
+/// Restores the default action of signal `signo` (not possible for SIGKILL and SIGSTOP,
+/// whose action is always the default). A raw number, so that real-time signals count too.
+pub fn default_disposition(signo: libc::c_int) -> io::Result<()> {
+    if signo == libc::SIGKILL || signo == libc::SIGSTOP {
         return Ok(());
     }
     // SAFETY: installing SIG_DFL involves no handler code.
-    unsafe { nix::sys::signal::signal(signal, SigHandler::SigDfl) }
-        .map(drop)
-        .map_err(io::Error::from)
+    if unsafe { libc::signal(signo, libc::SIG_DFL) } == libc::SIG_ERR {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Sends signal `signo` to the calling thread.
+pub fn raise(signo: libc::c_int) -> io::Result<()> {
+    // SAFETY: integer-only call.
+    check(unsafe { libc::raise(signo) }.into()).map(drop)
+}
+
+/// How a child ended, as `waitpid(2)` reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// It exited with this status.
+    Exited(i32),
+    /// It died of this signal (any number, real-time signals included).
+    Signaled(libc::c_int),
+}
+
+/// `waitpid(pid, WNOHANG)`: how `pid` ended, or `None` while it runs (or only stopped or
+/// continued). Raw, unlike nix's `WaitStatus`, which cannot hold a real-time signal and
+/// reports a child that died of one as an error.
+pub fn wait_nohang(pid: libc::pid_t) -> io::Result<Option<Ended>> {
+    let mut status: libc::c_int = 0;
+    // SAFETY: the kernel writes one int into the live local.
+    let ret = check(unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) }.into())?;
+    if ret == 0 {
+        return Ok(None);
+    }
+    Ok(if libc::WIFEXITED(status) {
+        Some(Ended::Exited(libc::WEXITSTATUS(status)))
+    } else if libc::WIFSIGNALED(status) {
+        Some(Ended::Signaled(libc::WTERMSIG(status)))
+    } else {
+        None
+    })
 }
 
 /// Borrows a raw fd number that the caller itself created and keeps open for the borrow's
