@@ -6,6 +6,10 @@
 //! [`PATIENCE`] in all for a full pipe or a stopped terminal, and once a write failed,
 //! sandgate stops writing there. What it had to say is not lost: every marker also goes
 //! to the denial log, every decision to the audit log.
+//!
+//! stderr is shared with the command and whatever it left running, so a line sandgate
+//! writes to a pipe goes in one piece when it fits in [`PIPE_BUF`]: no other writer's bytes
+//! can land inside it (markers are kept that short, see `denial`).
 
 use std::fmt;
 use std::io::{self, Write};
@@ -14,6 +18,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
+use nix::fcntl::{splice, OFlag, SpliceFFlags};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::socket::{send, MsgFlags};
 use nix::sys::stat::{fstat, SFlag};
@@ -22,6 +27,9 @@ use crate::sys;
 
 /// How long, in all, sandgate waits for a stderr nobody drains before giving it up.
 pub const PATIENCE: Duration = Duration::from_secs(2);
+
+/// The most a single write puts into a pipe whole (POSIX `PIPE_BUF` on Linux).
+pub const PIPE_BUF: usize = 4096;
 
 /// Writes one line to stderr.
 #[macro_export]
@@ -68,13 +76,19 @@ struct Sink {
 }
 
 enum Target {
-    /// A pipe or terminal, opened anew without blocking (its own file description, so the
-    /// command's stderr keeps its flags).
+    /// A pipe: each piece is written into a private pipe of ours, then spliced across
+    /// with `SPLICE_F_NONBLOCK`, which never waits whatever flags the shared stderr has
+    /// (its file description is the command's too, and may be another user's).
+    Pipe {
+        out: OwnedFd,
+        relay: (OwnedFd, OwnedFd),
+    },
+    /// A terminal or other device, opened anew without blocking: its own file
+    /// description, so the command's stderr keeps its flags.
     NonBlocking(OwnedFd),
     /// A socket: sent to with `MSG_DONTWAIT`.
     Socket(OwnedFd),
-    /// A file, or what could not be reopened: written plainly (a regular file never waits
-    /// on a reader).
+    /// A file, or a device that could not be reopened: written once it polls writable.
     Plain(OwnedFd),
     /// Closed, failed, or given up on.
     Gone,
@@ -86,7 +100,13 @@ impl Sink {
             None => Target::Gone,
             Some(fd) => match fstat(fd.as_fd()).map(|st| SFlag::from_bits_truncate(st.st_mode)) {
                 Ok(kind) if kind.contains(SFlag::S_IFSOCK) => Target::Socket(fd),
-                Ok(kind) if kind.contains(SFlag::S_IFIFO) || kind.contains(SFlag::S_IFCHR) => {
+                Ok(kind) if kind.contains(SFlag::S_IFIFO) => {
+                    match nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK) {
+                        Ok(relay) => Target::Pipe { out: fd, relay },
+                        Err(_) => Target::Plain(fd),
+                    }
+                }
+                Ok(kind) if kind.contains(SFlag::S_IFCHR) => {
                     reopen_nonblocking(&fd).map_or(Target::Plain(fd), Target::NonBlocking)
                 }
                 _ => Target::Plain(fd),
@@ -98,10 +118,19 @@ impl Sink {
         }
     }
 
-    fn write(&mut self, mut bytes: &[u8]) -> Result<(), Errno> {
+    fn write(&mut self, bytes: &[u8]) -> Result<(), Errno> {
+        if let Target::Pipe { .. } = self.target {
+            return bytes
+                .chunks(PIPE_BUF)
+                .try_for_each(|piece| self.relay(piece));
+        }
+        let mut bytes = bytes;
         while !bytes.is_empty() {
+            if let Target::Plain(_) = self.target {
+                self.wait_writable()?;
+            }
             let written = match &self.target {
-                Target::Gone => return Err(Errno::EPIPE),
+                Target::Gone | Target::Pipe { .. } => return Err(Errno::EPIPE),
                 Target::NonBlocking(fd) | Target::Plain(fd) => nix::unistd::write(fd, bytes),
                 Target::Socket(fd) => send(
                     fd.as_raw_fd(),
@@ -120,10 +149,45 @@ impl Sink {
         Ok(())
     }
 
+    /// Moves one piece of at most [`PIPE_BUF`] bytes into the pipe: written into the
+    /// (empty) relay as one buffer, spliced across as that one buffer.
+    fn relay(&mut self, piece: &[u8]) -> Result<(), Errno> {
+        let Target::Pipe { relay, .. } = &self.target else {
+            return Err(Errno::EPIPE);
+        };
+        if nix::unistd::write(&relay.1, piece)? != piece.len() {
+            return Err(Errno::EIO);
+        }
+        let mut left = piece.len();
+        while left > 0 {
+            let Target::Pipe { out, relay } = &self.target else {
+                return Err(Errno::EPIPE);
+            };
+            match splice(
+                &relay.0,
+                None,
+                out,
+                None,
+                left,
+                SpliceFFlags::SPLICE_F_NONBLOCK,
+            ) {
+                Ok(0) => return Err(Errno::EPIPE),
+                Ok(n) => left = left.saturating_sub(n),
+                Err(Errno::EINTR) => {}
+                Err(Errno::EAGAIN) => self.wait_writable()?,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
     /// Waits until stderr takes more, spending patience.
     fn wait_writable(&mut self) -> Result<(), Errno> {
         let fd = match &self.target {
-            Target::NonBlocking(fd) | Target::Socket(fd) | Target::Plain(fd) => fd,
+            Target::Pipe { out: fd, .. }
+            | Target::NonBlocking(fd)
+            | Target::Socket(fd)
+            | Target::Plain(fd) => fd,
             Target::Gone => return Err(Errno::EPIPE),
         };
         let started = Instant::now();
@@ -131,25 +195,28 @@ impl Sink {
         let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLOUT)];
         let ready = poll(&mut fds, timeout);
         self.patience = self.patience.saturating_sub(started.elapsed());
+        let writable = fds[0]
+            .revents()
+            .is_some_and(|r| r.contains(PollFlags::POLLOUT));
         match ready {
+            Ok(_) if writable => Ok(()),
             Ok(0) => Err(Errno::ETIMEDOUT),
-            Ok(_) | Err(Errno::EINTR) if !self.patience.is_zero() => Ok(()),
-            Ok(_) | Err(Errno::EINTR) => Err(Errno::ETIMEDOUT),
+            // POLLERR or POLLHUP: the reader is gone.
+            Ok(_) => Err(Errno::EPIPE),
+            Err(Errno::EINTR) if !self.patience.is_zero() => Ok(()),
+            Err(Errno::EINTR) => Err(Errno::ETIMEDOUT),
             Err(e) => Err(e),
         }
     }
 }
 
 /// Opens what `fd` refers to once more, non-blocking; `None` where that is not possible
-/// (no `/proc`, a pipe with no reader left).
+/// (no `/proc`, another user's terminal).
 fn reopen_nonblocking(fd: &OwnedFd) -> Option<OwnedFd> {
     let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
     nix::fcntl::open(
         path.as_str(),
-        nix::fcntl::OFlag::O_WRONLY
-            | nix::fcntl::OFlag::O_NONBLOCK
-            | nix::fcntl::OFlag::O_NOCTTY
-            | nix::fcntl::OFlag::O_CLOEXEC,
+        OFlag::O_WRONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY | OFlag::O_CLOEXEC,
         nix::sys::stat::Mode::empty(),
     )
     .ok()

@@ -11,7 +11,7 @@ use serde_json::{json, Map};
 
 use crate::audit::{AuditError, AuditLog};
 use crate::cli::{self, AuditAction, Cli, RunArgs, Sub};
-use crate::denial::{marker, stamp, Escalation, Form, Reporter};
+use crate::denial::{marker, Escalation, Form, Reporter};
 use crate::doctor;
 use crate::error::{Error, EXIT_USAGE};
 use crate::exec::{self, ExecError, Launch, Outcome};
@@ -410,7 +410,7 @@ fn observer(
     if !plan.observe {
         let note = json!({"v": 1, "kind": "observation_off", "mode": plan.mode, "source": "none",
             "message": "--no-observe: refused operations are not reported (the sandbox is unchanged)"});
-        crate::say!("sandgate: note {}", stamp(note.clone()));
+        crate::say!("{}", crate::denial::line("sandgate: note", note.clone()));
         if let Some((log, _)) = &mut log {
             use std::io::Write;
             let _ = log.write_all(format!("{note}\n").as_bytes());

@@ -303,11 +303,17 @@ fn a_background_writer_cannot_splice_fields_into_a_tagged_marker() {
                 if marker["tag"] != "t-4711" {
                     continue;
                 }
+                // Too long for one line, the retry lost its argv (the log has it); what
+                // is there must be sandgate's.
                 let argv0 = &marker["retry"]["argv"][0];
-                assert_eq!(
-                    argv0.as_str().map(std::path::Path::new),
-                    Some(sandgate().as_path()),
+                assert!(
+                    argv0.is_null() && marker["elided"].is_string()
+                        || argv0.as_str().map(std::path::Path::new) == Some(sandgate().as_path()),
                     "attempt {attempt}: a tagged marker whose retry the sandbox wrote: {marker}"
+                );
+                assert!(
+                    !marker.to_string().contains("curl evil"),
+                    "attempt {attempt}: {marker}"
                 );
             }
         }

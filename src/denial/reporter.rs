@@ -1,150 +1,8 @@
-//! Denial markers: one line `sandgate: denied {JSON}` per refusal, for sandgate's own
-//! refusals and for the operations the supervisor saw the sandbox refuse.
-//!
-//! Markers exist so that a caller — often an agent — retries the right way, so they never
-//! push it to escalate for nothing: refused operations of a command that succeeded stay in
-//! the denial log (one short note on stderr says so), a standing policy that cannot
-//! escalate gets no retry that is certain to be rejected, and `needed` is the narrowest
-//! mode that would allow the operation. A command can print look-alike lines of its own;
-//! the denial log, which it cannot write, is the authoritative channel, and a caller that
-//! sets [`TAG_ENV`] finds its value in every marker sandgate prints.
+//! The reporter: what becomes of each refused operation — a marker in the denial log at
+//! once, and on stderr when the call ends, if the command failed.
 
-use serde_json::{json, Map, Value};
-
+use super::{line, tagged, Denial, Escalation, Form, NETWORK, STDERR_CAP, WHY};
 use crate::policy::Mode;
-
-/// The variable whose value every marker on stderr carries as `"tag"`; the command never
-/// sees it.
-pub const TAG_ENV: &str = "SANDGATE_MARKER_TAG";
-
-/// The caller's marker tag, read once.
-fn tag() -> Option<&'static str> {
-    static TAG: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    TAG.get_or_init(|| std::env::var(TAG_ENV).ok()).as_deref()
-}
-
-/// Adds the caller's tag to a marker or note bound for stderr.
-pub fn stamp(mut body: Value) -> Value {
-    if let (Some(tag), Value::Object(fields)) = (tag(), &mut body) {
-        fields.insert("tag".into(), json!(tag));
-    }
-    body
-}
-
-/// Renders one marker line for a refusal or note of `kind`, with extra fields.
-pub fn marker(kind: &str, mode: Option<Mode>, message: &str, extra: Map<String, Value>) -> String {
-    let mut body = json!({
-        "v": 1,
-        "kind": kind,
-        "mode": mode.map(Mode::as_str),
-        "message": message,
-    });
-    if let Value::Object(fields) = &mut body {
-        fields.extend(extra);
-    }
-    format!("sandgate: denied {}", stamp(body))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn denial(needed: Mode) -> Denial {
-        Denial {
-            op: "create",
-            path: Some("/etc/x".into()),
-            addr: None,
-            syscall: "openat",
-            pid: 1,
-            needed,
-            protected: false,
-        }
-    }
-
-    fn reporter(escalation: Escalation, form: Form) -> Reporter {
-        let argv = vec!["sandgate".into(), "--".into(), "true".into()];
-        Reporter::new(Mode::ReadOnly, argv, form, escalation, None)
-    }
-
-    #[test]
-    fn a_mode_above_the_managed_maximum_is_no_retry() {
-        let r = reporter(
-            Escalation::Possible {
-                ceiling: Some(Mode::WorkspaceWrite),
-            },
-            Form::Argv,
-        );
-        let m = r.marker(&denial(Mode::FullAccess));
-        assert_eq!(m.needed, None);
-        assert!(m.retry.is_none());
-        let m = r.marker(&denial(Mode::WorkspaceWrite));
-        assert_eq!(m.needed, Some(Mode::WorkspaceWrite));
-        let argv = m.retry.map(|r| r.argv).unwrap_or_default();
-        assert_eq!(argv[1..3], ["--sandbox-permissions", "workspace-write"]);
-    }
-
-    #[test]
-    fn approval_never_offers_no_retry_but_names_the_wider_preset() {
-        let r = reporter(
-            Escalation::Impossible {
-                preset: "locked".into(),
-            },
-            Form::Argv,
-        );
-        let m = r.marker(&denial(Mode::WorkspaceWrite));
-        assert!(m.retry.is_none());
-        let hint = m.hint.unwrap_or_default();
-        assert!(hint.contains("locked preset cannot escalate"), "{hint}");
-        assert!(hint.contains("--preset workspace-write"), "{hint}");
-    }
-
-    #[test]
-    fn success_closes_with_one_note_and_failure_with_the_markers() {
-        let mut r = reporter(Escalation::Possible { ceiling: None }, Form::Stdin);
-        r.record(&denial(Mode::WorkspaceWrite));
-        r.record(&denial(Mode::WorkspaceWrite));
-        let note = r.closing_lines(true);
-        assert_eq!(note.len(), 1);
-        assert!(note[0].starts_with("sandgate: note: 2 operations refused"));
-        let lines = r.closing_lines(false);
-        // One marker per distinct (op, path), then the summary.
-        assert_eq!(lines.len(), 2, "{lines:?}");
-        assert!(lines[0].contains(r#""stdin":"the script must be fed again on stdin""#));
-    }
-
-    #[test]
-    fn marker_is_one_line_of_json_after_the_prefix() -> Result<(), serde_json::Error> {
-        let line = marker("usage", Some(Mode::ReadOnly), "bad\nthing", Map::new());
-        assert!(!line.contains('\n'));
-        let body: Value = serde_json::from_str(line.trim_start_matches("sandgate: denied "))?;
-        assert_eq!(body["kind"], "usage");
-        assert_eq!(body["mode"], "read-only");
-        assert_eq!(body["v"], 1);
-        Ok(())
-    }
-}
-
-/// One operation the sandbox refused, as the supervisor saw it.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Denial {
-    /// `write`, `create`, `remove`, `rename`, `link`, `chmod`, `chown`, `truncate`,
-    /// `mknod`, `utimes`, `xattr`, `network`, `ptrace`, `io_uring`, `mount`, `namespace`, …
-    pub op: &'static str,
-    /// The path as the command named it (joined to its cwd or dirfd when relative).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub path: Option<String>,
-    /// The socket address, for network operations.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub addr: Option<String>,
-    pub syscall: &'static str,
-    pub pid: u32,
-    /// The narrowest mode that would allow it.
-    pub needed: Mode,
-    /// The path is protected (sandgate's own files, `.sandgate`, what the profile names):
-    /// only `full-access` reaches it, and the marker says why.
-    #[serde(skip)]
-    pub protected: bool,
-}
 
 /// One `sandbox_denial` marker, as the log and stderr carry it.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -173,9 +31,6 @@ pub struct Marker {
     /// The flag that allows just this socket.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub allow: Option<(&'static str, String)>,
-    /// The caller's `SANDGATE_MARKER_TAG`, on stderr.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tag: Option<&'static str>,
 }
 
 /// How to ask for the mode a refused operation needs.
@@ -190,32 +45,6 @@ pub struct Retry {
     /// Set when the script came on stdin and must be fed again.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stdin: Option<&'static str>,
-}
-
-/// How the command reached sandgate, which decides how a retry is spelled.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum Form {
-    /// `sandgate [FLAGS] -- CMD ARGS`, or shell mode's `--version` and the like.
-    #[default]
-    Argv,
-    /// Shell mode's `-c STRING`: an agent that only talks to its shell can change that
-    /// string alone, so the retry also says which string to send.
-    ShellCommand(String),
-    /// Shell mode running a script file: the directive goes at the script's top.
-    Script,
-    /// Shell mode reading the script from stdin (`-s`, a pipe): replaying the argv is not
-    /// enough, the script must be fed again.
-    Stdin,
-}
-
-/// Whether the standing policy lets a refused operation be retried wider.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Escalation {
-    /// A request goes to an answerer, up to `ceiling` (the managed maximum, if any).
-    Possible { ceiling: Option<Mode> },
-    /// Approval `never`: every request is rejected before anyone is asked, so a marker
-    /// offers no retry.
-    Impossible { preset: String },
 }
 
 /// Collects denials: each one as NDJSON in the denial log at once, the first of each
@@ -234,16 +63,6 @@ pub struct Reporter {
     /// The widest mode a retry may ask for, over every denial recorded.
     widest: Option<Mode>,
 }
-
-/// At most this many markers go to stderr per call; the log gets them all.
-pub const STDERR_CAP: usize = 20;
-
-/// The `op` of every network refusal; one with a `path` is a unix socket refused for its
-/// provenance, which `--allow-unix-socket` can allow alone.
-pub const NETWORK: &str = "network";
-
-/// The placeholder a caller replaces with its justification.
-pub const WHY: &str = "<why>";
 
 impl Reporter {
     /// A reporter for a call running at `mode`, invoked as `argv` in `form`, logging to
@@ -358,7 +177,6 @@ impl Reporter {
             retry: None,
             hint: None,
             allow: None,
-            tag: None,
         };
         match (needed, &self.escalation) {
             (None, _) => {
@@ -422,24 +240,18 @@ impl Reporter {
                 Some((_, path)) => format!("every marker is in {}", path.display()),
                 None => "--denial-log FILE keeps their markers".to_owned(),
             };
-            return vec![format!(
+            return vec![tagged(format!(
                 "sandgate: note: {n} {what} refused under {}; the command succeeded, so none is shown ({whereto})",
                 self.mode
-            )];
+            ))];
         }
         let mut lines: Vec<String> = self
             .held
             .iter()
-            .filter_map(|marker| {
-                let tagged = Marker {
-                    tag: tag(),
-                    ..marker.clone()
-                };
-                serde_json::to_string(&tagged).ok()
-            })
-            .map(|line| format!("sandgate: denied {line}"))
+            .filter_map(|marker| serde_json::to_value(marker).ok())
+            .map(|body| line("sandgate: denied", body))
             .collect();
-        lines.push(match (&self.escalation, self.widest) {
+        lines.push(tagged(match (&self.escalation, self.widest) {
             (Escalation::Impossible { preset }, _) => format!(
                 "sandgate: {n} {what} denied under {}; the {preset} preset cannot escalate",
                 self.mode
@@ -452,7 +264,76 @@ impl Reporter {
                 "sandgate: {n} {what} denied under {}; no mode this call may use allows them",
                 self.mode
             ),
-        });
+        }));
         lines
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::denial::{Denial, Escalation, Form};
+
+    fn denial(needed: Mode) -> Denial {
+        Denial {
+            op: "create",
+            path: Some("/etc/x".into()),
+            addr: None,
+            syscall: "openat",
+            pid: 1,
+            needed,
+            protected: false,
+        }
+    }
+
+    fn reporter(escalation: Escalation, form: Form) -> Reporter {
+        let argv = vec!["sandgate".into(), "--".into(), "true".into()];
+        Reporter::new(Mode::ReadOnly, argv, form, escalation, None)
+    }
+
+    #[test]
+    fn a_mode_above_the_managed_maximum_is_no_retry() {
+        let r = reporter(
+            Escalation::Possible {
+                ceiling: Some(Mode::WorkspaceWrite),
+            },
+            Form::Argv,
+        );
+        let m = r.marker(&denial(Mode::FullAccess));
+        assert_eq!(m.needed, None);
+        assert!(m.retry.is_none());
+        let m = r.marker(&denial(Mode::WorkspaceWrite));
+        assert_eq!(m.needed, Some(Mode::WorkspaceWrite));
+        let argv = m.retry.map(|r| r.argv).unwrap_or_default();
+        assert_eq!(argv[1..3], ["--sandbox-permissions", "workspace-write"]);
+    }
+
+    #[test]
+    fn approval_never_offers_no_retry_but_names_the_wider_preset() {
+        let r = reporter(
+            Escalation::Impossible {
+                preset: "locked".into(),
+            },
+            Form::Argv,
+        );
+        let m = r.marker(&denial(Mode::WorkspaceWrite));
+        assert!(m.retry.is_none());
+        let hint = m.hint.unwrap_or_default();
+        assert!(hint.contains("locked preset cannot escalate"), "{hint}");
+        assert!(hint.contains("--preset workspace-write"), "{hint}");
+    }
+
+    #[test]
+    fn success_closes_with_one_note_and_failure_with_the_markers() {
+        let mut r = reporter(Escalation::Possible { ceiling: None }, Form::Stdin);
+        r.record(&denial(Mode::WorkspaceWrite));
+        r.record(&denial(Mode::WorkspaceWrite));
+        let note = r.closing_lines(true);
+        assert_eq!(note.len(), 1);
+        assert!(note[0].starts_with("sandgate: note: 2 operations refused"));
+        let lines = r.closing_lines(false);
+        // One marker per distinct (op, path), then the summary.
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines[0].contains(r#""stdin":"the script must be fed again on stdin""#));
     }
 }

@@ -1,0 +1,205 @@
+//! Denial markers: one line `sandgate: denied {JSON}` per refusal, for sandgate's own
+//! refusals and for the operations the supervisor saw the sandbox refuse.
+//!
+//! Markers exist so that a caller — often an agent — retries the right way, so they never
+//! push it to escalate for nothing: refused operations of a command that succeeded stay in
+//! the denial log (one short note on stderr says so), a standing policy that cannot
+//! escalate gets no retry that is certain to be rejected, and `needed` is the narrowest
+//! mode that would allow the operation. A command can print look-alike lines of its own;
+//! the denial log, which it cannot write, is the authoritative channel, and a caller that
+//! sets [`TAG_ENV`] finds its value in every marker sandgate prints.
+
+use serde_json::{json, Map, Value};
+
+use crate::policy::Mode;
+
+/// The variable whose value every marker on stderr carries as `"tag"`; the command never
+/// sees it.
+pub const TAG_ENV: &str = "SANDGATE_MARKER_TAG";
+
+/// The caller's marker tag, read once.
+fn tag() -> Option<&'static str> {
+    static TAG: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    TAG.get_or_init(|| std::env::var(TAG_ENV).ok()).as_deref()
+}
+
+/// Adds the caller's tag to a line of text bound for stderr.
+pub fn tagged(text: String) -> String {
+    match tag() {
+        Some(tag) => format!("{text} [tag {tag}]"),
+        None => text,
+    }
+}
+
+/// The longest line a marker or note may take, its newline included: sandgate writes it
+/// to a pipe in one piece, so no other writer to the same stderr — a process the command
+/// left running — can put its bytes inside a line that carries the caller's tag.
+pub const LINE_MAX: usize = crate::output::PIPE_BUF;
+
+/// What a shortened marker says about itself.
+const ELIDED: &str = "shortened to fit in one line; the denial log (--denial-log) has it whole";
+
+/// Renders `body`, with the caller's tag, as one line `PREFIX {JSON}` that fits in
+/// [`LINE_MAX`]: when it does not, the retry's argv and directive go first (its hint
+/// still says how to ask), then every long string is shortened, and at last only the
+/// fields that name the refusal stay.
+pub fn line(prefix: &str, body: Value) -> String {
+    let Value::Object(mut fields) = body else {
+        return format!("{prefix} {body}");
+    };
+    if let Some(tag) = tag() {
+        fields.insert("tag".into(), json!(tag));
+    }
+    let render = |fields: &Map<String, Value>| {
+        let line = format!("{prefix} {}", Value::Object(fields.clone()));
+        (line.len() < LINE_MAX).then_some(line)
+    };
+    if let Some(line) = render(&fields) {
+        return line;
+    }
+    fields.insert("elided".into(), json!(ELIDED));
+    if let Some(Value::Object(retry)) = fields.get_mut("retry") {
+        retry.remove("argv");
+        retry.remove("directive");
+    }
+    if let Some(line) = render(&fields) {
+        return line;
+    }
+    for (key, value) in fields.iter_mut() {
+        if key != "tag" {
+            shorten(value, 256);
+        }
+    }
+    if let Some(line) = render(&fields) {
+        return line;
+    }
+    fields.retain(|key, _| {
+        matches!(
+            key.as_str(),
+            "v" | "kind" | "op" | "mode" | "needed" | "tag" | "elided"
+        )
+    });
+    render(&fields).unwrap_or_else(|| format!("{prefix} {{}}"))
+}
+
+/// Cuts every string in `value` to at most `chars` characters.
+fn shorten(value: &mut Value, chars: usize) {
+    match value {
+        Value::String(text) if text.chars().count() > chars => {
+            *text = text
+                .chars()
+                .take(chars)
+                .chain(std::iter::once('…'))
+                .collect();
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| shorten(v, chars)),
+        Value::Object(fields) => fields.values_mut().for_each(|v| shorten(v, chars)),
+        _ => {}
+    }
+}
+
+/// Renders one marker line for a refusal or note of `kind`, with extra fields.
+pub fn marker(kind: &str, mode: Option<Mode>, message: &str, extra: Map<String, Value>) -> String {
+    let mut body = json!({
+        "v": 1,
+        "kind": kind,
+        "mode": mode.map(Mode::as_str),
+        "message": message,
+    });
+    if let Value::Object(fields) = &mut body {
+        fields.extend(extra);
+    }
+    line("sandgate: denied", body)
+}
+
+/// At most this many markers go to stderr per call; the log gets them all.
+pub const STDERR_CAP: usize = 20;
+
+/// The `op` of every network refusal; one with a `path` is a unix socket refused for its
+/// provenance, which `--allow-unix-socket` can allow alone.
+pub const NETWORK: &str = "network";
+
+/// The placeholder a caller replaces with its justification.
+pub const WHY: &str = "<why>";
+
+/// One operation the sandbox refused, as the supervisor saw it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Denial {
+    /// `write`, `create`, `remove`, `rename`, `link`, `chmod`, `chown`, `truncate`,
+    /// `mknod`, `utimes`, `xattr`, `network`, `ptrace`, `io_uring`, `mount`, `namespace`, …
+    pub op: &'static str,
+    /// The path as the command named it (joined to its cwd or dirfd when relative).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The socket address, for network operations.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub addr: Option<String>,
+    pub syscall: &'static str,
+    pub pid: u32,
+    /// The narrowest mode that would allow it.
+    pub needed: Mode,
+    /// The path is protected (sandgate's own files, `.sandgate`, what the profile names):
+    /// only `full-access` reaches it, and the marker says why.
+    #[serde(skip)]
+    pub protected: bool,
+}
+
+/// How the command reached sandgate, which decides how a retry is spelled.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Form {
+    /// `sandgate [FLAGS] -- CMD ARGS`, or shell mode's `--version` and the like.
+    #[default]
+    Argv,
+    /// Shell mode's `-c STRING`: an agent that only talks to its shell can change that
+    /// string alone, so the retry also says which string to send.
+    ShellCommand(String),
+    /// Shell mode running a script file: the directive goes at the script's top.
+    Script,
+    /// Shell mode reading the script from stdin (`-s`, a pipe): replaying the argv is not
+    /// enough, the script must be fed again.
+    Stdin,
+}
+
+/// Whether the standing policy lets a refused operation be retried wider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Escalation {
+    /// A request goes to an answerer, up to `ceiling` (the managed maximum, if any).
+    Possible { ceiling: Option<Mode> },
+    /// Approval `never`: every request is rejected before anyone is asked, so a marker
+    /// offers no retry.
+    Impossible { preset: String },
+}
+
+mod reporter;
+pub use reporter::{Marker, Reporter, Retry};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_marker_is_shortened_to_one_atomic_line() {
+        let long = "x".repeat(3 * LINE_MAX);
+        let body = json!({"v": 1, "kind": "sandbox_denial", "op": "create", "path": long,
+            "retry": {"argv": ["sandgate", long], "directive": long, "hint": "rerun with …"}});
+        let line = line("sandgate: denied", body);
+        assert!(line.len() < LINE_MAX, "{}", line.len());
+        let body: Value =
+            serde_json::from_str(line.trim_start_matches("sandgate: denied ")).unwrap_or_default();
+        assert_eq!(body["op"], "create");
+        assert_eq!(body["retry"]["hint"], "rerun with …");
+        assert!(body["retry"].get("argv").is_none(), "{body}");
+        assert!(body["elided"].is_string(), "{body}");
+    }
+
+    #[test]
+    fn marker_is_one_line_of_json_after_the_prefix() -> Result<(), serde_json::Error> {
+        let line = marker("usage", Some(Mode::ReadOnly), "bad\nthing", Map::new());
+        assert!(!line.contains('\n'));
+        let body: Value = serde_json::from_str(line.trim_start_matches("sandgate: denied "))?;
+        assert_eq!(body["kind"], "usage");
+        assert_eq!(body["mode"], "read-only");
+        assert_eq!(body["v"], 1);
+        Ok(())
+    }
+}
