@@ -4,9 +4,10 @@
 //! accident. An explicit one is the caller's choice (persistence paths in it stay
 //! read-only all the same).
 //!
-//! The git top-level is found by walking up for a `.git` entry rather than by running
-//! `git rev-parse`: sandgate starts before every command an agent runs, and a child process
-//! here would cost more than the rest of the policy stage together.
+//! The git top-level is found by walking up for a `.git` that git would take for a
+//! repository rather than by running `git rev-parse`: sandgate starts before every command
+//! an agent runs, and a child process here would cost more than the rest of the policy
+//! stage together.
 
 use std::path::{Path, PathBuf};
 
@@ -68,11 +69,32 @@ pub fn resolve_with_links(
     Ok(resolved)
 }
 
-/// Returns the nearest ancestor of `cwd` (itself included) that holds a `.git` entry.
+/// Returns the nearest ancestor of `cwd` (itself included) whose `.git` git would take for
+/// a repository: a file (the `gitdir:` link of a linked worktree or submodule), or a
+/// directory that holds one. A `.git` directory that holds no repository — an empty one
+/// left behind, or made by anyone in a shared directory such as `/var/tmp` — is passed
+/// over, as git passes over it: taking it would make everything beside the project
+/// writable.
 fn git_toplevel(cwd: &Path) -> Option<PathBuf> {
     cwd.ancestors()
-        .find(|dir| dir.join(".git").symlink_metadata().is_ok())
+        .find(|dir| {
+            let dot_git = dir.join(".git");
+            match std::fs::metadata(&dot_git) {
+                Ok(meta) if meta.is_dir() => is_repository(&dot_git),
+                Ok(_) => true,
+                Err(_) => false,
+            }
+        })
         .map(Path::to_path_buf)
+}
+
+/// Whether `dir` is a git directory as git decides it: a `HEAD` file, and `objects/` and
+/// `refs/` directories (in the common directory when `commondir` names one).
+fn is_repository(dir: &Path) -> bool {
+    let common = std::fs::read_to_string(dir.join("commondir"))
+        .map(|c| dir.join(c.trim_end_matches(['\n', '\r'])))
+        .unwrap_or_else(|_| dir.to_path_buf());
+    dir.join("HEAD").is_file() && common.join("objects").is_dir() && common.join("refs").is_dir()
 }
 
 #[cfg(test)]
@@ -87,13 +109,52 @@ mod tests {
         ));
     }
 
+    /// Makes `dir/.git` a repository as git sees one.
+    fn init_repository(dir: &Path) -> std::io::Result<()> {
+        for sub in ["objects", "refs/heads"] {
+            std::fs::create_dir_all(dir.join(".git").join(sub))?;
+        }
+        std::fs::write(dir.join(".git/HEAD"), "ref: refs/heads/main\n")
+    }
+
     #[test]
     fn git_toplevel_is_found_from_a_subdirectory() -> std::io::Result<()> {
         let dir = tempfile::tempdir()?;
-        std::fs::create_dir_all(dir.path().join(".git"))?;
+        init_repository(dir.path())?;
         std::fs::create_dir_all(dir.path().join("a/b"))?;
         let found = resolve(None, &dir.path().join("a/b"), &[]).map_err(std::io::Error::other)?;
         assert_eq!(found, std::fs::canonicalize(dir.path())?);
+        Ok(())
+    }
+
+    #[test]
+    fn a_dot_git_that_holds_no_repository_is_passed_over() -> std::io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let top = std::fs::canonicalize(dir.path())?;
+        init_repository(&top)?;
+        // An empty `.git`, and one with a HEAD but no objects: git passes over both.
+        std::fs::create_dir_all(top.join("stray/.git"))?;
+        std::fs::create_dir_all(top.join("stray/half/.git"))?;
+        std::fs::write(top.join("stray/half/.git/HEAD"), "ref: refs/heads/main\n")?;
+        std::fs::create_dir_all(top.join("stray/half/a"))?;
+        for cwd in [top.join("stray"), top.join("stray/half/a")] {
+            let found = resolve(None, &cwd, &[]).map_err(std::io::Error::other)?;
+            assert_eq!(found, top, "from {}", cwd.display());
+        }
+        // A linked worktree's `.git` file and a repository in a subdirectory are taken.
+        std::fs::create_dir_all(top.join("linked/a"))?;
+        std::fs::write(
+            top.join("linked/.git"),
+            "gitdir: ../.git/worktrees/linked\n",
+        )?;
+        init_repository(&top.join("stray/half/a"))?;
+        for (cwd, want) in [
+            (top.join("linked/a"), top.join("linked")),
+            (top.join("stray/half/a"), top.join("stray/half/a")),
+        ] {
+            let found = resolve(None, &cwd, &[]).map_err(std::io::Error::other)?;
+            assert_eq!(found, want, "from {}", cwd.display());
+        }
         Ok(())
     }
 
@@ -103,6 +164,8 @@ mod tests {
         let home = std::fs::canonicalize(dir.path())?.join("home");
         std::fs::create_dir_all(home.join("src"))?;
         let homes = [home.clone()];
+        // Whether the temp directory lies in a repository or not, a workspace derived from
+        // these holds home.
         for cwd in [home.clone(), dir.path().to_path_buf()] {
             assert!(matches!(
                 resolve(None, &cwd, &homes),
@@ -110,7 +173,12 @@ mod tests {
             ));
             assert!(resolve(Some(&home), &cwd, &homes).is_ok());
         }
-        assert!(resolve(None, &home.join("src"), &homes).is_ok());
+        // A project beneath home is not home: its own repository stops the walk up.
+        init_repository(&home.join("src"))?;
+        assert_eq!(
+            resolve(None, &home.join("src"), &homes).map_err(std::io::Error::other)?,
+            home.join("src")
+        );
         Ok(())
     }
 }
