@@ -28,7 +28,7 @@ pub use profile::{Network, Temp};
 use profile::{Placeholders, ProfileSpec};
 pub use secrets::SecretEnv;
 pub use standing::Standing;
-pub use workspace::resolve as resolve_workspace;
+pub use workspace::{inherited as inherited_workspace, resolve as resolve_workspace};
 
 /// Environment variable a restricted sandgate sets for its command, naming its mode, so a
 /// nested sandgate knows it cannot run wider. It is only a hint: the parent's kernel-enforced

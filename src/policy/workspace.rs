@@ -69,6 +69,17 @@ pub fn resolve_with_links(
     Ok(resolved)
 }
 
+/// The workspace of a call that names none and runs inside another sandgate's sandbox,
+/// from a directory beneath that sandbox's workspace: the parent's. The nested call can
+/// never write more than its parent lets it, and it can reuse the parent's mount namespace
+/// (it may not make its own) only for the same workspace; deriving one from git instead
+/// could land on a repository around the parent's workspace and refuse the call.
+pub fn inherited(parent_workspace: Option<&Path>, cwd: &Path) -> Option<PathBuf> {
+    parent_workspace
+        .filter(|parent| cwd.starts_with(parent))
+        .map(Path::to_path_buf)
+}
+
 /// Returns the nearest ancestor of `cwd` (itself included) whose `.git` git would take for
 /// a repository: a file (the `gitdir:` link of a linked worktree or submodule), or a
 /// directory that holds one. A `.git` directory that holds no repository — an empty one

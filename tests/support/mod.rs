@@ -252,6 +252,18 @@ impl TestEnv {
     }
 }
 
+/// Makes `dir` a git repository with the host's `git init`. A test that lets sandgate
+/// derive the workspace from the current directory needs one where the walk up should stop:
+/// the test directory may itself lie inside a repository (`$TMPDIR` in a checkout).
+pub fn init_repository(dir: &Path) {
+    let out = output(
+        Command::new("git")
+            .args(["-c", "init.defaultBranch=main", "init", "-q"])
+            .arg(dir),
+    );
+    assert_status(&out, 0);
+}
+
 /// The host path of the workspace's private temp, as `sandgate tmp` prints it.
 pub fn private_tmp_of(env: &TestEnv) -> PathBuf {
     let mut cmd = Command::new(sandgate());
