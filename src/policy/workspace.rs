@@ -4,10 +4,10 @@
 //! accident. An explicit one is the caller's choice (persistence paths in it stay
 //! read-only all the same).
 //!
-//! The git top-level is found by walking up for a `.git` that git would take for a
-//! repository rather than by running `git rev-parse`: sandgate starts before every command
-//! an agent runs, and a child process here would cost more than the rest of the policy
-//! stage together.
+//! The git top-level is found by walking up for a `.git` that may belong to a repository
+//! rather than by running `git rev-parse`: sandgate starts before every command an agent
+//! runs, and a child process here would cost more than the rest of the policy stage
+//! together.
 
 use std::path::{Path, PathBuf};
 
@@ -80,18 +80,17 @@ pub fn inherited(parent_workspace: Option<&Path>, cwd: &Path) -> Option<PathBuf>
         .map(Path::to_path_buf)
 }
 
-/// Returns the nearest ancestor of `cwd` (itself included) whose `.git` git would take for
-/// a repository: a file (the `gitdir:` link of a linked worktree or submodule), or a
-/// directory that holds one. A `.git` directory that holds no repository — an empty one
-/// left behind, or made by anyone in a shared directory such as `/var/tmp` — is passed
-/// over, as git passes over it: taking it would make everything beside the project
-/// writable.
+/// Returns the nearest ancestor of `cwd` (itself included) whose `.git` may belong to a
+/// repository: a file (the `gitdir:` link of a linked worktree or submodule), or a directory
+/// holding any of what makes one. A `.git` directory holding none of it — an empty one left
+/// behind, or made by anyone in a shared directory such as `/var/tmp` — is passed over, as
+/// git passes over it: taking it would make everything beside the project writable.
 fn git_toplevel(cwd: &Path) -> Option<PathBuf> {
     cwd.ancestors()
         .find(|dir| {
             let dot_git = dir.join(".git");
             match std::fs::metadata(&dot_git) {
-                Ok(meta) if meta.is_dir() => is_repository(&dot_git),
+                Ok(meta) if meta.is_dir() => !holds_no_repository(&dot_git),
                 Ok(_) => true,
                 Err(_) => false,
             }
@@ -99,13 +98,15 @@ fn git_toplevel(cwd: &Path) -> Option<PathBuf> {
         .map(Path::to_path_buf)
 }
 
-/// Whether `dir` is a git directory as git decides it: a `HEAD` file, and `objects/` and
-/// `refs/` directories (in the common directory when `commondir` names one).
-fn is_repository(dir: &Path) -> bool {
-    let common = std::fs::read_to_string(dir.join("commondir"))
-        .map(|c| dir.join(c.trim_end_matches(['\n', '\r'])))
-        .unwrap_or_else(|_| dir.to_path_buf());
-    dir.join("HEAD").is_file() && common.join("objects").is_dir() && common.join("refs").is_dir()
+/// Whether the directory `dot_git` lacks every entry a git directory has: `HEAD`,
+/// `objects`, `refs`. Git itself wants all three, but a sandboxed command can remove
+/// `HEAD` from a guarded repository (the supervisor performs git's top-level removals), and
+/// the next call from there would then get the repository around it; `objects` and `refs`
+/// are mount points it cannot remove, so a repository never turns into one passed over.
+fn holds_no_repository(dot_git: &Path) -> bool {
+    ["HEAD", "objects", "refs"]
+        .iter()
+        .all(|name| dot_git.join(name).symlink_metadata().is_err())
 }
 
 #[cfg(test)]
@@ -143,25 +144,32 @@ mod tests {
         let dir = tempfile::tempdir()?;
         let top = std::fs::canonicalize(dir.path())?;
         init_repository(&top)?;
-        // An empty `.git`, and one with a HEAD but no objects: git passes over both.
+        // An empty `.git`, and one holding something else: git passes over both.
         std::fs::create_dir_all(top.join("stray/.git"))?;
-        std::fs::create_dir_all(top.join("stray/half/.git"))?;
-        std::fs::write(top.join("stray/half/.git/HEAD"), "ref: refs/heads/main\n")?;
-        std::fs::create_dir_all(top.join("stray/half/a"))?;
-        for cwd in [top.join("stray"), top.join("stray/half/a")] {
+        std::fs::create_dir_all(top.join("stray/other/.git"))?;
+        std::fs::write(top.join("stray/other/.git/description"), "x\n")?;
+        std::fs::create_dir_all(top.join("stray/other/a"))?;
+        for cwd in [top.join("stray"), top.join("stray/other/a")] {
             let found = resolve(None, &cwd, &[]).map_err(std::io::Error::other)?;
             assert_eq!(found, top, "from {}", cwd.display());
         }
-        // A linked worktree's `.git` file and a repository in a subdirectory are taken.
+        // A linked worktree's `.git` file, a repository in a subdirectory, and one whose
+        // `HEAD` a sandboxed command removed are taken: the walk never goes wider for them.
         std::fs::create_dir_all(top.join("linked/a"))?;
         std::fs::write(
             top.join("linked/.git"),
             "gitdir: ../.git/worktrees/linked\n",
         )?;
-        init_repository(&top.join("stray/half/a"))?;
+        let nested = top.join("stray/other/a");
+        init_repository(&nested)?;
+        let headless = top.join("headless");
+        init_repository(&headless)?;
+        std::fs::remove_file(headless.join(".git/HEAD"))?;
+        std::fs::create_dir_all(headless.join("src"))?;
         for (cwd, want) in [
             (top.join("linked/a"), top.join("linked")),
-            (top.join("stray/half/a"), top.join("stray/half/a")),
+            (nested.clone(), nested),
+            (headless.join("src"), headless),
         ] {
             let found = resolve(None, &cwd, &[]).map_err(std::io::Error::other)?;
             assert_eq!(found, want, "from {}", cwd.display());
