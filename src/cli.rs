@@ -74,7 +74,8 @@ pub struct RunArgs {
     pub knobs: Knobs,
 
     /// The workspace (writable under workspace-write). Default: the git top-level of the
-    /// current directory, else the current directory. `/` is refused.
+    /// current directory, else the current directory; inside another sandgate's sandbox,
+    /// that sandbox's workspace when the current directory is in it. `/` is refused.
     #[arg(long, value_name = "DIR", env = "SANDGATE_WORKSPACE")]
     pub workspace: Option<PathBuf>,
 

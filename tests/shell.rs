@@ -104,6 +104,8 @@ fn github_actions_and_gitlab_ci_forms() {
         "echo building > artifact.txt\nfalse\necho unreachable\n",
     )
     .unwrap_or_else(|e| panic!("{e}"));
+    // Both run in a checkout: the workspace is its top level, whatever lies around it.
+    init_repository(&env.ws);
     // GitHub Actions: `shell: sandgate --preset ci -- bash -e {0}`
     let mut cmd = env.sandgate_without_workspace("workspace-write");
     cmd.env("CI", "true")

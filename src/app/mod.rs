@@ -203,10 +203,14 @@ impl Layers {
     }
 }
 
-fn run_inner(args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Outcome, Error> {
+fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Outcome, Error> {
     let env = gather_env()?;
     if args.command.is_empty() {
         return Err(PolicyError::NoCommand.into());
+    }
+    if args.workspace.is_none() {
+        let parent = env.parent.as_ref().map(|p| p.workspace.as_path());
+        args.workspace = policy::inherited_workspace(parent, &env.cwd);
     }
     let layers = Layers::load()?;
     let workspace = policy::resolve_workspace(args.workspace.as_deref(), &env.cwd, &env.homes)?;

@@ -28,7 +28,7 @@ pub use profile::{Network, Temp};
 use profile::{Placeholders, ProfileSpec};
 pub use secrets::SecretEnv;
 pub use standing::Standing;
-pub use workspace::resolve as resolve_workspace;
+pub use workspace::{inherited as inherited_workspace, resolve as resolve_workspace};
 
 /// Environment variable a restricted sandgate sets for its command, naming its mode, so a
 /// nested sandgate knows it cannot run wider. It is only a hint: the parent's kernel-enforced
@@ -449,9 +449,12 @@ mod tests {
         }
     }
 
-    fn request(mode: Mode) -> Request {
+    /// A request for `true` in `workspace`, named explicitly: a workspace derived from the
+    /// cwd would depend on where the test's temp directory is (a `.git` above it).
+    fn request(mode: Mode, workspace: &Path) -> Request {
         Request {
             mode: Some(mode),
+            workspace: Some(workspace.to_path_buf()),
             command: vec!["true".into()],
             ..Request::default()
         }
@@ -464,7 +467,7 @@ mod tests {
         let canonical = std::fs::canonicalize(ws.path())?;
         let mut env = env_in(ws.path());
         env.tmpdir = Some("/var/tmp".into());
-        let plan = resolve(request(Mode::WorkspaceWrite), &env)?;
+        let plan = resolve(request(Mode::WorkspaceWrite, ws.path()), &env)?;
         let Confinement::Restricted(r) = plan.confinement else {
             panic!("restricted")
         };
@@ -482,9 +485,9 @@ mod tests {
         std::fs::create_dir(&inside)?;
         let mut env = env_in(ws.path());
         env.tmpdir = Some(inside.clone());
-        let plan = resolve(request(Mode::WorkspaceWrite), &env)?;
+        let plan = resolve(request(Mode::WorkspaceWrite, ws.path()), &env)?;
         assert_eq!(plan.tmpdir, Some(inside));
-        let plan = resolve(request(Mode::ReadOnly), &env)?;
+        let plan = resolve(request(Mode::ReadOnly, ws.path()), &env)?;
         assert_eq!(plan.tmpdir, Some(PathBuf::from("/tmp")));
         Ok(())
     }
@@ -493,7 +496,7 @@ mod tests {
     fn read_only_writes_nowhere_and_ignores_extra_roots() -> Result<(), Box<dyn std::error::Error>>
     {
         let ws = tempfile::tempdir()?;
-        let mut req = request(Mode::ReadOnly);
+        let mut req = request(Mode::ReadOnly, ws.path());
         req.writable_roots = vec![ws.path().to_path_buf()];
         let plan = resolve(req, &env_in(ws.path()))?;
         let Confinement::Restricted(r) = plan.confinement else {
@@ -508,7 +511,7 @@ mod tests {
     fn shared_temps_are_refused_as_writable_roots() -> Result<(), Box<dyn std::error::Error>> {
         let ws = tempfile::tempdir()?;
         for root in ["/", "/tmp", "/dev/shm"] {
-            let mut req = request(Mode::WorkspaceWrite);
+            let mut req = request(Mode::WorkspaceWrite, ws.path());
             req.writable_roots = vec![root.into()];
             assert!(matches!(
                 resolve(req, &env_in(ws.path())),
@@ -526,7 +529,7 @@ mod tests {
         std::fs::create_dir_all(dir.path().join("target"))?;
         std::fs::create_dir_all(&ws)?;
         std::os::unix::fs::symlink(dir.path().join("target"), ws.join("planted"))?;
-        let mut req = request(Mode::WorkspaceWrite);
+        let mut req = request(Mode::WorkspaceWrite, &ws);
         req.writable_roots = vec![ws.join("planted")];
         assert!(matches!(
             resolve(req, &env_in(&ws)),
@@ -535,7 +538,7 @@ mod tests {
         let mut env = env_in(&ws);
         env.tmpdir = Some(ws.join("planted"));
         assert!(matches!(
-            resolve(request(Mode::WorkspaceWrite), &env),
+            resolve(request(Mode::WorkspaceWrite, &ws), &env),
             Err(PolicyError::RedirectedRoot { .. })
         ));
         Ok(())
@@ -550,7 +553,7 @@ mod tests {
             mode: Mode::ReadOnly,
             workspace,
         });
-        let plan = resolve(request(Mode::FullAccess), &env)?;
+        let plan = resolve(request(Mode::FullAccess, ws.path()), &env)?;
         assert_eq!(plan.mode, Mode::ReadOnly);
         assert_eq!(plan.narrowed_from, Some(Mode::FullAccess));
         let Confinement::Restricted(r) = plan.confinement else {

@@ -73,7 +73,7 @@ fn presets_map_to_their_pairs_and_derive_from_the_knobs() {
 fn custom_and_unknown_presets_are_refused_with_the_valid_keys() {
     let env = TestEnv::new();
     for key in ["custom", "yolo"] {
-        let mut cmd = env.sandgate_without_workspace("workspace-write");
+        let mut cmd = env.sandgate("workspace-write");
         cmd.args(["--preset", key, "--", "true"]);
         let out = output(&mut cmd);
         assert_status(&out, 64);
@@ -98,7 +98,7 @@ fn a_project_file_cannot_widen() {
         r#"{"sandbox": "full-access", "max_mode": "full-access", "approval_endpoint": "http://127.0.0.1:9/"}"#,
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let mut cmd = env.sandgate_without_workspace("workspace-write");
+    let mut cmd = env.sandgate("workspace-write");
     cmd.args(["--", "touch"]).arg(env.outside.join("f"));
     let out = output(&mut cmd);
     assert_command_failed(&out);
@@ -117,7 +117,7 @@ fn a_project_file_cannot_widen() {
         r#"{"sandbox": "read-only"}"#,
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let mut cmd = env.sandgate_without_workspace("workspace-write");
+    let mut cmd = env.sandgate("workspace-write");
     cmd.args(["--", "touch"]).arg(env.ws.join("g"));
     assert_command_failed(&output(&mut cmd));
     assert!(!env.ws.join("g").exists());
@@ -177,10 +177,10 @@ fn managed_allowed_presets_and_the_user_file() {
         r#"{"allowed_presets": ["ci"]}"#,
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let mut cmd = env.sandgate_without_workspace("workspace-write");
+    let mut cmd = env.sandgate("workspace-write");
     cmd.args(["--preset", "ci", "--", "true"]);
     assert_status(&output(&mut cmd), 0);
-    let mut cmd = env.sandgate_without_workspace("read-only");
+    let mut cmd = env.sandgate("read-only");
     cmd.args(["--", "true"]);
     let out = output(&mut cmd);
     assert_status(&out, 78);

@@ -108,7 +108,10 @@ fn running_from_home_without_a_repo_is_refused_before_anything_runs() {
             assert!(!home.join("ran").exists());
         }
     }
-    // Control: beneath home, or with home named explicitly, the call runs.
+    // Control: from a project beneath home, or with home named explicitly, the call runs.
+    // The project is a repository, so the walk up stops there wherever the test directory
+    // is (inside a repository around it, the refusals above hold all the same).
+    init_repository(&home.join("proj"));
     let out = sh_at(
         &env,
         "workspace-write",

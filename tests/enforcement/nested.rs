@@ -58,6 +58,42 @@ fn a_nested_call_in_the_same_mode_and_workspace_keeps_working() {
     assert!(!env.ws.join("ro-inner").exists(), "{}", show(&out));
 }
 
+#[test]
+fn a_nested_call_that_names_no_workspace_keeps_its_parents_inside_an_outer_repository() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    // The workspace the outer call is given lies inside a repository: derived from the
+    // current directory, the nested call's workspace would be that repository.
+    init_repository(&env.root);
+    let sub = env.ws.join("sub");
+    std::fs::create_dir(&sub).unwrap_or_else(|e| panic!("{e}"));
+    let sg = sandgate_inside().to_string_lossy().into_owned();
+    for cwd in [&env.ws, &sub] {
+        let out = env.sh(
+            "workspace-write",
+            &format!(
+                "cd '{}' && '{sg}' -- /bin/sh -c 'echo in > inner && cat inner'",
+                cwd.display()
+            ),
+        );
+        assert_status(&out, 0);
+        assert_eq!(out.stdout, b"in\n", "{}", show(&out));
+        assert!(cwd.join("inner").exists());
+    }
+    // The nested call is still its parent's: the repository around it stays out of reach.
+    let out = env.sh(
+        "workspace-write",
+        &format!(
+            "'{sg}' -- /bin/sh -c 'echo x > {}'",
+            env.outside.join("f").display()
+        ),
+    );
+    assert_command_failed(&out);
+    assert!(!env.outside.join("f").exists());
+}
+
 /// The `sandgate: denied` markers in `stderr`.
 fn markers(stderr: &str) -> Vec<serde_json::Value> {
     stderr

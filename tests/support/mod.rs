@@ -1,7 +1,8 @@
 //! Shared helpers for the enforcement suite: a fresh workspace and an "outside" directory
-//! per test (under /var/tmp, which no profile makes writable), the sandgate and probe
-//! binaries, and `require`, which fails a test whose kernel feature is missing unless
-//! `SANDGATE_TEST_ALLOW_MISSING` names it. Nothing here skips silently.
+//! per test (under `$TMPDIR` or /var/tmp, which no profile makes writable, see
+//! [`test_base`]), the sandgate and probe binaries, and `require`, which fails a test whose
+//! kernel feature is missing unless `SANDGATE_TEST_ALLOW_MISSING` names it. Nothing here
+//! skips silently.
 
 #![allow(dead_code)]
 
@@ -65,10 +66,20 @@ fn visible_copy(built: &Path) -> PathBuf {
     target
 }
 
-/// Where test directories are made: outside every writable root of every profile.
-fn test_base() -> PathBuf {
-    std::env::var_os("SANDGATE_TEST_TMP")
+/// Where test directories are made: `SANDGATE_TEST_TMP`, else `$TMPDIR`, else `/var/tmp`.
+/// Honouring `$TMPDIR` lets the suite prove it does not depend on where it runs (a `.git`
+/// above it, a real repository around it). A `$TMPDIR` in the shared temps is passed over:
+/// the sandbox replaces `/tmp` and `/dev/shm` with private ones, so a test's "outside"
+/// directory there would vanish instead of being refused, and the tests would no longer
+/// tell a refusal from a missing file.
+pub fn test_base() -> PathBuf {
+    if let Some(dir) = std::env::var_os("SANDGATE_TEST_TMP") {
+        return PathBuf::from(dir);
+    }
+    std::env::var_os("TMPDIR")
         .map(PathBuf::from)
+        .filter(|dir| dir.is_absolute())
+        .filter(|dir| !["/tmp", "/dev/shm"].iter().any(|t| dir.starts_with(t)))
         .unwrap_or_else(|| PathBuf::from("/var/tmp"))
 }
 
@@ -259,6 +270,18 @@ impl TestEnv {
             );
         }
     }
+}
+
+/// Makes `dir` a git repository with the host's `git init`. A test that lets sandgate
+/// derive the workspace from the current directory needs one where the walk up should stop:
+/// the test directory may itself lie inside a repository (`$TMPDIR` in a checkout).
+pub fn init_repository(dir: &Path) {
+    let out = output(
+        Command::new("git")
+            .args(["-c", "init.defaultBranch=main", "init", "-q"])
+            .arg(dir),
+    );
+    assert_status(&out, 0);
 }
 
 /// The host path of the workspace's private temp, as `sandgate tmp` prints it.
