@@ -66,6 +66,18 @@ pub fn stderr_line(text: fmt::Arguments<'_>) {
     }
 }
 
+/// Drops sandgate's own handles on its stderr, and writes nothing more there. A process
+/// that outlives sandgate (the detached supervisor) must not hold the caller's pipe open:
+/// its reader would wait for an end that never comes.
+pub fn let_go_of_stderr() {
+    if let Ok(mut sink) = STDERR.try_lock() {
+        *sink = Some(Sink {
+            target: Target::Gone,
+            patience: Duration::ZERO,
+        });
+    }
+}
+
 static STDERR: Mutex<Option<Sink>> = Mutex::new(None);
 
 /// sandgate's handle on its stderr.

@@ -246,6 +246,7 @@ impl Running {
             let _ = nix::unistd::setsid();
             let _ = SigSet::all().thread_unblock();
             sys::stdio_to_dev_null();
+            crate::output::let_go_of_stderr();
             let Ok(mut workers) = Workers::new() else {
                 sys::exit_immediately(0);
             };

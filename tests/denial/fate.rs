@@ -240,3 +240,41 @@ fn a_full_stderr_that_cannot_be_reopened_holds_neither_the_command_nor_sandgate(
         assert_eq!(denial_paths(&log).len(), 3);
     }
 }
+
+#[test]
+fn the_detached_supervisor_does_not_hold_the_callers_stderr() {
+    if !require_full_enforcement() {
+        return;
+    }
+    // sandgate writes to stderr before the command ends (the --no-observe note), and the
+    // command leaves a process behind that keeps the sandbox alive: the process that goes
+    // on serving it must not keep the caller's pipe open, or the caller's read of sandgate's
+    // output never ends.
+    use std::io::Read;
+    let env = TestEnv::new();
+    let mut cmd = env.sandgate("workspace-write");
+    cmd.args([
+        "--no-observe",
+        "--",
+        "/bin/sh",
+        "-c",
+        "sleep 20 >/dev/null 2>&1 </dev/null & exit 0",
+    ])
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
+    let mut stderr = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        let _ = tx.send(text);
+    });
+    let status = wait_within(&mut child, Duration::from_secs(60));
+    assert_eq!(status.code(), Some(0));
+    let text = rx
+        .recv_timeout(Duration::from_secs(10))
+        .unwrap_or_else(|_| panic!("stderr is still held open after sandgate returned"));
+    assert!(text.contains("observation_off"), "{text}");
+}
