@@ -122,9 +122,9 @@ pub const NETWORK: &str = "network";
 /// The placeholder a caller replaces with its justification.
 pub const WHY: &str = "<why>";
 
-/// One operation the sandbox refused, as the supervisor saw it.
+/// What was refused, as the supervisor saw it and as every marker names it.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct Denial {
+pub struct Operation {
     /// `write`, `create`, `remove`, `rename`, `link`, `chmod`, `chown`, `truncate`,
     /// `mknod`, `utimes`, `xattr`, `network`, `ptrace`, `io_uring`, `mount`, `namespace`, …
     pub op: &'static str,
@@ -136,11 +136,16 @@ pub struct Denial {
     pub addr: Option<String>,
     pub syscall: &'static str,
     pub pid: u32,
+}
+
+/// One operation the sandbox refused, and what would allow it.
+#[derive(Debug, Clone)]
+pub struct Denial {
+    pub what: Operation,
     /// The narrowest mode that would allow it.
     pub needed: Mode,
     /// The path is protected (sandgate's own files, `.sandgate`, what the profile names):
     /// only `full-access` reaches it, and the marker says why.
-    #[serde(skip)]
     pub protected: bool,
 }
 

@@ -1,7 +1,7 @@
 //! The reporter: what becomes of each refused operation — a marker in the denial log at
 //! once, and on stderr when the call ends, if the command failed.
 
-use super::{line, tagged, Denial, Escalation, Form, NETWORK, STDERR_CAP, WHY};
+use super::{line, tagged, Denial, Escalation, Form, Operation, NETWORK, STDERR_CAP, WHY};
 use crate::policy::Mode;
 
 /// One `sandbox_denial` marker, as the log and stderr carry it.
@@ -9,13 +9,8 @@ use crate::policy::Mode;
 pub struct Marker {
     pub v: u8,
     pub kind: &'static str,
-    pub op: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub path: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub addr: Option<String>,
-    pub syscall: &'static str,
-    pub pid: u32,
+    #[serde(flatten)]
+    pub what: Operation,
     pub mode: Mode,
     /// The narrowest mode that would allow the operation; `None` when the managed
     /// maximum leaves no such mode.
@@ -151,11 +146,12 @@ impl Reporter {
         let needed = self.reachable(d.needed);
         // Reaching one socket rarely needs a whole wider mode.
         let allow = d
+            .what
             .path
             .clone()
-            .filter(|_| d.op == NETWORK)
+            .filter(|_| d.what.op == NETWORK)
             .map(|path| ("--allow-unix-socket", path));
-        let protection = if d.op == crate::supervisor::GIT_METADATA_OP {
+        let protection = if d.what.op == crate::supervisor::GIT_METADATA_OP {
             Some("protected git metadata: git on the host reads or runs it, so only full-access may change it")
         } else if d.protected {
             Some("a protected path: only full-access may change it")
@@ -165,11 +161,7 @@ impl Reporter {
         let mut marker = Marker {
             v: 1,
             kind: "sandbox_denial",
-            op: d.op,
-            path: d.path.clone(),
-            addr: d.addr.clone(),
-            syscall: d.syscall,
-            pid: d.pid,
+            what: d.what.clone(),
             mode: self.mode,
             needed,
             source: "seccomp-notify",
@@ -217,11 +209,12 @@ impl Reporter {
             self.widest = Some(self.widest.map_or(needed, |w| w.max(needed)));
         }
         let target = d
+            .what
             .path
             .clone()
-            .or_else(|| d.addr.clone())
+            .or_else(|| d.what.addr.clone())
             .unwrap_or_default();
-        if self.shown.len() < STDERR_CAP && self.shown.insert((d.op, target)) {
+        if self.shown.len() < STDERR_CAP && self.shown.insert((d.what.op, target)) {
             self.held.push(marker);
         }
     }
@@ -272,15 +265,17 @@ impl Reporter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::denial::{Denial, Escalation, Form};
+    use crate::denial::{Denial, Escalation, Form, Operation};
 
     fn denial(needed: Mode) -> Denial {
         Denial {
-            op: "create",
-            path: Some("/etc/x".into()),
-            addr: None,
-            syscall: "openat",
-            pid: 1,
+            what: Operation {
+                op: "create",
+                path: Some("/etc/x".into()),
+                addr: None,
+                syscall: "openat",
+                pid: 1,
+            },
             needed,
             protected: false,
         }

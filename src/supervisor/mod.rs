@@ -43,7 +43,7 @@ use nix::sys::signal::{SigSet, Signal};
 use nix::sys::uio::{process_vm_readv, RemoteIoVec};
 use nix::unistd::Pid;
 
-use crate::denial::{Denial, Reporter};
+use crate::denial::{Denial, Operation, Reporter};
 use crate::policy::Mode;
 use crate::sys::{self, Answer};
 use resolve::{Creds, Inode};
@@ -442,11 +442,13 @@ impl Call<'_> {
         needed: Mode,
     ) -> Denial {
         Denial {
-            op,
-            path,
-            addr,
-            syscall: observe::syscall_name(i64::from(self.notif.data.nr)),
-            pid: self.notif.pid,
+            what: Operation {
+                op,
+                path,
+                addr,
+                syscall: observe::syscall_name(i64::from(self.notif.data.nr)),
+                pid: self.notif.pid,
+            },
             needed,
             protected: false,
         }

@@ -137,107 +137,70 @@ fn the_detached_supervisor_logs_a_background_processs_refusals() {
     }
 }
 
+/// A pipe nobody drains, filled to the brim; `foreign`: with a mode that lets no one open
+/// it again, as a pipe made by another user (`sudo -u … sandgate … 2>&1 | …`) is to sandgate.
+fn full_pipe(foreign: bool) -> (OwnedFd, OwnedFd) {
+    use nix::fcntl::{fcntl, FcntlArg, OFlag};
+    let (reader, writer) = nix::unistd::pipe().unwrap_or_else(|e| panic!("{e}"));
+    fcntl(&writer, FcntlArg::F_SETFL(OFlag::O_NONBLOCK)).unwrap_or_else(|e| panic!("{e}"));
+    while nix::unistd::write(&writer, &[b'.'; 4096]).is_ok() {}
+    fcntl(&writer, FcntlArg::F_SETFL(OFlag::empty())).unwrap_or_else(|e| panic!("{e}"));
+    if foreign {
+        nix::sys::stat::fchmod(&writer, nix::sys::stat::Mode::empty())
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    (reader, writer)
+}
+
 #[test]
 fn a_full_stderr_holds_neither_the_command_nor_sandgate() {
     if !require_full_enforcement() {
         return;
     }
     let env = TestEnv::new();
-    let log = env.root.join("full.ndjson");
-    // A pipe nobody drains, filled to the brim before sandgate starts.
-    let (reader, writer) = nix::unistd::pipe().unwrap_or_else(|e| panic!("{e}"));
-    let flags = nix::fcntl::OFlag::O_NONBLOCK;
-    nix::fcntl::fcntl(&writer, nix::fcntl::FcntlArg::F_SETFL(flags))
-        .unwrap_or_else(|e| panic!("{e}"));
-    while nix::unistd::write(&writer, &[b'.'; 4096]).is_ok() {}
-    nix::fcntl::fcntl(
-        &writer,
-        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::empty()),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    let script = format!(
-        "for f in a b c; do echo x > '{}/'$f; done 2>/dev/null; echo done > '{}'; exit 3",
-        env.outside.display(),
-        env.ws.join("after").display()
-    );
-    let mut cmd = env.sandgate("workspace-write");
-    cmd.arg("--denial-log")
-        .arg(&log)
-        .args(["--", "/bin/sh", "-c", &script])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(writer));
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
-    drop(cmd);
-    // The command failed, so sandgate has markers to show and nowhere to put them.
-    let status = wait_within(&mut child, Duration::from_secs(60));
-    drop(reader);
-    assert_eq!(status.code(), Some(3));
-    assert!(env.ws.join("after").exists());
-    if observing() {
-        assert_eq!(denial_paths(&log).len(), 3);
-    }
-}
-
-#[test]
-fn a_full_stderr_that_cannot_be_reopened_holds_neither_the_command_nor_sandgate() {
-    if !require_full_enforcement() {
-        return;
-    }
-    // sandgate waits on a full stderr through a non-blocking reopening of it. Where that
-    // reopening is not allowed — a pipe made by another user (`sudo -u … sandgate … 2>&1 |
-    // …`), here a pipe whose mode says no one may open it — the two-second bound must hold
-    // all the same.
-    let env = TestEnv::new();
-    let log = env.root.join("full.ndjson");
-    let (reader, writer) = nix::unistd::pipe().unwrap_or_else(|e| panic!("{e}"));
-    let flags = nix::fcntl::OFlag::O_NONBLOCK;
-    nix::fcntl::fcntl(&writer, nix::fcntl::FcntlArg::F_SETFL(flags))
-        .unwrap_or_else(|e| panic!("{e}"));
-    while nix::unistd::write(&writer, &[b'.'; 4096]).is_ok() {}
-    nix::fcntl::fcntl(
-        &writer,
-        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::empty()),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    nix::sys::stat::fchmod(&writer, nix::sys::stat::Mode::empty())
-        .unwrap_or_else(|e| panic!("{e}"));
-    let script = format!(
-        "for f in a b c; do echo x > '{}/'$f; done 2>/dev/null; echo done > '{}'; exit 3",
-        env.outside.display(),
-        env.ws.join("after").display()
-    );
-    let sandgate = env.sandgate("workspace-write");
-    // Root opens whatever the mode says: without the two capabilities it is refused too.
-    let mut cmd = if is_root() {
-        let mut c = Command::new("setpriv");
-        c.arg("--bounding-set=-dac_override,-dac_read_search")
-            .arg(sandgate.get_program());
-        c
-    } else {
-        Command::new(sandgate.get_program())
-    };
-    cmd.args(sandgate.get_args()).current_dir(&env.ws);
-    for (key, value) in sandgate.get_envs() {
-        match value {
-            Some(value) => cmd.env(key, value),
-            None => cmd.env_remove(key),
+    for foreign in [false, true] {
+        let log = env.root.join(format!("full-{foreign}.ndjson"));
+        let after = env.ws.join(format!("after-{foreign}"));
+        let (reader, writer) = full_pipe(foreign);
+        let script = format!(
+            "for f in a b c; do echo x > '{}/'$f; done 2>/dev/null; echo done > '{}'; exit 3",
+            env.outside.display(),
+            after.display()
+        );
+        let sandgate = env.sandgate("workspace-write");
+        // Root opens whatever the mode says: without these two capabilities it is refused
+        // like anyone else.
+        let mut cmd = if foreign && is_root() {
+            let mut c = Command::new("setpriv");
+            c.arg("--bounding-set=-dac_override,-dac_read_search")
+                .arg(sandgate.get_program());
+            c
+        } else {
+            Command::new(sandgate.get_program())
         };
-    }
-    cmd.arg("--denial-log")
-        .arg(&log)
-        .args(["--", "/bin/sh", "-c", &script])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(writer));
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
-    drop(cmd);
-    let status = wait_within(&mut child, Duration::from_secs(30));
-    drop(reader);
-    assert_eq!(status.code(), Some(3));
-    assert!(env.ws.join("after").exists());
-    if observing() {
-        assert_eq!(denial_paths(&log).len(), 3);
+        cmd.args(sandgate.get_args()).current_dir(&env.ws);
+        for (key, value) in sandgate.get_envs() {
+            match value {
+                Some(value) => cmd.env(key, value),
+                None => cmd.env_remove(key),
+            };
+        }
+        cmd.arg("--denial-log")
+            .arg(&log)
+            .args(["--", "/bin/sh", "-c", &script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(writer));
+        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
+        drop(cmd);
+        // The command failed, so sandgate has markers to show and nowhere to put them.
+        let status = wait_within(&mut child, Duration::from_secs(30));
+        drop(reader);
+        assert_eq!(status.code(), Some(3), "foreign {foreign}");
+        assert!(after.exists(), "foreign {foreign}");
+        if observing() {
+            assert_eq!(denial_paths(&log).len(), 3, "foreign {foreign}");
+        }
     }
 }
 
