@@ -356,6 +356,24 @@ fn scripts_from_a_file_or_stdin_honour_the_directive_and_retry_with_it() {
     assert!(env.outside.join("plain").exists(), "{}", show(&out));
 }
 
+/// A script named by a path that is not a regular file — `/dev/stdin`, a process
+/// substitution's `/dev/fd/N`, a FIFO — is read by the shell alone: looking for a directive
+/// there would take the bytes the shell must run.
+#[test]
+fn a_script_that_is_a_pipe_is_left_whole_for_the_shell() {
+    let env = TestEnv::new();
+    let mut cmd = env.sandgate("workspace-write");
+    cmd.arg("/dev/stdin");
+    let out = run_with_stdin(cmd, b"echo from the pipe\n");
+    assert_status(&out, 0);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "from the pipe\n",
+        "{}",
+        show(&out)
+    );
+}
+
 /// The first marker sandgate printed on stderr.
 fn first_marker(out: &Output) -> serde_json::Value {
     String::from_utf8_lossy(&out.stderr)

@@ -22,14 +22,26 @@ const HEAD: usize = 4096;
 /// is the head (a writer that slow is not sending a directive first).
 const WAIT: Duration = Duration::from_secs(5);
 
-/// The head of the script file `name`, as the shell will find it from the cwd.
+/// The head of the script file `name`, as the shell will find it from the cwd. Only a
+/// regular file is read: from a pipe (`/dev/stdin`, a process substitution's `/dev/fd/N`,
+/// a FIFO) reading would take the bytes the shell must run, and opening a FIFO could wait
+/// for a writer; there the shell alone reads, and no directive is honoured.
 pub(super) fn of_file(name: &Path) -> Option<Vec<u8>> {
-    let mut head = Vec::with_capacity(HEAD);
-    std::fs::File::open(name)
-        .ok()?
-        .take(HEAD as u64)
-        .read_to_end(&mut head)
+    use std::os::unix::fs::OpenOptionsExt;
+    if !std::fs::metadata(name).ok()?.is_file() {
+        return None;
+    }
+    // Non-blocking, and checked again once open: the name may have changed in between.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(name)
         .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut head = Vec::with_capacity(HEAD);
+    file.take(HEAD as u64).read_to_end(&mut head).ok()?;
     Some(head)
 }
 

@@ -51,7 +51,7 @@ pub fn line(prefix: &str, body: Value) -> String {
         fields.insert("tag".into(), json!(tag));
     }
     let render = |fields: &Map<String, Value>| {
-        let line = format!("{prefix} {}", Value::Object(fields.clone()));
+        let line = format!("{prefix} {}", for_terminal(&Value::Object(fields.clone()))?);
         (line.len() < LINE_MAX).then_some(line)
     };
     if let Some(line) = render(&fields) {
@@ -80,6 +80,54 @@ pub fn line(prefix: &str, body: Value) -> String {
         )
     });
     render(&fields).unwrap_or_else(|| format!("{prefix} {{}}"))
+}
+
+/// `value` as JSON in which every character a terminal could act on is escaped. JSON
+/// escapes C0 controls only; a path the command chose may also hold DEL, C1 controls
+/// (U+009B is a CSI that terminals honour in UTF-8 too) or bidirectional overrides, which
+/// would let it clear the screen or reorder what a person reads inside a real marker.
+fn for_terminal(value: &Value) -> Option<String> {
+    use serde::Serialize;
+    struct Escaping;
+    impl serde_json::ser::Formatter for Escaping {
+        fn write_string_fragment<W: ?Sized + std::io::Write>(
+            &mut self,
+            writer: &mut W,
+            fragment: &str,
+        ) -> std::io::Result<()> {
+            for c in fragment.chars() {
+                if acts_on_a_terminal(c) {
+                    write!(writer, "\\u{:04x}", u32::from(c))?;
+                } else {
+                    let mut buf = [0u8; 4];
+                    writer.write_all(c.encode_utf8(&mut buf).as_bytes())?;
+                }
+            }
+            Ok(())
+        }
+    }
+    let mut out = Vec::new();
+    value
+        .serialize(&mut serde_json::Serializer::with_formatter(
+            &mut out, Escaping,
+        ))
+        .ok()?;
+    String::from_utf8(out).ok()
+}
+
+/// DEL, C1 controls, and the invisible characters that change how text around them shows
+/// (bidirectional marks, embeddings, overrides and isolates, zero-width and line/paragraph
+/// separators, the BOM). All lie in the basic plane, so `\uXXXX` spells each.
+fn acts_on_a_terminal(c: char) -> bool {
+    matches!(
+        c,
+        '\u{7f}'..='\u{9f}'
+            | '\u{61c}'
+            | '\u{200b}'..='\u{200f}'
+            | '\u{2028}'..='\u{202e}'
+            | '\u{2060}'..='\u{206f}'
+            | '\u{feff}'
+    )
 }
 
 /// Cuts every string in `value` to at most `chars` characters.
@@ -195,6 +243,19 @@ mod tests {
         assert_eq!(body["retry"]["hint"], "rerun with …");
         assert!(body["retry"].get("argv").is_none(), "{body}");
         assert!(body["elided"].is_string(), "{body}");
+    }
+
+    #[test]
+    fn what_a_terminal_would_act_on_is_escaped() {
+        let path = "/etc/a\u{9b}2J\u{202e}gpj.exe\u{1b}[2J\u{7f}é";
+        let line = marker("usage", None, path, Map::new());
+        for c in ['\u{9b}', '\u{202e}', '\u{1b}', '\u{7f}'] {
+            assert!(!line.contains(c), "{line:?}");
+        }
+        assert!(line.contains('é'), "{line}");
+        let body: Value =
+            serde_json::from_str(line.trim_start_matches("sandgate: denied ")).unwrap_or_default();
+        assert_eq!(body["message"], path);
     }
 
     #[test]

@@ -205,6 +205,78 @@ fn a_full_stderr_holds_neither_the_command_nor_sandgate() {
 }
 
 #[test]
+fn a_full_terminal_that_cannot_be_reopened_holds_sandgate_two_seconds_at_most() {
+    if !require_full_enforcement() {
+        return;
+    }
+    // stderr is a terminal sandgate may not open anew (another user's, as after `su` or
+    // `sudo -u`; here one whose mode says no one may open it), and its reader has stopped
+    // (a stalled ssh session): almost full, yet with room enough that poll calls it
+    // writable. A marker longer than that room must not hold sandgate past its patience.
+    let env = TestEnv::new();
+    let log = env.root.join("tty.ndjson");
+    let pty = nix::pty::openpty(None, None).unwrap_or_else(|e| panic!("{e}"));
+    let slave = pty.slave;
+    let flags = nix::fcntl::OFlag::O_NONBLOCK;
+    nix::fcntl::fcntl(&slave, nix::fcntl::FcntlArg::F_SETFL(flags))
+        .unwrap_or_else(|e| panic!("{e}"));
+    while nix::unistd::write(&slave, &[b'.'; 512]).is_ok() {}
+    nix::fcntl::fcntl(
+        &slave,
+        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::empty()),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut freed = 0;
+    while freed < 300 {
+        let mut buf = [0u8; 300];
+        freed += nix::unistd::read(&pty.master, &mut buf[..300 - freed])
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    nix::sys::stat::fchmod(&slave, nix::sys::stat::Mode::empty()).unwrap_or_else(|e| panic!("{e}"));
+    let script = format!(
+        "for i in $(seq 1 20); do echo x > '{}/'$i; done 2>/dev/null; exit 3",
+        env.outside.display()
+    );
+    let sandgate = env.sandgate("workspace-write");
+    // Root opens whatever the mode says: without the two capabilities it is refused too.
+    let mut cmd = if is_root() {
+        let mut c = Command::new("setpriv");
+        c.arg("--bounding-set=-dac_override,-dac_read_search")
+            .arg(sandgate.get_program());
+        c
+    } else {
+        Command::new(sandgate.get_program())
+    };
+    cmd.args(sandgate.get_args()).current_dir(&env.ws);
+    for (key, value) in sandgate.get_envs() {
+        match value {
+            Some(value) => cmd.env(key, value),
+            None => cmd.env_remove(key),
+        };
+    }
+    cmd.arg("--denial-log")
+        .arg(&log)
+        .args(["--", "/bin/sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(slave));
+    let started = Instant::now();
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
+    drop(cmd);
+    let status = wait_within(&mut child, Duration::from_secs(30));
+    drop(pty.master);
+    assert_eq!(status.code(), Some(3));
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    if observing() {
+        assert_eq!(denial_paths(&log).len(), 20);
+    }
+}
+
+#[test]
 fn the_detached_supervisor_does_not_hold_the_callers_stderr() {
     if !require_full_enforcement() {
         return;
