@@ -100,7 +100,12 @@ enum Target {
     NonBlocking(OwnedFd),
     /// A socket: sent to with `MSG_DONTWAIT`.
     Socket(OwnedFd),
-    /// A file, or a device that could not be reopened: written once it polls writable.
+    /// A device that could not be reopened (another user's terminal): a write to it can
+    /// block in the kernel however writable it polled, and nothing short of a signal ends
+    /// that wait. Each line is written by a short-lived child, killed when patience runs
+    /// out; the file description the caller and the command share stays untouched.
+    Delegated(OwnedFd),
+    /// A regular file (it never waits on a reader), or what could not be examined.
     Plain(OwnedFd),
     /// Closed, failed, or given up on.
     Gone,
@@ -119,7 +124,7 @@ impl Sink {
                     }
                 }
                 Ok(kind) if kind.contains(SFlag::S_IFCHR) => {
-                    reopen_nonblocking(&fd).map_or(Target::Plain(fd), Target::NonBlocking)
+                    reopen_nonblocking(&fd).map_or(Target::Delegated(fd), Target::NonBlocking)
                 }
                 _ => Target::Plain(fd),
             },
@@ -131,18 +136,21 @@ impl Sink {
     }
 
     fn write(&mut self, bytes: &[u8]) -> Result<(), Errno> {
-        if let Target::Pipe { .. } = self.target {
-            return bytes
-                .chunks(PIPE_BUF)
-                .try_for_each(|piece| self.relay(piece));
+        match self.target {
+            Target::Pipe { .. } => {
+                return bytes
+                    .chunks(PIPE_BUF)
+                    .try_for_each(|piece| self.relay(piece))
+            }
+            Target::Delegated(_) => return self.write_in_child(bytes),
+            _ => {}
         }
         let mut bytes = bytes;
         while !bytes.is_empty() {
-            if let Target::Plain(_) = self.target {
-                self.wait_writable()?;
-            }
             let written = match &self.target {
-                Target::Gone | Target::Pipe { .. } => return Err(Errno::EPIPE),
+                Target::Gone | Target::Pipe { .. } | Target::Delegated(_) => {
+                    return Err(Errno::EPIPE)
+                }
                 Target::NonBlocking(fd) | Target::Plain(fd) => nix::unistd::write(fd, bytes),
                 Target::Socket(fd) => send(
                     fd.as_raw_fd(),
@@ -193,12 +201,51 @@ impl Sink {
         Ok(())
     }
 
+    /// Has a child write `bytes` and waits for it at most for the patience left. Only
+    /// ever called while sandgate is single-threaded (before the command starts, or after
+    /// it ended and every thread was joined); `sys::fork` refuses otherwise, and the line
+    /// is then not written.
+    fn write_in_child(&mut self, bytes: &[u8]) -> Result<(), Errno> {
+        let Target::Delegated(fd) = &self.target else {
+            return Err(Errno::EPIPE);
+        };
+        let started = Instant::now();
+        let pid = sys::fork().map_err(|_| Errno::EAGAIN)?;
+        if pid == 0 {
+            let mut rest = bytes;
+            while !rest.is_empty() {
+                match nix::unistd::write(fd, rest) {
+                    Ok(n) if n > 0 => rest = &rest[n..],
+                    Err(Errno::EINTR) => {}
+                    _ => sys::exit_immediately(1),
+                }
+            }
+            sys::exit_immediately(0);
+        }
+        let child = nix::unistd::Pid::from_raw(pid);
+        let done = sys::pidfd_open(pid, false).ok().is_some_and(|pidfd| {
+            let timeout = PollTimeout::try_from(self.patience).unwrap_or(PollTimeout::ZERO);
+            let mut fds = [PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
+            matches!(poll(&mut fds, timeout), Ok(n) if n > 0)
+        });
+        self.patience = self.patience.saturating_sub(started.elapsed());
+        if !done {
+            let _ = nix::sys::signal::kill(child, nix::sys::signal::Signal::SIGKILL);
+        }
+        match nix::sys::wait::waitpid(child, None) {
+            Ok(nix::sys::wait::WaitStatus::Exited(_, 0)) if done => Ok(()),
+            _ if done => Err(Errno::EPIPE),
+            _ => Err(Errno::ETIMEDOUT),
+        }
+    }
+
     /// Waits until stderr takes more, spending patience.
     fn wait_writable(&mut self) -> Result<(), Errno> {
         let fd = match &self.target {
             Target::Pipe { out: fd, .. }
             | Target::NonBlocking(fd)
             | Target::Socket(fd)
+            | Target::Delegated(fd)
             | Target::Plain(fd) => fd,
             Target::Gone => return Err(Errno::EPIPE),
         };

@@ -43,7 +43,7 @@ pub(super) fn decide(
         Error::Audit(AuditError::Io {
             path: PathBuf::from("$XDG_STATE_HOME/sandgate/audit.jsonl"),
             source: std::io::Error::other(
-                "no HOME or XDG_STATE_HOME to put the audit log in; pass --audit-log",
+                "no XDG_STATE_HOME, and HOME is unset or does not exist, to put the audit log in; pass --audit-log",
             ),
         })
     })?;

@@ -122,11 +122,19 @@ pub fn state_dir() -> Option<PathBuf> {
     xdg("XDG_STATE_HOME", ".local/state").map(|d| d.join("sandgate"))
 }
 
+/// `$VAR`, else `$HOME/FALLBACK` — only under a home that exists: sandgate never creates
+/// a home directory (as root it could, and would leave one that the user, once set up,
+/// could not use).
 fn xdg(var: &str, fallback: &str) -> Option<PathBuf> {
     let from_var = std::env::var_os(var)
         .map(PathBuf::from)
         .filter(|p| p.is_absolute());
-    from_var.or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(fallback)))
+    from_var.or_else(|| {
+        std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .filter(|h| h.is_absolute() && h.is_dir())
+            .map(|h| h.join(fallback))
+    })
 }
 
 /// The project layer after dropping what would widen, with a warning for each drop.

@@ -324,3 +324,25 @@ fn an_unwritable_audit_log_blocks_a_grant_but_never_turns_a_refusal_into_125() {
     assert_status(&out, 0);
     assert!(env.ws.join("ran").exists());
 }
+
+#[test]
+fn a_missing_home_is_never_created_and_an_escalation_without_a_log_is_refused() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let home = env.root.join("no-such-home");
+    let mut cmd = env.sandgate("read-only");
+    cmd.env_remove("SANDGATE_AUDIT_LOG")
+        .env("HOME", &home)
+        .args(["--sandbox-permissions", "workspace-write"])
+        .args(["--justification", "write a file", "--approver"])
+        .arg(approver("true", "allowed-once"))
+        .args(["--", "touch"])
+        .arg(env.ws.join("ran"));
+    let out = output(&mut cmd);
+    assert_status(&out, 125);
+    assert_stderr_has(&out, &["pass --audit-log"]);
+    assert!(!home.exists(), "sandgate created the missing home");
+    assert!(!env.ws.join("ran").exists());
+}
