@@ -2,7 +2,7 @@
 //! directive there asks for a wider mode, as the first line of a `-c` string does.
 
 use std::io::Read;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -10,7 +10,7 @@ use nix::errno::Errno;
 use nix::fcntl::{tee, OFlag, SpliceFFlags};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::socket::{recv, MsgFlags};
-use nix::sys::stat::{fstat, SFlag};
+use nix::sys::stat::{fstat, Mode, SFlag};
 use nix::unistd::{lseek, pipe2, Whence};
 
 use crate::sys;
@@ -27,21 +27,24 @@ const WAIT: Duration = Duration::from_secs(5);
 /// a FIFO) reading would take the bytes the shell must run, and opening a FIFO could wait
 /// for a writer; there the shell alone reads, and no directive is honoured.
 pub(super) fn of_file(name: &Path) -> Option<Vec<u8>> {
-    use std::os::unix::fs::OpenOptionsExt;
-    if !std::fs::metadata(name).ok()?.is_file() {
+    // Looked at through an O_PATH handle, which opens nothing (a device planted under the
+    // name — a watchdog, a tape — has no open to react to), and read through that same
+    // inode only once it is known to be a regular file.
+    let handle = nix::fcntl::open(name, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty()).ok()?;
+    if !SFlag::from_bits_truncate(fstat(handle.as_fd()).ok()?.st_mode).contains(SFlag::S_IFREG) {
         return None;
     }
-    // Non-blocking, and checked again once open: the name may have changed in between.
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(name)
-        .ok()?;
-    if !file.metadata().ok()?.is_file() {
-        return None;
-    }
+    let file = nix::fcntl::open(
+        format!("/proc/self/fd/{}", handle.as_raw_fd()).as_str(),
+        OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
     let mut head = Vec::with_capacity(HEAD);
-    file.take(HEAD as u64).read_to_end(&mut head).ok()?;
+    std::fs::File::from(file)
+        .take(HEAD as u64)
+        .read_to_end(&mut head)
+        .ok()?;
     Some(head)
 }
 
@@ -106,7 +109,6 @@ fn peek_pipe(stdin: &OwnedFd) -> Option<Vec<u8>> {
 
 /// Peeks at a socket on stdin the same way.
 fn peek_socket(stdin: &OwnedFd) -> Option<Vec<u8>> {
-    use std::os::fd::AsRawFd;
     let deadline = Instant::now() + WAIT;
     let mut head = vec![0u8; HEAD];
     loop {
