@@ -1,4 +1,4 @@
-//! The audit pair under concurrency (acceptance 7).
+//! The audit pair under concurrency.
 
 use std::process::{Command, Output};
 

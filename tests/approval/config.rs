@@ -1,4 +1,4 @@
-//! Presets (acceptance 8) and configuration layers (acceptance 9).
+//! Presets and configuration layers.
 
 use serde_json::Value;
 

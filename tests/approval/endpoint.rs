@@ -1,4 +1,4 @@
-//! The approval endpoint (acceptance 3 and 4): exactly `allowed-once` with the right id
+//! The approval endpoint: exactly `allowed-once` with the right id
 //! grants; every hostile reply maps to its outcome and never runs the command.
 
 use std::time::Duration;

@@ -1,5 +1,4 @@
-//! Validation before anything else (acceptance 1), `never` (2), one call only (3),
-//! nested (10).
+//! Validation before anything else, `never`, one call only, nested calls.
 
 use crate::support::endpoint::{Reply, TestEndpoint};
 use crate::support::*;

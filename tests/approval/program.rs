@@ -1,4 +1,4 @@
-//! The approver program (acceptance 5): grant, reject, garbage, nonzero exit, and a hang
+//! The approver program: grant, reject, garbage, nonzero exit, and a hang
 //! past the timeout (the program is killed).
 
 use crate::support::*;
