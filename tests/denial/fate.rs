@@ -137,6 +137,28 @@ fn the_detached_supervisor_logs_a_background_processs_refusals() {
     }
 }
 
+/// `sandgate` as it runs, but unable to open what a file's mode refuses it: root opens
+/// whatever the mode says, so as root it runs without the two capabilities that allow it.
+fn bound_by_file_modes(sandgate: Command) -> Command {
+    if !is_root() {
+        return sandgate;
+    }
+    let mut cmd = Command::new("setpriv");
+    cmd.arg("--bounding-set=-dac_override,-dac_read_search")
+        .arg(sandgate.get_program())
+        .args(sandgate.get_args());
+    if let Some(dir) = sandgate.get_current_dir() {
+        cmd.current_dir(dir);
+    }
+    for (key, value) in sandgate.get_envs() {
+        match value {
+            Some(value) => cmd.env(key, value),
+            None => cmd.env_remove(key),
+        };
+    }
+    cmd
+}
+
 /// A pipe nobody drains, filled to the brim; `foreign`: with a mode that lets no one open
 /// it again, as a pipe made by another user (`sudo -u … sandgate … 2>&1 | …`) is to sandgate.
 fn full_pipe(foreign: bool) -> (OwnedFd, OwnedFd) {
@@ -167,24 +189,11 @@ fn a_full_stderr_holds_neither_the_command_nor_sandgate() {
             env.outside.display(),
             after.display()
         );
-        let sandgate = env.sandgate("workspace-write");
-        // Root opens whatever the mode says: without these two capabilities it is refused
-        // like anyone else.
-        let mut cmd = if foreign && is_root() {
-            let mut c = Command::new("setpriv");
-            c.arg("--bounding-set=-dac_override,-dac_read_search")
-                .arg(sandgate.get_program());
-            c
+        let mut cmd = if foreign {
+            bound_by_file_modes(env.sandgate("workspace-write"))
         } else {
-            Command::new(sandgate.get_program())
+            env.sandgate("workspace-write")
         };
-        cmd.args(sandgate.get_args()).current_dir(&env.ws);
-        for (key, value) in sandgate.get_envs() {
-            match value {
-                Some(value) => cmd.env(key, value),
-                None => cmd.env_remove(key),
-            };
-        }
         cmd.arg("--denial-log")
             .arg(&log)
             .args(["--", "/bin/sh", "-c", &script])
@@ -237,23 +246,7 @@ fn a_full_terminal_that_cannot_be_reopened_holds_sandgate_two_seconds_at_most() 
         "for i in $(seq 1 20); do echo x > '{}/'$i; done 2>/dev/null; exit 3",
         env.outside.display()
     );
-    let sandgate = env.sandgate("workspace-write");
-    // Root opens whatever the mode says: without the two capabilities it is refused too.
-    let mut cmd = if is_root() {
-        let mut c = Command::new("setpriv");
-        c.arg("--bounding-set=-dac_override,-dac_read_search")
-            .arg(sandgate.get_program());
-        c
-    } else {
-        Command::new(sandgate.get_program())
-    };
-    cmd.args(sandgate.get_args()).current_dir(&env.ws);
-    for (key, value) in sandgate.get_envs() {
-        match value {
-            Some(value) => cmd.env(key, value),
-            None => cmd.env_remove(key),
-        };
-    }
+    let mut cmd = bound_by_file_modes(env.sandgate("workspace-write"));
     cmd.arg("--denial-log")
         .arg(&log)
         .args(["--", "/bin/sh", "-c", &script])
