@@ -6,12 +6,12 @@
 //! signals reach it directly. Signals *sent to sandgate* (by `kill`, a CI runner, a
 //! timeout) are forwarded to the child; terminal-generated ones are not forwarded, since
 //! the child already received them from the terminal. If sandgate dies, the child gets
-//! SIGKILL (PR_SET_PDEATHSIG), so nothing is left running unsupervised. Even `full-access`
-//! forks (rather than executing in place), so that every mode ends the same way: when the
-//! command dies of signal N, sandgate dies of N too ([`Outcome::pass_on`]), and its caller
-//! sees what `bash -c` would have shown it.
+//! SIGKILL (PR_SET_PDEATHSIG), so nothing is left running unsupervised. When the command
+//! dies of signal N, sandgate dies of N too ([`Outcome::pass_on`]), and its caller sees
+//! what `bash -c` would have shown it. An unconfined (`full-access`) command has nothing to
+//! supervise: sandgate executes it in place, which ends the same way by construction.
 
-use std::ffi::{CString, OsStr, OsString};
+use std::ffi::{CStr, CString, OsStr, OsString};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
@@ -164,6 +164,9 @@ pub fn run(launch: Launch<'_>) -> Result<Outcome, ExecError> {
     env.shrink_to_fit();
     let argv_ptrs = null_terminated(&argv);
     let env_ptrs = null_terminated(&env);
+    if !launch.sandbox.is_restricted() {
+        return Err(exec_in_place(&path, &argv_ptrs, &env_ptrs, program));
+    }
 
     let (err_r, err_w) = pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
     let fd_channel = if launch.sandbox.is_restricted() {
@@ -231,6 +234,31 @@ pub fn run(launch: Launch<'_>) -> Result<Outcome, ExecError> {
         running.hand_over(&waited);
     }
     Ok(outcome)
+}
+
+/// Runs an unconfined command in sandgate's own process: with no sandbox there is nothing
+/// to supervise and no marker to hold, so sandgate becomes the command instead of waiting
+/// for it — one fork and one wait fewer on every call, and the caller sees the command's
+/// exit status, signals and pid first-hand. Returns only if `execve` failed, with
+/// sandgate as it was.
+fn exec_in_place(
+    path: &CStr,
+    argv: &[*const libc::c_char],
+    env: &[*const libc::c_char],
+    program: &OsStr,
+) -> ExecError {
+    sys::default_sigpipe();
+    // A standard fd the caller closed stays closed for the command, as under a shell.
+    sys::close_std_fds_closed_at_start();
+    let source = sys::execve(path, argv, env);
+    sys::ignore_sigpipe();
+    match source.raw_os_error() {
+        Some(libc::ENOENT) => ExecError::NotFound(program.to_owned()),
+        _ => ExecError::NotExecutable {
+            program: program.to_owned(),
+            source,
+        },
+    }
 }
 
 /// Finds `program` on PATH the way `execvp` would; a name with a slash is used as is.

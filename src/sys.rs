@@ -609,6 +609,13 @@ pub fn default_sigpipe() {
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
 }
 
+/// Ignores SIGPIPE again, as the Rust runtime set it up: sandgate's own writes to a closed
+/// pipe fail with EPIPE instead of killing it.
+pub fn ignore_sigpipe() {
+    // SAFETY: installing SIG_IGN involves no handler code.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+}
+
 /// Waits for one of the (blocked) signals in `set`; returns its number and `si_code`.
 pub fn sigwaitinfo(set: &nix::sys::signal::SigSet) -> io::Result<(libc::c_int, libc::c_int)> {
     // SAFETY: siginfo_t is plain old data, filled by the kernel.
