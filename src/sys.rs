@@ -415,13 +415,20 @@ fn ensure_single_threaded() -> io::Result<()> {
 /// The number of threads of this process, as the kernel counts them
 /// (`Threads:` in `/proc/self/status`). Without `/proc` the count is unknown: an error.
 pub fn thread_count() -> io::Result<usize> {
-    let status = std::fs::read_to_string("/proc/self/status").map_err(|e| {
+    use std::io::Read;
+    let cannot = |e: io::Error| {
         io::Error::new(
             e.kind(),
             format!("cannot count sandgate's threads before forking (/proc/self/status: {e})"),
         )
-    })?;
-    status
+    };
+    // One read of a buffer larger than the file: procfs hands over the whole text at once,
+    // where growing a string from an unknown size costs eight reads.
+    let mut buf = [0u8; 8192];
+    let n = std::fs::File::open("/proc/self/status")
+        .and_then(|mut f| f.read(&mut buf))
+        .map_err(cannot)?;
+    String::from_utf8_lossy(&buf[..n])
         .lines()
         .find_map(|l| l.strip_prefix("Threads:"))
         .and_then(|n| n.trim().parse().ok())

@@ -71,6 +71,9 @@ pub fn hidden(
     let canonical = |paths: Vec<PathBuf>| -> BTreeSet<PathBuf> {
         paths
             .into_iter()
+            // Most credential paths do not exist: one lstat says so where canonicalize
+            // would read every link on the way first.
+            .filter(|p| p.symlink_metadata().is_ok())
             .filter_map(|p| std::fs::canonicalize(p).ok())
             .collect()
     };
