@@ -1,30 +1,32 @@
-//! The seccomp layer: the syscall deny list and the gate that routes
-//! `connect` to the supervisor.
+//! The seccomp layer: the syscall deny list and the routing of `connect` (and, when
+//! observing, the path calls) to the supervisor.
 //!
-//! One filter, built before forking, in two parts:
-//! - the **gate** (raw BPF, since seccompiler has no user-notification action): kills a
-//!   foreign-architecture call, refuses x32 calls (which would dodge the deny list's
-//!   syscall numbers), answers `clone3` with `ENOSYS` (its flags live in memory BPF cannot
-//!   read, so glibc falls back to `clone`, whose flags the deny list checks), sends every
-//!   `connect` to the supervisor and, when observing, every call that could change the
-//!   filesystem by path;
-//! - the **deny list** (seccompiler), which the gate falls through to: calls no restricted
-//!   command needs and that widen what it can reach — io_uring (it bypasses seccomp for
-//!   the operations it queues), ptrace and process_vm_*, bpf, perf_event_open,
-//!   userfaultfd, keyrings, the mount family, namespace creation, kexec and modules, every
-//!   call that would act on a process outside the sandbox (`prlimit64`, priorities,
-//!   scheduling, memory placement of another pid — see `DENY_LIST`), the terminal
-//!   requests that take over or redirect a terminal (see `TERMINAL_IOCTLS`), every
-//!   socket family but `AF_UNIX`, and unix *datagram* sockets (see below) — refused with
-//!   `EPERM`, or, when observing, handed to the supervisor, which records a marker and
-//!   refuses with the same `EPERM`.
+//! One filter, built before forking. It kills a foreign-architecture call, refuses x32
+//! calls (which would dodge the syscall numbers below), answers `clone3` with `ENOSYS` (its
+//! flags live in memory BPF cannot read, so glibc falls back to `clone`, whose flags are
+//! checked), sends every `connect` to the supervisor and, with [`PathCalls::ToSupervisor`],
+//! every call that could change the filesystem by path; and it refuses the **deny list**:
+//! calls no restricted command needs and that widen what it can reach — io_uring (it
+//! bypasses seccomp for the operations it queues), ptrace and process_vm_*, bpf,
+//! perf_event_open, userfaultfd, keyrings, the mount family, namespace creation, kexec and
+//! modules, every call that would act on a process outside the sandbox (`prlimit64`,
+//! priorities, scheduling, memory placement of another pid — see `DENY_LIST`), the
+//! terminal requests that take over or redirect a terminal (see `TERMINAL_IOCTLS`), every
+//! socket family but `AF_UNIX`, and unix *datagram* sockets (see below) — refused with
+//! `EPERM`, or, when observing, handed to the supervisor, which records a marker and
+//! refuses with the same `EPERM`.
 //!
 //! `DENY_LIST` and the observed calls are the one table of syscalls: the filter, the
 //! names in markers and their `op`s all derive from it.
 //!
 //! It must be one filter: the kernel lets a process tree hold one listener, and a
-//! notification returned by a filter without one fails with ENOSYS. BPF jumps are
-//! relative, so the gate is simply prepended to seccompiler's program.
+//! notification returned by a filter without one fails with ENOSYS.
+//!
+//! Its shape (see [`program`]) is chosen for what the kernel pays: the filter is verified
+//! and JIT-compiled at every install, so its length is paid by every sandgate call, and it
+//! runs on every syscall whose answer depends on the arguments (the kernel caches the
+//! others, whose answer it can compute from the number alone). So the syscall number goes
+//! down a balanced search tree to a short block holding only that call's checks.
 //!
 //! Why unix datagram sockets are refused: a datagram socket can send to any pathname with
 //! `sendto`/`sendmsg`, and for `sendmsg` the address sits inside a `msghdr` that BPF cannot
@@ -33,15 +35,16 @@
 //! supervisor connects on its own copy of the address — covers every way to reach a
 //! pathname socket.
 
+mod bpf;
+#[cfg(test)]
+mod linear;
+
 use std::collections::BTreeMap;
 use std::io;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::OpenOptionsExt;
 
-use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op,
-    SeccompCondition as Cond, SeccompFilter, SeccompRule, TargetArch,
-};
+use bpf::{Asm, Dest, Segment};
 
 use crate::sys;
 
@@ -49,10 +52,6 @@ use crate::sys;
 const AUDIT_ARCH: u32 = 0xC000_003E;
 #[cfg(target_arch = "aarch64")]
 const AUDIT_ARCH: u32 = 0xC000_00B7;
-#[cfg(target_arch = "x86_64")]
-const TARGET: TargetArch = TargetArch::x86_64;
-#[cfg(target_arch = "aarch64")]
-const TARGET: TargetArch = TargetArch::aarch64;
 
 /// `__X32_SYSCALL_BIT`: x32 calls share x86_64's audit arch but not its numbers.
 const X32_SYSCALL_BIT: u32 = 0x4000_0000;
@@ -83,7 +82,7 @@ const CLONE_NAMESPACE_FLAGS: [u64; 7] = [
 ];
 
 /// How a deny-list entry looks at its call's arguments.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Args {
     /// Refused whatever the arguments.
     Any,
@@ -461,141 +460,10 @@ pub fn ioctl_class(request: u64) -> Class {
 /// The errno the deny list answers with.
 pub const DENY_ERRNO: i32 = libc::EPERM;
 
-/// The error for a deny list seccompiler would not compile (a build defect).
+/// The error for a filter that cannot be assembled (a build defect, never caused by input).
 #[derive(Debug, thiserror::Error)]
-#[error("cannot build the seccomp deny list: {0}")]
+#[error("cannot build the seccomp filter: {0}")]
 pub struct BuildError(String);
-
-fn dword(arg: u8, op: Op, value: u64) -> Result<Cond, BuildError> {
-    Cond::new(arg, Len::Dword, op, value).map_err(|e| BuildError(e.to_string()))
-}
-
-fn rule(conds: Vec<Cond>) -> Result<SeccompRule, BuildError> {
-    SeccompRule::new(conds).map_err(|e| BuildError(e.to_string()))
-}
-
-/// Rules refusing every socket family but AF_UNIX and every unix type but stream/seqpacket.
-fn socket_rules() -> Result<Vec<SeccompRule>, BuildError> {
-    let mut rules = vec![rule(vec![dword(0, Op::Ne, libc::AF_UNIX as u64)?])?];
-    for kind in (0..=SOCK_TYPE_MASK).filter(|t| *t != SOCK_STREAM && *t != SOCK_SEQPACKET) {
-        rules.push(rule(vec![
-            dword(0, Op::Eq, libc::AF_UNIX as u64)?,
-            dword(1, Op::MaskedEq(SOCK_TYPE_MASK), kind)?,
-        ])?);
-    }
-    Ok(rules)
-}
-
-/// The rules refusing `args` (empty: the call is refused whatever its arguments).
-fn rules(args: Args, terminal: Terminal) -> Result<Vec<SeccompRule>, BuildError> {
-    let each = |conds: Vec<Vec<Cond>>| conds.into_iter().map(rule).collect();
-    match args {
-        Args::Any | Args::WhileTerminal => Ok(Vec::new()),
-        Args::OtherPid(n) => each(vec![vec![dword(n, Op::Ne, 0)?]]),
-        Args::OtherThan { which } => each(vec![
-            vec![dword(0, Op::Ne, which)?],
-            vec![dword(1, Op::Ne, 0)?],
-        ]),
-        Args::Socket => socket_rules(),
-        Args::Clone => CLONE_NAMESPACE_FLAGS
-            .iter()
-            .map(|f| {
-                rule(vec![Cond::new(0, Len::Qword, Op::MaskedEq(*f), *f)
-                    .map_err(|e| BuildError(e.to_string()))?])
-            })
-            .collect(),
-        // The request number of ioctl is an unsigned int: compare only its low 32 bits, as
-        // the kernel does, so high garbage bits cannot slip past.
-        Args::Ioctl => {
-            let mut conds = Vec::new();
-            let session: &[u64] = match terminal {
-                Terminal::Reachable => &SESSION_IOCTLS,
-                Terminal::Unreachable => &[],
-            };
-            for request in TERMINAL_IOCTLS.iter().chain(session).copied() {
-                conds.push(vec![dword(1, Op::Eq, request)?]);
-            }
-            for (mask, value) in TERMINAL_IOCTL_RANGES {
-                conds.push(vec![dword(1, Op::MaskedEq(mask), value)?]);
-            }
-            each(conds)
-        }
-        // The option is an int.
-        Args::Prctl => PRCTL_OPTIONS
-            .iter()
-            .map(|o| rule(vec![dword(0, Op::Eq, *o)?]))
-            .collect(),
-    }
-}
-
-/// Builds the deny list; `action` is what a match gets.
-fn deny_list(action: SeccompAction, terminal: Terminal) -> Result<BpfProgram, BuildError> {
-    let rules: BTreeMap<i64, Vec<SeccompRule>> = DENY_LIST
-        .iter()
-        .filter(|d| d.args != Args::WhileTerminal || terminal == Terminal::Reachable)
-        .map(|d| Ok((d.nr, rules(d.args, terminal)?)))
-        .collect::<Result<_, BuildError>>()?;
-    let filter = SeccompFilter::new(rules, SeccompAction::Allow, action, TARGET)
-        .map_err(|e| BuildError(e.to_string()))?;
-    filter
-        .try_into()
-        .map_err(|e: seccompiler::BackendError| BuildError(e.to_string()))
-}
-
-/// Marks deny-list returns that are to become user notifications: seccompiler has no such
-/// action, so the list is compiled with `Trace(MARK)` and those returns are rewritten.
-const MARK: u32 = 0x5a6e;
-
-/// The deny list answering with `action`; with `notify`, the supervisor answers instead
-/// (it records a marker, then refuses with the same errno).
-fn deny_program(notify: bool, terminal: Terminal) -> Result<Vec<libc::sock_filter>, BuildError> {
-    let action = if notify {
-        SeccompAction::Trace(MARK)
-    } else {
-        SeccompAction::Errno(DENY_ERRNO as u32)
-    };
-    let program = deny_list(action, terminal)?;
-    let marked = libc::SECCOMP_RET_TRACE | MARK;
-    Ok(program
-        .into_iter()
-        .map(|i| {
-            let k = if notify && i.code == (libc::BPF_RET | libc::BPF_K) as u16 && i.k == marked {
-                libc::SECCOMP_RET_USER_NOTIF
-            } else {
-                i.k
-            };
-            libc::sock_filter {
-                code: i.code,
-                jt: i.jt,
-                jf: i.jf,
-                k,
-            }
-        })
-        .collect())
-}
-
-/// Where a gate jump goes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum To {
-    /// The next instruction.
-    Next,
-    /// Over the next `n` instructions.
-    Skip(u8),
-    Allow,
-    Notify,
-    Eperm,
-    Enosys,
-    Connect,
-    Kill,
-}
-
-/// A gate instruction before its jump targets are resolved.
-struct Insn {
-    code: u32,
-    k: u32,
-    jt: To,
-    jf: To,
-}
 
 /// A syscall whose path argument can name a file to create, change or remove.
 #[derive(Clone, Copy, Debug)]
@@ -663,7 +531,7 @@ const OBSERVED_LEGACY: &[Observed] = &[
 #[cfg(not(target_arch = "x86_64"))]
 const OBSERVED_LEGACY: &[Observed] = &[];
 
-/// Syscalls whose path argument can name a file to create, change or remove. (The gate
+/// Syscalls whose path argument can name a file to create, change or remove. (The filter
 /// also sends `utimensat` with a path.)
 pub fn observed_calls() -> impl Iterator<Item = &'static Observed> {
     OBSERVED.iter().chain(OBSERVED_LEGACY)
@@ -758,160 +626,11 @@ const SET_ID_CALLS_LEGACY: &[SetsMode] = &[];
 /// Open flags that make an open a write: it can change or create the file.
 const WRITE_FLAGS: u32 = (libc::O_WRONLY | libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC) as u32;
 
-/// Builds the gate that runs before the deny list: foreign architectures are killed, x32
-/// refused, `clone3` answered ENOSYS, `connect` given `connect`; with
-/// [`PathCalls::ToSupervisor`], every call of [`observed_calls`] that can change the
-/// filesystem by path goes to the supervisor
-/// (read-only opens and `utimensat(fd, NULL, …)` never leave the kernel). Everything else
-/// falls through to the deny list that follows.
-fn gate(connect: u32, paths: PathCalls) -> Vec<libc::sock_filter> {
-    use libc::{BPF_ABS, BPF_JEQ, BPF_JGE, BPF_JMP, BPF_JSET, BPF_K, BPF_LD, BPF_W};
-    const NR: u32 = 0;
-    const ARCH: u32 = 4;
-    /// Offset of the low (`hi` false) or high 32 bits of argument `n`, little-endian.
-    const fn arg(n: u32, hi: bool) -> u32 {
-        16 + 8 * n + if hi { 4 } else { 0 }
-    }
-    let ld = |k| Insn {
-        code: BPF_LD | BPF_W | BPF_ABS,
-        k,
-        jt: To::Next,
-        jf: To::Next,
-    };
-    let jeq = |k, jt, jf| Insn {
-        code: BPF_JMP | BPF_JEQ | BPF_K,
-        k,
-        jt,
-        jf,
-    };
-    let mut body = vec![
-        ld(ARCH),
-        jeq(AUDIT_ARCH, To::Next, To::Kill),
-        ld(NR),
-        Insn {
-            code: BPF_JMP | BPF_JGE | BPF_K,
-            k: X32_SYSCALL_BIT,
-            jt: To::Eperm,
-            jf: To::Next,
-        },
-        jeq(libc::SYS_clone3 as u32, To::Enosys, To::Next),
-        // Its open flags and mode live in memory BPF cannot read (see `SET_ID_CALLS`);
-        // programs fall back to openat.
-        jeq(libc::SYS_openat2 as u32, To::Enosys, To::Next),
-        jeq(libc::SYS_connect as u32, To::Connect, To::Next),
-    ];
-    for call in SET_ID_CALLS.iter().chain(SET_ID_CALLS_LEGACY) {
-        let test_mode = [
-            ld(arg(call.mode, false)),
-            Insn {
-                code: BPF_JMP | BPF_JSET | BPF_K,
-                k: SET_ID_BITS,
-                jt: To::Eperm,
-                jf: To::Next,
-            },
-            ld(NR),
-        ];
-        match call.flags {
-            None => {
-                body.push(jeq(call.nr as u32, To::Next, To::Skip(3)));
-                body.extend(test_mode);
-            }
-            // An open sets a mode only when it creates.
-            Some(flags) => {
-                body.extend([
-                    jeq(call.nr as u32, To::Next, To::Skip(5)),
-                    ld(arg(flags, false)),
-                    Insn {
-                        code: BPF_JMP | BPF_JSET | BPF_K,
-                        k: CREATING_FLAGS,
-                        jt: To::Next,
-                        jf: To::Skip(2),
-                    },
-                ]);
-                body.extend(test_mode);
-            }
-        }
-    }
-    if paths == PathCalls::ToSupervisor {
-        // utimensat(dirfd, NULL, …) touches the fd's own file: no path, nothing to report.
-        body.extend([
-            jeq(libc::SYS_utimensat as u32, To::Next, To::Skip(4)),
-            ld(arg(1, false)),
-            jeq(0, To::Next, To::Notify),
-            ld(arg(1, true)),
-            jeq(0, To::Allow, To::Notify),
-        ]);
-        for call in observed_calls() {
-            match call.flags {
-                None => body.push(jeq(call.nr as u32, To::Notify, To::Next)),
-                Some(index) => body.extend([
-                    jeq(call.nr as u32, To::Next, To::Skip(2)),
-                    ld(arg(index, false)),
-                    Insn {
-                        code: BPF_JMP | BPF_JSET | BPF_K,
-                        k: WRITE_FLAGS,
-                        jt: To::Notify,
-                        jf: To::Allow,
-                    },
-                ]),
-            }
-        }
-    }
-    assemble(body, connect)
-}
-
-/// Resolves the gate's jumps: the body, a jump over the returns into the deny list, then
-/// one return per target.
-fn assemble(body: Vec<Insn>, connect: u32) -> Vec<libc::sock_filter> {
-    use libc::{BPF_JA, BPF_JMP, BPF_K, BPF_RET};
-    let returns = [
-        (To::Allow, libc::SECCOMP_RET_ALLOW),
-        (To::Notify, libc::SECCOMP_RET_USER_NOTIF),
-        (To::Eperm, libc::SECCOMP_RET_ERRNO | DENY_ERRNO as u32),
-        (To::Enosys, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
-        (To::Connect, connect),
-        (To::Kill, libc::SECCOMP_RET_KILL_PROCESS),
-    ];
-    let first_return = body.len() + 1;
-    let offset = |at: usize, to: To| -> u8 {
-        let target = match to {
-            To::Next => at + 1,
-            To::Skip(n) => at + 1 + usize::from(n),
-            other => first_return + returns.iter().position(|(t, _)| *t == other).unwrap_or(0),
-        };
-        // The gate is a few dozen instructions: every jump fits in a byte.
-        u8::try_from(target - (at + 1)).unwrap_or(u8::MAX)
-    };
-    let mut out: Vec<libc::sock_filter> = body
-        .iter()
-        .enumerate()
-        .map(|(at, i)| libc::sock_filter {
-            code: i.code as u16,
-            jt: offset(at, i.jt),
-            jf: offset(at, i.jf),
-            k: i.k,
-        })
-        .collect();
-    out.push(libc::sock_filter {
-        code: (BPF_JMP | BPF_JA) as u16,
-        jt: 0,
-        jf: 0,
-        k: returns.len() as u32,
-    });
-    out.extend(returns.iter().map(|(_, k)| libc::sock_filter {
-        code: (BPF_RET | BPF_K) as u16,
-        jt: 0,
-        jf: 0,
-        k: *k,
-    }));
-    out
-}
-
 /// The seccomp programs of one call, ready to install.
 pub struct Prepared {
-    /// Gate + deny list in one filter with the listener (user notification available).
+    /// The filter installed with the listener (user notification available).
     notifying: Vec<libc::sock_filter>,
-    /// Gate + deny list refusing by errno, `connect` included: no listener to be had.
+    /// The filter refusing by errno, `connect` included: no listener to be had.
     refusing: Vec<libc::sock_filter>,
     notify: bool,
 }
@@ -931,25 +650,363 @@ pub enum PathCalls {
 /// path-changing calls go; `terminal`: whether leaving the session is refused too.
 ///
 /// # Errors
-/// Only on a deny list seccompiler refuses to compile, which is a build defect.
+/// Only on a filter the assembler refuses, which is a build defect.
 pub fn prepare(
     notify: bool,
     observe: bool,
     paths: PathCalls,
     terminal: Terminal,
 ) -> Result<Prepared, BuildError> {
-    let mut notifying = gate(libc::SECCOMP_RET_USER_NOTIF, paths);
-    notifying.extend(deny_program(observe, terminal)?);
-    let mut refusing = gate(
-        libc::SECCOMP_RET_ERRNO | libc::EACCES as u32,
-        PathCalls::ToKernel,
-    );
-    refusing.extend(deny_program(false, terminal)?);
+    let notifying = program(Answers::notifying(observe), paths, terminal)?;
+    let refusing = program(Answers::refusing(), PathCalls::ToKernel, terminal)?;
     Ok(Prepared {
         notifying,
         refusing,
         notify,
     })
+}
+
+/// What the filter answers where the answer depends on who listens.
+#[derive(Clone, Copy, Debug)]
+struct Answers {
+    /// For `connect`.
+    connect: u32,
+    /// For a call of the deny list.
+    deny: u32,
+}
+
+impl Answers {
+    /// With the listener: `connect` goes to the supervisor, and so do deny-list calls when
+    /// observing (it records a marker, then refuses with the same errno).
+    fn notifying(observe: bool) -> Answers {
+        Answers {
+            connect: libc::SECCOMP_RET_USER_NOTIF,
+            deny: if observe {
+                libc::SECCOMP_RET_USER_NOTIF
+            } else {
+                EPERM
+            },
+        }
+    }
+
+    /// Without one: `connect` is refused outright.
+    fn refusing() -> Answers {
+        Answers {
+            connect: libc::SECCOMP_RET_ERRNO | libc::EACCES as u32,
+            deny: EPERM,
+        }
+    }
+}
+
+const EPERM: u32 = libc::SECCOMP_RET_ERRNO | DENY_ERRNO as u32;
+const ENOSYS: u32 = libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32;
+const NOTIFY: u32 = libc::SECCOMP_RET_USER_NOTIF;
+const ALLOW: u32 = libc::SECCOMP_RET_ALLOW;
+/// Offsets in `struct seccomp_data`.
+const NR: u32 = 0;
+const ARCH: u32 = 4;
+
+/// The offset of the low 32 bits of argument `n` (little-endian), the half the kernel
+/// reads for an `int` or `unsigned int` argument.
+fn low(n: u32) -> u32 {
+    16 + 8 * n
+}
+
+fn high(n: u32) -> u32 {
+    low(n) + 4
+}
+
+/// A constant compared with the low half of an argument.
+fn word(value: u64) -> Result<u32, BuildError> {
+    u32::try_from(value).map_err(|_| BuildError(format!("{value:#x} is wider than 32 bits")))
+}
+
+/// What one syscall number is checked for, in this order. Calls with equal checks share
+/// one block of the program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Leaf {
+    /// Answered whatever the arguments: no block, the search tree returns it.
+    Fixed(u32),
+    Checks {
+        /// Refused with a set-id bit in its mode (see [`SET_ID_CALLS`]).
+        set_id: Option<SetId>,
+        /// Sent to the supervisor when it can change the filesystem by path; allowed
+        /// otherwise.
+        path: Option<PathRoute>,
+        /// Refused as the deny list says.
+        deny: Option<Args>,
+    },
+}
+
+/// Where a call's mode is, and for opens its flags (it sets a mode only when it creates).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct SetId {
+    mode: u32,
+    flags: Option<u32>,
+}
+
+/// When a path call goes to the supervisor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum PathRoute {
+    Always,
+    /// When the open flags in this argument make it a write ([`WRITE_FLAGS`]).
+    WriteOpen(u32),
+    /// When this pointer argument is not NULL: `utimensat(dirfd, NULL, …)` touches the
+    /// fd's own file, no path, nothing to report.
+    WithPath(u32),
+}
+
+/// Every syscall number the filter does not simply allow, with its checks.
+fn leaves(
+    answers: Answers,
+    paths: PathCalls,
+    terminal: Terminal,
+) -> Result<BTreeMap<u32, Leaf>, BuildError> {
+    let nr = |n: libc::c_long| u32::try_from(n).map_err(|_| BuildError(format!("syscall {n}")));
+    let mut fixed = BTreeMap::new();
+    // Their arguments live in memory BPF cannot read: glibc falls back to `clone`, whose
+    // flags are checked, and programs to `openat`, whose flags and mode are.
+    fixed.insert(nr(libc::SYS_clone3)?, ENOSYS);
+    fixed.insert(nr(libc::SYS_openat2)?, ENOSYS);
+    fixed.insert(nr(libc::SYS_connect)?, answers.connect);
+    let mut set_id = BTreeMap::new();
+    for call in SET_ID_CALLS.iter().chain(SET_ID_CALLS_LEGACY) {
+        let id = SetId {
+            mode: call.mode,
+            flags: call.flags,
+        };
+        set_id.insert(nr(call.nr)?, id);
+    }
+    let mut path = BTreeMap::new();
+    if paths == PathCalls::ToSupervisor {
+        path.insert(nr(libc::SYS_utimensat)?, PathRoute::WithPath(1));
+        for call in observed_calls() {
+            let route = call.flags.map_or(PathRoute::Always, PathRoute::WriteOpen);
+            path.insert(nr(call.nr)?, route);
+        }
+    }
+    let mut deny = BTreeMap::new();
+    for d in DENY_LIST {
+        if d.args != Args::WhileTerminal || terminal == Terminal::Reachable {
+            deny.insert(nr(d.nr)?, d.args);
+        }
+    }
+    let every = set_id.keys().chain(path.keys()).chain(deny.keys());
+    let mut leaves: BTreeMap<u32, Leaf> = every
+        .map(|&n| {
+            let leaf = match (set_id.get(&n), path.get(&n), deny.get(&n)) {
+                (None, Some(PathRoute::Always), _) => Leaf::Fixed(NOTIFY),
+                (None, None, Some(Args::Any | Args::WhileTerminal)) => Leaf::Fixed(answers.deny),
+                (set_id, path, deny) => Leaf::Checks {
+                    set_id: set_id.copied(),
+                    path: path.copied(),
+                    deny: deny.copied(),
+                },
+            };
+            (n, leaf)
+        })
+        .collect();
+    leaves.extend(
+        fixed
+            .into_iter()
+            .map(|(n, answer)| (n, Leaf::Fixed(answer))),
+    );
+    Ok(leaves)
+}
+
+/// Builds one filter: the architecture checked (a foreign one killed), then the syscall
+/// number sent down a balanced binary search tree over the numbers of [`leaves`] (plus
+/// the x32 range, refused), to the block holding only that call's checks; every other
+/// number reaches the shared allow after about log2(leaves) + 1 comparisons, without a
+/// look at its arguments — which also lets the kernel cache it as always allowed. So the
+/// program is short (it is verified and JIT-compiled at every install) and an
+/// argument-dependent call (`openat`, `ioctl`, …) runs a dozen instructions, not a linear
+/// list.
+///
+/// The argument checks are assembled here rather than by seccompiler: its rules reload
+/// the argument for every comparison and jump through two `BPF_JA`s per rule into a
+/// layout of its own (one linear chain ending at its default actions), which a tree leaf
+/// cannot reuse; here an ioctl request goes down a search tree of its own and a socket's
+/// family and type are loaded once. A unit test checks the result, input for input,
+/// against the linear program seccompiler builds.
+fn program(
+    answers: Answers,
+    paths: PathCalls,
+    terminal: Terminal,
+) -> Result<Vec<libc::sock_filter>, BuildError> {
+    let asm_error = |e: bpf::AsmError| BuildError(e.to_string());
+    let leaves = leaves(answers, paths, terminal)?;
+    let mut asm = Asm::default();
+    asm.load(ARCH);
+    asm.jeq(
+        AUDIT_ARCH,
+        Dest::Next,
+        Dest::Ret(libc::SECCOMP_RET_KILL_PROCESS),
+    );
+    asm.load(NR);
+    let mut blocks = BTreeMap::new();
+    let mut segments = Vec::with_capacity(leaves.len() + 1);
+    for (&nr, &leaf) in &leaves {
+        let to = match leaf {
+            Leaf::Fixed(answer) => Dest::Ret(answer),
+            checks => Dest::At(*blocks.entry(checks).or_insert_with(|| asm.label())),
+        };
+        segments.push(Segment { lo: nr, hi: nr, to });
+    }
+    // x32 calls, and any number above.
+    segments.push(Segment {
+        lo: X32_SYSCALL_BIT,
+        hi: u32::MAX,
+        to: Dest::Ret(EPERM),
+    });
+    asm.search(&segments, Dest::Ret(ALLOW)).map_err(asm_error)?;
+    asm.returns();
+    for (leaf, label) in blocks {
+        asm.bind(label);
+        block(&mut asm, leaf, answers, terminal)?;
+    }
+    asm.finish().map_err(asm_error)
+}
+
+/// Emits the checks of one leaf; each path ends in a return.
+fn block(
+    asm: &mut Asm,
+    leaf: Leaf,
+    answers: Answers,
+    terminal: Terminal,
+) -> Result<(), BuildError> {
+    let Leaf::Checks { set_id, path, deny } = leaf else {
+        if let Leaf::Fixed(answer) = leaf {
+            asm.goto(Dest::Ret(answer));
+        }
+        return Ok(());
+    };
+    let allow = Dest::Ret(ALLOW);
+    if let Some(SetId { mode, flags }) = set_id {
+        let after = asm.label();
+        if let Some(flags) = flags {
+            asm.load(low(flags));
+            asm.jset(CREATING_FLAGS, Dest::Next, Dest::At(after));
+        }
+        asm.load(low(mode));
+        asm.jset(SET_ID_BITS, Dest::Ret(EPERM), Dest::Next);
+        asm.bind(after);
+    }
+    match path {
+        Some(PathRoute::Always) => {
+            asm.goto(Dest::Ret(NOTIFY));
+            return Ok(());
+        }
+        Some(PathRoute::WriteOpen(flags)) => {
+            asm.load(low(flags));
+            asm.jset(WRITE_FLAGS, Dest::Ret(NOTIFY), allow);
+            return Ok(());
+        }
+        Some(PathRoute::WithPath(pointer)) => {
+            asm.load(low(pointer));
+            asm.jeq(0, Dest::Next, Dest::Ret(NOTIFY));
+            asm.load(high(pointer));
+            asm.jeq(0, allow, Dest::Ret(NOTIFY));
+            return Ok(());
+        }
+        None => {}
+    }
+    match deny {
+        Some(args) => refuse(asm, args, Dest::Ret(answers.deny), terminal),
+        None => {
+            asm.goto(allow);
+            Ok(())
+        }
+    }
+}
+
+/// Emits the deny-list check of `args`: `refused` when it matches, allowed otherwise.
+/// Only low halves are compared where the kernel reads an `int` (see [`Args`]).
+fn refuse(asm: &mut Asm, args: Args, refused: Dest, terminal: Terminal) -> Result<(), BuildError> {
+    let allow = Dest::Ret(ALLOW);
+    let search = |asm: &mut Asm, segments: &[Segment]| {
+        asm.search(segments, allow)
+            .map_err(|e| BuildError(e.to_string()))
+    };
+    let point = |value: u64| -> Result<Segment, BuildError> {
+        let value = word(value)?;
+        Ok(Segment {
+            lo: value,
+            hi: value,
+            to: refused,
+        })
+    };
+    match args {
+        Args::Any | Args::WhileTerminal => asm.goto(refused),
+        Args::OtherPid(n) => {
+            asm.load(low(n.into()));
+            asm.jeq(0, allow, refused);
+        }
+        Args::OtherThan { which } => {
+            asm.load(low(0));
+            asm.jeq(word(which)?, Dest::Next, refused);
+            asm.load(low(1));
+            asm.jeq(0, allow, refused);
+        }
+        Args::Socket => {
+            asm.load(low(0));
+            asm.jeq(word(libc::AF_UNIX as u64)?, Dest::Next, refused);
+            asm.load(low(1));
+            asm.and(word(SOCK_TYPE_MASK)?);
+            asm.jeq(word(SOCK_STREAM)?, allow, Dest::Next);
+            asm.jeq(word(SOCK_SEQPACKET)?, allow, refused);
+        }
+        // Each flag is one bit, so "any flag set" is one test of their union.
+        Args::Clone => {
+            let mut union = 0;
+            for flag in CLONE_NAMESPACE_FLAGS {
+                if flag.count_ones() != 1 {
+                    return Err(BuildError(format!("clone flag {flag:#x} is not one bit")));
+                }
+                union |= word(flag)?;
+            }
+            asm.load(low(0));
+            asm.jset(union, refused, allow);
+        }
+        Args::Ioctl => {
+            let session: &[u64] = match terminal {
+                Terminal::Reachable => &SESSION_IOCTLS,
+                Terminal::Unreachable => &[],
+            };
+            let mut segments = TERMINAL_IOCTLS
+                .iter()
+                .chain(session)
+                .map(|&r| point(r))
+                .collect::<Result<Vec<_>, _>>()?;
+            for (mask, value) in TERMINAL_IOCTL_RANGES {
+                // A mask of high ones is a range: the value with every low bit clear to the
+                // value with every low bit set.
+                let span = !word(mask)?;
+                if span & span.wrapping_add(1) != 0 {
+                    return Err(BuildError(format!("ioctl mask {mask:#x} is not a range")));
+                }
+                let lo = word(value & mask)?;
+                segments.push(Segment {
+                    lo,
+                    hi: lo | span,
+                    to: refused,
+                });
+            }
+            segments.sort_by_key(|s| s.lo);
+            asm.load(low(1));
+            search(asm, &segments)?;
+        }
+        Args::Prctl => {
+            let mut segments = PRCTL_OPTIONS
+                .iter()
+                .map(|&o| point(o))
+                .collect::<Result<Vec<_>, _>>()?;
+            segments.sort_by_key(|s| s.lo);
+            asm.load(low(0));
+            search(asm, &segments)?;
+        }
+    }
+    Ok(())
 }
 
 impl Prepared {
@@ -972,47 +1029,67 @@ impl Prepared {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeSet;
 
-    /// Runs a classic-BPF seccomp program over one `seccomp_data`, as the kernel would.
-    fn run(prog: &[libc::sock_filter], nr: i64, args: [u64; 6]) -> u32 {
+    /// What one run of a program did.
+    #[derive(Debug)]
+    struct Trace {
+        ret: u32,
+        /// Instructions executed.
+        steps: usize,
+        /// The arguments it loaded a half of, as a bit set.
+        read: u8,
+    }
+
+    /// Runs a classic-BPF seccomp program over one `seccomp_data`, as the kernel would,
+    /// refusing any instruction a seccomp program here has no business holding.
+    fn trace(prog: &[libc::sock_filter], arch: u32, nr: u32, args: [u64; 6]) -> Trace {
+        use libc::{
+            BPF_ABS, BPF_ALU, BPF_AND, BPF_JA, BPF_JEQ, BPF_JGE, BPF_JGT, BPF_JMP, BPF_JSET, BPF_K,
+            BPF_LD, BPF_RET, BPF_W,
+        };
         let mut data = [0u8; 64];
-        data[0..4].copy_from_slice(&(nr as u32).to_le_bytes());
-        data[4..8].copy_from_slice(&AUDIT_ARCH.to_le_bytes());
+        data[0..4].copy_from_slice(&nr.to_le_bytes());
+        data[4..8].copy_from_slice(&arch.to_le_bytes());
         for (i, a) in args.iter().enumerate() {
             data[16 + 8 * i..24 + 8 * i].copy_from_slice(&a.to_le_bytes());
         }
-        let (mut acc, mut pc) = (0u32, 0usize);
+        let (mut acc, mut pc, mut steps, mut read) = (0u32, 0usize, 0, 0u8);
         loop {
             let i = prog[pc];
             let code = u32::from(i.code);
             pc += 1;
-            match code & 0x07 {
-                0x00 => {
-                    acc = u32::from_le_bytes(
-                        data[i.k as usize..i.k as usize + 4]
-                            .try_into()
-                            .unwrap_or_default(),
-                    )
+            steps += 1;
+            let jump = |taken: bool| usize::from(if taken { i.jt } else { i.jf });
+            match code {
+                c if c == BPF_LD | BPF_W | BPF_ABS => {
+                    let k = i.k as usize;
+                    assert!(k % 4 == 0 && k + 4 <= data.len(), "load {k}");
+                    if k >= 16 {
+                        read |= 1 << ((k - 16) / 8);
+                    }
+                    acc = u32::from_le_bytes([data[k], data[k + 1], data[k + 2], data[k + 3]]);
                 }
-                0x06 => return i.k,
-                0x05 => {
-                    let cond = match code & 0xf0 {
-                        0x00 => {
-                            pc += i.k as usize;
-                            continue;
-                        }
-                        0x10 => acc == i.k,
-                        0x20 => acc > i.k,
-                        0x30 => acc >= i.k,
-                        0x40 => acc & i.k != 0,
-                        other => panic!("jump op {other:#x}"),
-                    };
-                    pc += usize::from(if cond { i.jt } else { i.jf });
+                c if c == BPF_RET | BPF_K => {
+                    return Trace {
+                        ret: i.k,
+                        steps,
+                        read,
+                    }
                 }
-                0x04 => acc &= i.k,
-                other => panic!("class {other:#x}"),
+                c if c == BPF_JMP | BPF_JA => pc += i.k as usize,
+                c if c == BPF_JMP | BPF_JEQ | BPF_K => pc += jump(acc == i.k),
+                c if c == BPF_JMP | BPF_JGT | BPF_K => pc += jump(acc > i.k),
+                c if c == BPF_JMP | BPF_JGE | BPF_K => pc += jump(acc >= i.k),
+                c if c == BPF_JMP | BPF_JSET | BPF_K => pc += jump(acc & i.k != 0),
+                c if c == BPF_ALU | BPF_AND | BPF_K => acc &= i.k,
+                other => panic!("instruction {other:#x}"),
             }
         }
+    }
+
+    fn run(prog: &[libc::sock_filter], nr: i64, args: [u64; 6]) -> u32 {
+        trace(prog, AUDIT_ARCH, nr as u32, args).ret
     }
 
     fn notifying(observe: bool) -> Vec<libc::sock_filter> {
@@ -1028,7 +1105,7 @@ mod tests {
     }
 
     #[test]
-    fn the_gate_sends_write_opens_to_the_supervisor_and_lets_reads_through() {
+    fn write_opens_go_to_the_supervisor_and_reads_pass() {
         let p = notifying(true);
         let notif = libc::SECCOMP_RET_USER_NOTIF;
         assert_eq!(
@@ -1320,5 +1397,243 @@ mod tests {
                 op: "process_control"
             })
         );
+    }
+
+    /// Every program [`prepare`] builds, by name, next to the linear reference.
+    fn with_references() -> Vec<(String, Vec<libc::sock_filter>, Vec<libc::sock_filter>)> {
+        let linear = |connect, paths, observe, terminal| {
+            linear::program(connect, paths, observe, terminal).unwrap_or_else(|e| panic!("{e}"))
+        };
+        let mut out = Vec::new();
+        for terminal in [Terminal::Reachable, Terminal::Unreachable] {
+            for observe in [true, false] {
+                for paths in [PathCalls::ToKernel, PathCalls::ToSupervisor] {
+                    let p =
+                        prepare(true, observe, paths, terminal).unwrap_or_else(|e| panic!("{e}"));
+                    let notify = libc::SECCOMP_RET_USER_NOTIF;
+                    out.push((
+                        format!("notifying observe={observe} {paths:?} {terminal:?}"),
+                        p.notifying,
+                        linear(notify, paths, observe, terminal),
+                    ));
+                    if observe && paths == PathCalls::ToKernel {
+                        let eacces = libc::SECCOMP_RET_ERRNO | libc::EACCES as u32;
+                        out.push((
+                            format!("refusing {terminal:?}"),
+                            p.refusing,
+                            linear(eacces, PathCalls::ToKernel, false, terminal),
+                        ));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Every constant the programs compare an argument with, or mask it by: the `k` of
+    /// each comparison or `and` that follows a load of an argument.
+    fn argument_constants(progs: &[&[libc::sock_filter]]) -> (BTreeSet<u32>, BTreeSet<u32>) {
+        let (mut constants, mut masks) = (BTreeSet::new(), BTreeSet::new());
+        for prog in progs {
+            let mut on_argument = false;
+            for i in prog.iter() {
+                let code = u32::from(i.code);
+                match code & 0x07 {
+                    c if c == libc::BPF_LD => on_argument = i.k >= 16,
+                    c if c == libc::BPF_ALU && on_argument => {
+                        masks.insert(i.k);
+                    }
+                    c if c == libc::BPF_JMP && on_argument && code & 0xf0 != libc::BPF_JA => {
+                        if code & 0xf0 == libc::BPF_JSET {
+                            masks.insert(i.k);
+                        }
+                        constants.insert(i.k);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        (constants, masks)
+    }
+
+    /// Argument values around every constant: the constant, ±1, 0, all ones, with and
+    /// without each masked bit, and with the high half set.
+    fn argument_values(constants: &BTreeSet<u32>, masks: &BTreeSet<u32>) -> Vec<u64> {
+        const HIGH: u64 = 0xdead_beef_0000_0000;
+        let mut values = BTreeSet::from([0, u64::MAX, u64::from(u32::MAX), HIGH, 1 << 32]);
+        let bits: BTreeSet<u32> = masks
+            .iter()
+            .flat_map(|m| (0..32).map(move |b| m & (1 << b)))
+            .filter(|b| *b != 0)
+            .collect();
+        for &c in constants {
+            let near = [c, c.wrapping_add(1), c.wrapping_sub(1), u32::MAX];
+            for v in near.map(u64::from) {
+                values.extend([v, v | HIGH, v | 1 << 32]);
+            }
+            for b in &bits {
+                values.extend([u64::from(c | b), u64::from(c & !b), HIGH | u64::from(c | b)]);
+            }
+        }
+        values.into_iter().collect()
+    }
+
+    /// The tree and the linear program built the way it used to be give the same answer
+    /// for every architecture, syscall number and argument the rules can tell apart.
+    #[test]
+    fn the_search_tree_answers_as_the_linear_program_does() {
+        let programs = with_references();
+        let all: Vec<&[libc::sock_filter]> = programs
+            .iter()
+            .flat_map(|(_, tree, linear)| [&tree[..], &linear[..]])
+            .collect();
+        let (constants, masks) = argument_constants(&all);
+        let values = argument_values(&constants, &masks);
+        // Pairs of arguments (socket family and type, open flags and mode, …) from a
+        // smaller set: each constant, as is, one above and with the high half set.
+        let mut pair_values: BTreeSet<u64> = BTreeSet::from([0, u64::MAX]);
+        for &c in &constants {
+            let c = u64::from(c);
+            pair_values.extend([c, c + 1, c | 0xdead_beef_0000_0000]);
+        }
+        for b in masks
+            .iter()
+            .flat_map(|m| (0..32).map(move |b| m & (1 << b)))
+        {
+            pair_values.insert(u64::from(b));
+        }
+        let pair_values: Vec<u64> = pair_values.into_iter().collect();
+        let mut numbers: Vec<u32> = (0..=470).collect();
+        numbers.extend((0..=470).map(|nr| nr | X32_SYSCALL_BIT));
+        numbers.extend([0x3fff_ffff, 0x7fff_ffff, 0x8000_0000, u32::MAX]);
+        let mut compared = 0usize;
+        for (name, tree, linear) in &programs {
+            let check = |arch: u32, nr: u32, args: [u64; 6]| {
+                let (t, l) = (trace(tree, arch, nr, args), trace(linear, arch, nr, args));
+                assert_eq!(
+                    t.ret, l.ret,
+                    "{name}: arch {arch:#x} nr {nr} args {args:#x?}"
+                );
+                t.read | l.read
+            };
+            for &nr in &numbers {
+                for arch in [0, AUDIT_ARCH ^ 1, 0x4000_0003 /* i386 */] {
+                    check(arch, nr, [0; 6]);
+                }
+                // Which arguments either program looks at for this number.
+                let mut read = 0;
+                for v in [0, u64::MAX, 0o7777, 0x5412] {
+                    read |= check(AUDIT_ARCH, nr, [v; 6]);
+                    compared += 1;
+                }
+                for &v in &constants {
+                    read |= check(AUDIT_ARCH, nr, [u64::from(v); 6]);
+                    compared += 1;
+                }
+                let positions: Vec<usize> = (0..6).filter(|p| read & 1 << p != 0).collect();
+                for &p in &positions {
+                    for &v in &values {
+                        let mut args = [0; 6];
+                        args[p] = v;
+                        check(AUDIT_ARCH, nr, args);
+                        args = [u64::MAX; 6];
+                        args[p] = v;
+                        check(AUDIT_ARCH, nr, args);
+                        compared += 2;
+                    }
+                }
+                for (n, &p) in positions.iter().enumerate() {
+                    for &q in &positions[n + 1..] {
+                        for &v in &pair_values {
+                            for &w in &pair_values {
+                                let mut args = [0; 6];
+                                (args[p], args[q]) = (v, w);
+                                check(AUDIT_ARCH, nr, args);
+                                compared += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(compared > 1_000_000, "{compared} inputs compared");
+    }
+
+    /// Calls every program runs all the time, with ordinary arguments.
+    fn hot_calls() -> Vec<(&'static str, i64, [u64; 6])> {
+        let rdonly = (libc::O_RDONLY | libc::O_CLOEXEC) as u64;
+        vec![
+            ("read", libc::SYS_read, [3, 0x7f00_0000, 4096, 0, 0, 0]),
+            ("write", libc::SYS_write, [1, 0x7f00_0000, 12, 0, 0, 0]),
+            ("close", libc::SYS_close, [3, 0, 0, 0, 0, 0]),
+            (
+                "openat read-only",
+                libc::SYS_openat,
+                [0, 0x7f00_0000, rdonly, 0, 0, 0],
+            ),
+            ("fstat", libc::SYS_fstat, [3, 0x7f00_0000, 0, 0, 0, 0]),
+            ("mmap", libc::SYS_mmap, [0, 4096, 3, 0x22, u64::MAX, 0]),
+            ("futex", libc::SYS_futex, [0x7f00_0000, 0x80, 1, 0, 0, 0]),
+            (
+                "ioctl FIONREAD",
+                libc::SYS_ioctl,
+                [0, 0x541B, 0x7f00_0000, 0, 0, 0],
+            ),
+            (
+                "ioctl TCGETS",
+                libc::SYS_ioctl,
+                [0, 0x5401, 0x7f00_0000, 0, 0, 0],
+            ),
+            (
+                "fcntl F_GETFL",
+                libc::SYS_fcntl,
+                [0, libc::F_GETFL as u64, 0, 0, 0, 0],
+            ),
+        ]
+    }
+
+    /// The hot calls leave the filter within a dozen or so instructions, and the programs
+    /// are a fraction of the linear one's length (each install verifies and compiles it).
+    #[test]
+    fn hot_calls_leave_the_filter_within_a_few_instructions() {
+        for (name, tree, linear) in with_references() {
+            assert!(
+                tree.len() * 3 < linear.len() && tree.len() < 256,
+                "{name}: {} instructions, the linear one {}",
+                tree.len(),
+                linear.len()
+            );
+            for (call, nr, args) in hot_calls() {
+                let t = trace(&tree, AUDIT_ARCH, nr as u32, args);
+                assert_eq!(t.ret, ALLOW, "{name}: {call}");
+                let bound = if t.read == 0 { 12 } else { 18 };
+                assert!(
+                    t.steps <= bound,
+                    "{name}: {call} ran {} instructions",
+                    t.steps
+                );
+            }
+        }
+    }
+
+    /// Prints the lengths and path lengths (`cargo test --lib filter_sizes -- --ignored
+    /// --nocapture`): the numbers behind the bounds above.
+    #[test]
+    #[ignore = "a report, not a check"]
+    fn filter_sizes() {
+        for (name, tree, linear) in with_references() {
+            println!(
+                "{name}: {} instructions (linear {})",
+                tree.len(),
+                linear.len()
+            );
+            for (call, nr, args) in hot_calls() {
+                let (t, l) = (
+                    trace(&tree, AUDIT_ARCH, nr as u32, args),
+                    trace(&linear, AUDIT_ARCH, nr as u32, args),
+                );
+                println!("  {call}: {} (linear {})", t.steps, l.steps);
+            }
+        }
     }
 }
