@@ -555,8 +555,11 @@ pub fn syscall_name(nr: i64) -> &'static str {
 /// host executes it later; a setgid one runs with the group. No restricted call sets them.
 const SET_ID_BITS: u32 = libc::S_ISUID | libc::S_ISGID;
 
-/// Open flags under which an open creates a file, and so applies its mode.
-const CREATING_FLAGS: u32 = (libc::O_CREAT | libc::O_TMPFILE) as u32;
+/// An open creates a file, and so applies its mode, when it has `O_CREAT` or all of
+/// `O_TMPFILE`, whose value includes `O_DIRECTORY`: a plain directory open is no create,
+/// and its mode register holds whatever the caller left there.
+const CREATE: u32 = libc::O_CREAT as u32;
+const TMPFILE: u32 = libc::O_TMPFILE as u32;
 
 /// A call that sets a file mode: the argument holding it, and for opens the one holding
 /// the flags.
@@ -885,8 +888,12 @@ fn block(
     if let Some(SetId { mode, flags }) = set_id {
         let after = asm.label();
         if let Some(flags) = flags {
+            let creates = asm.label();
             asm.load(low(flags));
-            asm.jset(CREATING_FLAGS, Dest::Next, Dest::At(after));
+            asm.jset(CREATE, Dest::At(creates), Dest::Next);
+            asm.and(TMPFILE);
+            asm.jeq(TMPFILE, Dest::Next, Dest::At(after));
+            asm.bind(creates);
         }
         asm.load(low(mode));
         asm.jset(SET_ID_BITS, Dest::Ret(EPERM), Dest::Next);
@@ -1166,6 +1173,17 @@ mod tests {
             assert_eq!(
                 run(&p, libc::SYS_openat, [3, 0, read, 0o4755, 0, 0]),
                 libc::SECCOMP_RET_ALLOW
+            );
+            // O_DIRECTORY shares a bit with O_TMPFILE: opening a directory creates nothing.
+            let directory = (libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) as u64;
+            assert_eq!(
+                run(&p, libc::SYS_openat, [3, 0, directory, 0o6755, 0, 0]),
+                libc::SECCOMP_RET_ALLOW
+            );
+            let tmpfile = (libc::O_RDWR | libc::O_TMPFILE) as u64;
+            assert_eq!(
+                run(&p, libc::SYS_openat, [3, 0, tmpfile, 0o4755, 0, 0]),
+                eperm
             );
             assert_eq!(
                 run(&p, libc::SYS_openat2, [3, 0, 0, 24, 0, 0]),

@@ -167,7 +167,9 @@ struct Insn {
 /// (read-only opens and `utimensat(fd, NULL, …)` never leave the kernel). Everything else
 /// falls through to the deny list that follows.
 fn gate(connect: u32, paths: PathCalls) -> Vec<libc::sock_filter> {
-    use libc::{BPF_ABS, BPF_JEQ, BPF_JGE, BPF_JMP, BPF_JSET, BPF_K, BPF_LD, BPF_W};
+    use libc::{
+        BPF_ABS, BPF_ALU, BPF_AND, BPF_JEQ, BPF_JGE, BPF_JMP, BPF_JSET, BPF_K, BPF_LD, BPF_W,
+    };
     const NR: u32 = 0;
     const ARCH: u32 = 4;
     /// Offset of the low (`hi` false) or high 32 bits of argument `n`, little-endian.
@@ -221,14 +223,21 @@ fn gate(connect: u32, paths: PathCalls) -> Vec<libc::sock_filter> {
             // An open sets a mode only when it creates.
             Some(flags) => {
                 body.extend([
-                    jeq(call.nr as u32, To::Next, To::Skip(5)),
+                    jeq(call.nr as u32, To::Next, To::Skip(7)),
                     ld(arg(flags, false)),
                     Insn {
                         code: BPF_JMP | BPF_JSET | BPF_K,
-                        k: CREATING_FLAGS,
-                        jt: To::Next,
-                        jf: To::Skip(2),
+                        k: CREATE,
+                        jt: To::Skip(2),
+                        jf: To::Next,
                     },
+                    Insn {
+                        code: BPF_ALU | BPF_AND | BPF_K,
+                        k: TMPFILE,
+                        jt: To::Next,
+                        jf: To::Next,
+                    },
+                    jeq(TMPFILE, To::Next, To::Skip(2)),
                 ]);
                 body.extend(test_mode);
             }
