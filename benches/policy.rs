@@ -8,6 +8,7 @@ use std::time::Instant;
 use sandgate::policy::config::{Managed, Project, User};
 use sandgate::policy::standing::{self, Knobs};
 use sandgate::policy::{self, escalation, Env, Mode, Request};
+use sandgate::sandbox::seccomp;
 
 fn time(name: &str, iterations: u32, mut f: impl FnMut()) {
     for _ in 0..iterations / 10 {
@@ -63,6 +64,17 @@ fn main() {
             ..Request::default()
         };
         black_box(policy::resolve(request, &env).ok());
+    });
+    time("seccomp programs (notifying + refusing)", 2_000, || {
+        black_box(
+            seccomp::prepare(
+                true,
+                true,
+                seccomp::PathCalls::ToSupervisor,
+                seccomp::Terminal::Unreachable,
+            )
+            .ok(),
+        );
     });
     let _ = std::fs::remove_dir_all(&ws);
 }
