@@ -35,11 +35,12 @@ fn by_name(ep: &TestEndpoint) -> String {
 ///   release builds too; a unit test (`sys::tests::fork_is_refused_while_another_thread_runs`)
 ///   shows that a live thread makes it refuse. So the command running at all means the
 ///   kernel counted one thread at the fork.
-/// * From outside, independently of that check: the granted command (full-access, so
-///   sandgate starts no supervisor thread after the fork) reads `Threads:` from its
-///   parent's `/proc/PID/status` while sandgate waits for it. An approval worker or a
+/// * From outside, independently of that check: the granted command (workspace-write, so
+///   that sandgate forks it; full-access would run in sandgate's own process) reads
+///   `Threads:` from its parent's `/proc/PID/status` while sandgate waits for it: the main
+///   thread and the supervisor thread started after the fork. An approval worker or a
 ///   resolver thread that were still running — blocked in a lookup, say — would be
-///   counted there.
+///   counted there too.
 #[test]
 fn a_grant_through_a_named_endpoint_forks_the_command_single_threaded() {
     if !require_full_enforcement() {
@@ -51,7 +52,7 @@ fn a_grant_through_a_named_endpoint_forks_the_command_single_threaded() {
     let mut cmd = env.sandgate("read-only");
     cmd.args([
         "--sandbox-permissions",
-        "full-access",
+        "workspace-write",
         "--justification",
         "count threads",
         "--approval-endpoint",
@@ -71,7 +72,7 @@ fn a_grant_through_a_named_endpoint_forks_the_command_single_threaded() {
         .filter_map(|l| l.strip_prefix("Threads:"))
         .map(str::trim)
         .collect();
-    assert_eq!(threads, ["1"], "{}", show(&out));
+    assert_eq!(threads, ["2"], "{}", show(&out));
     assert_eq!(ep.requests().len(), 1, "{}", show(&out));
     let records = env.audit_records();
     assert_eq!(

@@ -132,3 +132,26 @@ fn usage_errors_exit_64() {
     assert!(String::from_utf8_lossy(&assert.get_output().stderr).contains("no command given"));
     sandgate().arg("--help").assert().success();
 }
+
+#[test]
+fn full_access_runs_the_command_in_sandgates_own_process() {
+    // Nothing to supervise: sandgate becomes the command, so its caller waits for the
+    // command itself. A restricted command is sandgate's child instead.
+    let env = TestEnv::new();
+    for (mode, own) in [("full-access", true), ("workspace-write", false)] {
+        let mut cmd = env.sandgate(mode);
+        cmd.args(["--", "/bin/sh", "-c", "echo $$"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start sandgate: {e}"));
+        let pid = child.id();
+        let out = child
+            .wait_with_output()
+            .unwrap_or_else(|e| panic!("cannot wait for sandgate: {e}"));
+        assert_status(&out, 0);
+        let reported = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        assert_eq!(reported == pid.to_string(), own, "{mode}: {}", show(&out));
+    }
+}
