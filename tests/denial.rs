@@ -13,6 +13,7 @@ use support::*;
 mod denial {
     mod fate;
     mod rules;
+    mod seen;
 }
 
 /// Runs the probe under `mode` with a denial log; returns the probe's verdict, the log's
