@@ -12,6 +12,7 @@ use support::*;
 
 mod denial {
     mod fate;
+    mod paths;
     mod rules;
     mod seen;
 }

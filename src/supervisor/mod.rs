@@ -481,19 +481,27 @@ impl Call<'_> {
     /// Copies `len` bytes at `addr` out of the calling task.
     fn read(&self, addr: u64, len: usize) -> Result<Vec<u8>, Errno> {
         let mut buf = vec![0u8; len];
+        self.read_into(addr, &mut buf)?;
+        Ok(buf)
+    }
+
+    /// Fills `buf` with the bytes at `addr` in the calling task.
+    fn read_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), Errno> {
+        let len = buf.len();
         let remote = [RemoteIoVec {
             base: addr as usize,
             len,
         }];
-        let n = process_vm_readv(self.tid(), &mut [IoSliceMut::new(&mut buf)], &remote)?;
+        let n = process_vm_readv(self.tid(), &mut [IoSliceMut::new(buf)], &remote)?;
         if n != len {
             return Err(Errno::EFAULT);
         }
-        Ok(buf)
+        Ok(())
     }
 
     /// Copies a NUL-terminated string (at most PATH_MAX bytes) out of the calling task,
-    /// page by page so that a string ending near an unmapped page still reads.
+    /// page by page so that a string ending near an unmapped page still reads. The first
+    /// read is short: most paths are, and each byte read is copied twice.
     fn read_cstr(&self, addr: u64) -> Result<Vec<u8>, Errno> {
         if let Some((at, bytes)) = self.last_read.borrow().as_ref() {
             if *at == addr {
@@ -501,18 +509,24 @@ impl Call<'_> {
             }
         }
         const PAGE: u64 = 4096;
+        const FIRST: u64 = 256;
+        let mut buf = [0u8; PAGE as usize];
         let mut out = Vec::new();
         let mut next = addr;
         while out.len() < libc::PATH_MAX as usize {
-            let chunk = (PAGE - next % PAGE) as usize;
-            let bytes = self.read(next, chunk)?;
+            let mut chunk = PAGE - next % PAGE;
+            if next == addr {
+                chunk = chunk.min(FIRST);
+            }
+            let bytes = &mut buf[..chunk as usize];
+            self.read_into(next, bytes)?;
             if let Some(end) = bytes.iter().position(|b| *b == 0) {
                 out.extend_from_slice(&bytes[..end]);
                 *self.last_read.borrow_mut() = Some((addr, out.clone()));
                 return Ok(out);
             }
-            out.extend_from_slice(&bytes);
-            next += chunk as u64;
+            out.extend_from_slice(bytes);
+            next += chunk;
         }
         Err(Errno::ENAMETOOLONG)
     }
