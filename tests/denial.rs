@@ -12,7 +12,9 @@ use support::*;
 
 mod denial {
     mod fate;
+    mod paths;
     mod rules;
+    mod seen;
 }
 
 /// Runs the probe under `mode` with a denial log; returns the probe's verdict, the log's

@@ -28,16 +28,21 @@
 mod git;
 mod observe;
 pub use git::OP as GIT_METADATA_OP;
+mod procfs;
 mod resolve;
 mod workers;
 
+use std::cell::RefCell;
 use std::collections::HashSet;
 use std::io::{self, IoSliceMut};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use nix::errno::Errno;
+use nix::fcntl::OFlag;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::uio::{process_vm_readv, RemoteIoVec};
@@ -89,6 +94,9 @@ pub struct Context {
     workspace_write_roots: HashSet<Inode>,
     protected: HashSet<Inode>,
     devices: HashSet<Inode>,
+    /// The directories holding a protected path or a device node: only there can the last
+    /// component of a path in a writable directory change the verdict.
+    holders: HashSet<Inode>,
     /// The device of the sandbox's /proc: paths through it (/proc/self, /dev/stdout) are
     /// magic links that cannot be followed by name, so no verdict is given on them.
     proc_dev: Option<u64>,
@@ -96,6 +104,7 @@ pub struct Context {
     /// namespaces are refused, so it is opened once instead of per call.
     root: Option<resolve::Root>,
     cache: observe::VerdictCache,
+    procs: procfs::ProcDirs,
     reporter: Option<Arc<Mutex<Reporter>>>,
 }
 
@@ -122,6 +131,8 @@ pub struct Running {
     handle: std::thread::JoinHandle<Ending>,
     /// Written to ask the thread to stop and hand back its listener.
     stop: OwnedFd,
+    /// Set before that, for a thread waiting in RECV: the interrupting signal wakes it.
+    stopping: Arc<AtomicBool>,
 }
 
 /// Starts the supervisor thread for `listener`. Paths are identified by inode, once, now,
@@ -161,24 +172,46 @@ pub fn spawn(listener: OwnedFd, root: OwnedFd, setup: Setup) -> io::Result<Runni
         workspace_write_roots: identify(&setup.workspace_write_roots),
         protected: identify(&setup.protected),
         devices: identify(&setup.devices),
+        holders: identify(
+            &setup
+                .protected
+                .iter()
+                .chain(&setup.devices)
+                .filter_map(|p| p.parent().map(Path::to_path_buf))
+                .collect::<Vec<_>>(),
+        ),
         proc_dev: nix::sys::stat::fstatat(root.as_fd(), "proc", nix::fcntl::AtFlags::empty())
             .ok()
             .map(|st| st.st_dev),
         root: resolve::Root::new(root).ok(),
         cache: observe::VerdictCache::default(),
+        procs: procfs::ProcDirs::default(),
         reporter: setup.reporter,
     };
     // Without it a notification round trip costs 10-80 µs on a small VM (kernel ≥ 6.6).
     sys::notif_sync_wake_up(listener.as_fd());
     let (stop_r, stop) = nix::unistd::pipe()?;
     let mut workers = Workers::new()?;
+    let stopping = Arc::new(AtomicBool::new(false));
+    let asked = stopping.clone();
     let handle = std::thread::Builder::new()
         .name("sandgate-supervisor".into())
         .spawn(move || {
-            let served = serve(&listener, &context, &mut workers, Some(stop_r.as_fd()));
+            // Workers::new blocked the interrupting signal for every thread started from
+            // here on; this one lets it in, so that it can wait in RECV itself.
+            let interruptible = sys::set_signal_blocked(sys::interrupt_signal(), false, false);
+            let stop = Stop {
+                pipe: stop_r.as_fd(),
+                asked: interruptible.is_ok().then_some(asked.as_ref()),
+            };
+            let served = serve(&listener, &context, &mut workers, Some(stop));
             (served, listener, context, workers)
         })?;
-    Ok(Running { handle, stop })
+    Ok(Running {
+        handle,
+        stop,
+        stopping,
+    })
 }
 
 /// The signals on which sandgate stops waiting for its own threads at a hand-over.
@@ -197,12 +230,12 @@ const GIVE_UP: [Signal; 4] = [
 /// has ended.
 struct Pause<'a> {
     waited: &'a SigSet,
-    next: std::time::Duration,
+    next: Duration,
 }
 
 impl<'a> Pause<'a> {
-    const FIRST: std::time::Duration = std::time::Duration::from_micros(25);
-    const LONGEST: std::time::Duration = std::time::Duration::from_millis(2);
+    const FIRST: Duration = Duration::from_micros(25);
+    const LONGEST: Duration = Duration::from_millis(2);
 
     fn new(waited: &'a SigSet) -> Self {
         Pause {
@@ -241,9 +274,13 @@ impl Running {
     /// or SIGQUIT it gives up and returns at once — the background processes then get
     /// ENOSYS from their notified calls, as the supervisor's death always answers.
     pub fn hand_over(self, waited: &SigSet) {
+        self.stopping.store(true, Ordering::SeqCst);
         let _ = nix::unistd::write(&self.stop, b"x");
         let mut pause = Pause::new(waited);
         while !self.handle.is_finished() {
+            // Again each round: a signal that came just before the thread entered RECV
+            // woke nothing.
+            let _ = sys::signal_thread(&self.handle, sys::interrupt_signal());
             if !pause.wait() {
                 return;
             }
@@ -254,15 +291,7 @@ impl Running {
         let Some(handed_back) = workers.stop(|| pause.wait()) else {
             return;
         };
-        if matches!(served, Served::AllGone) {
-            return;
-        }
-        let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
-        let _ = poll(&mut fds, PollTimeout::ZERO);
-        if fds[0]
-            .revents()
-            .is_some_and(|r| r.contains(PollFlags::POLLHUP))
-        {
+        if matches!(served, Served::AllGone) || hung_up(&listener) {
             return;
         }
         // Every thread is joined: sandgate is single-threaded again and may fork.
@@ -283,6 +312,15 @@ impl Running {
     }
 }
 
+/// Returns true when no process is left under the filter.
+fn hung_up(listener: &OwnedFd) -> bool {
+    let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+    let _ = poll(&mut fds, PollTimeout::ZERO);
+    fds[0]
+        .revents()
+        .is_some_and(|r| r.contains(PollFlags::POLLHUP))
+}
+
 /// How serving ended.
 enum Served {
     /// Every sandboxed process is gone (POLLHUP), or the listener failed.
@@ -294,17 +332,52 @@ enum Served {
 /// How often the supervisor looks for connect workers whose caller stopped waiting.
 const SWEEP_MS: u16 = 200;
 
-/// Answers notifications until every sandboxed process is gone, or `stop` is readable.
+/// How sandgate asks the supervisor thread to stop.
+struct Stop<'a> {
+    /// Readable once it asks.
+    pipe: std::os::fd::BorrowedFd<'a>,
+    /// Set once it asks, when the thread can be woken from RECV by the interrupting
+    /// signal; `None` when it cannot (it then waits in poll, for the pipe too).
+    asked: Option<&'a AtomicBool>,
+}
+
+/// Answers notifications until every sandboxed process is gone, or sandgate asks for the
+/// listener back (`stop`).
+///
+/// A thread that sandgate can interrupt waits in RECV itself, without a poll before each
+/// notification: that is one system call of three on a notification that needs nothing
+/// else. It polls while connect workers are out, to look after them every
+/// [`SWEEP_MS`]. The detached supervisor always polls: nobody interrupts it, and it must
+/// see the last sandboxed process go (POLLHUP), which a waiting RECV is not woken for on
+/// every kernel.
 fn serve(
     listener: &OwnedFd,
     context: &Context,
     workers: &mut Workers,
-    stop: Option<std::os::fd::BorrowedFd<'_>>,
+    stop: Option<Stop<'_>>,
 ) -> Served {
+    let asked = stop.as_ref().and_then(|s| s.asked);
     loop {
+        if let (Some(asked), true) = (asked, workers.is_empty()) {
+            if asked.load(Ordering::SeqCst) {
+                return Served::Stopped;
+            }
+            match sys::notif_recv(listener.as_fd()) {
+                Ok(notif) => handle(listener, context, workers, &notif),
+                Err(e) => match e.raw_os_error() {
+                    // Interrupted (sandgate may be asking to stop), or the caller died or
+                    // was interrupted before we received it — or, on a kernel that wakes
+                    // RECV for it, no process is left under the filter.
+                    Some(libc::EINTR) => {}
+                    Some(libc::ENOENT) if !hung_up(listener) => {}
+                    _ => return Served::AllGone,
+                },
+            }
+            continue;
+        }
         let mut fds = vec![PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
-        if let Some(stop) = stop {
-            fds.push(PollFd::new(stop, PollFlags::POLLIN));
+        if let Some(stop) = &stop {
+            fds.push(PollFd::new(stop.pipe, PollFlags::POLLIN));
         }
         let timeout = if workers.is_empty() {
             PollTimeout::NONE
@@ -349,7 +422,12 @@ fn handle(
     workers: &mut Workers,
     notif: &libc::seccomp_notif,
 ) {
-    let call = Call { listener, notif };
+    let call = Call {
+        listener,
+        notif,
+        procs: &context.procs,
+        last_read: RefCell::new(None),
+    };
     let (answer, denial) = match i64::from(notif.data.nr) {
         libc::SYS_connect => match mediate_connect(&call, context) {
             Ok(connect) => match workers.perform(listener, notif, connect) {
@@ -396,6 +474,10 @@ fn handle(
 pub struct Call<'a> {
     listener: &'a OwnedFd,
     notif: &'a libc::seccomp_notif,
+    procs: &'a procfs::ProcDirs,
+    /// The last string read from the caller and its address: the git guard and the
+    /// observer look at the same path, which is copied once.
+    last_read: RefCell<Option<(u64, Vec<u8>)>>,
 }
 
 impl Call<'_> {
@@ -416,41 +498,66 @@ impl Call<'_> {
     /// Copies `len` bytes at `addr` out of the calling task.
     fn read(&self, addr: u64, len: usize) -> Result<Vec<u8>, Errno> {
         let mut buf = vec![0u8; len];
+        self.read_into(addr, &mut buf)?;
+        Ok(buf)
+    }
+
+    /// Fills `buf` with the bytes at `addr` in the calling task.
+    fn read_into(&self, addr: u64, buf: &mut [u8]) -> Result<(), Errno> {
+        let len = buf.len();
         let remote = [RemoteIoVec {
             base: addr as usize,
             len,
         }];
-        let n = process_vm_readv(self.tid(), &mut [IoSliceMut::new(&mut buf)], &remote)?;
+        let n = process_vm_readv(self.tid(), &mut [IoSliceMut::new(buf)], &remote)?;
         if n != len {
             return Err(Errno::EFAULT);
         }
-        Ok(buf)
+        Ok(())
     }
 
     /// Copies a NUL-terminated string (at most PATH_MAX bytes) out of the calling task,
-    /// page by page so that a string ending near an unmapped page still reads.
-    fn read_cstr(&self, mut addr: u64) -> Result<Vec<u8>, Errno> {
+    /// page by page so that a string ending near an unmapped page still reads. The first
+    /// read is short: most paths are, and each byte read is copied twice.
+    fn read_cstr(&self, addr: u64) -> Result<Vec<u8>, Errno> {
+        if let Some((at, bytes)) = self.last_read.borrow().as_ref() {
+            if *at == addr {
+                return Ok(bytes.clone());
+            }
+        }
         const PAGE: u64 = 4096;
+        const FIRST: u64 = 256;
+        let mut buf = [0u8; PAGE as usize];
         let mut out = Vec::new();
+        let mut next = addr;
         while out.len() < libc::PATH_MAX as usize {
-            let chunk = (PAGE - addr % PAGE) as usize;
-            let bytes = self.read(addr, chunk)?;
+            let mut chunk = PAGE - next % PAGE;
+            if next == addr {
+                chunk = chunk.min(FIRST);
+            }
+            let bytes = &mut buf[..chunk as usize];
+            self.read_into(next, bytes)?;
             if let Some(end) = bytes.iter().position(|b| *b == 0) {
                 out.extend_from_slice(&bytes[..end]);
+                *self.last_read.borrow_mut() = Some((addr, out.clone()));
                 return Ok(out);
             }
-            out.extend_from_slice(&bytes);
-            addr += chunk as u64;
+            out.extend_from_slice(bytes);
+            next += chunk;
         }
         Err(Errno::ENAMETOOLONG)
     }
 
     /// Opens the caller's `/proc` entry `what` (`root`, `cwd`, `fd/N`) as an `O_PATH` fd.
     fn open_proc(&self, what: &str) -> Result<OwnedFd, Errno> {
-        let path = std::ffi::CString::new(format!("/proc/{}/{what}", self.tid()))
-            .map_err(|_| Errno::EINVAL)?;
-        sys::open_path(&path, 0)
-            .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EBADF)))
+        self.procs.with(self.tid().as_raw(), |dir| {
+            nix::fcntl::openat(
+                dir,
+                what,
+                OFlag::O_PATH | OFlag::O_CLOEXEC,
+                nix::sys::stat::Mode::empty(),
+            )
+        })
     }
 
     /// Reads what the caller's `/proc` link `what` points to, for messages.

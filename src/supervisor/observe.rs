@@ -145,18 +145,139 @@ pub fn shown_path(call: &Call<'_>, dirfd: i32, path: &[u8]) -> String {
     }
 }
 
+/// Returns true when a quick look shows the profile allows the call on `path`: its
+/// directory is one whose verdict is known to allow writes, holds no protected path or
+/// device node, and the last component is not a symlink to follow. False means only that
+/// the full walk ([`refused`]) must decide.
+///
+/// The directory is found in as few system calls as the path allows, and never by
+/// following what the kernel would not follow for the caller:
+/// - the caller's own directory, or one name beneath it, by one `fstatat` through its
+///   `/proc/<tid>/cwd` (or `fd/N`) link, not following that name if it is a symlink;
+/// - a longer path by one `openat2` that may neither leave the start directory nor follow
+///   a magic link (`RESOLVE_BENEATH`; from the caller's root `RESOLVE_IN_ROOT`, which
+///   resolves absolute symlinks as the caller's kernel walk does).
+///
+/// A `..`, a symlink on the way out of the start directory, a directory not seen before,
+/// any error: the full walk decides.
+fn allowed_at_a_glance(
+    call: &Call<'_>,
+    context: &Context,
+    root: &Root,
+    arg: &PathArg,
+    path: &[u8],
+) -> bool {
+    use nix::fcntl::{openat2, AtFlags, OFlag, OpenHow, ResolveFlag};
+    use nix::sys::stat::{fstat, fstatat, FileStat};
+    let components = || path.split(|b| *b == b'/').filter(|c| !c.is_empty());
+    // `..` may leave the start directory, and a path ending in `.` names a directory.
+    if components().any(|c| c == b"..") || components().next_back().is_none_or(|c| c == b".") {
+        return false;
+    }
+    let mut parents: Vec<&[u8]> = components().filter(|c| *c != b".").collect();
+    let Some(last) = parents.pop() else {
+        return false;
+    };
+    let absolute = path.starts_with(b"/");
+    let proc_dir = if absolute {
+        None
+    } else {
+        match call.procs.get(call.tid().as_raw()) {
+            Ok((dir, _)) => Some(dir),
+            Err(_) => return false,
+        }
+    };
+    // Where the directory is looked at from, and its path from there.
+    let (base, mut rel): (std::os::fd::BorrowedFd<'_>, Vec<u8>) = match (&proc_dir, arg.dirfd) {
+        (None, _) => (root.fd.as_fd(), Vec::new()),
+        (Some(dir), libc::AT_FDCWD) => (dir.as_fd(), b"cwd".to_vec()),
+        (Some(dir), fd) if fd >= 0 => (dir.as_fd(), format!("fd/{fd}").into_bytes()),
+        _ => return false,
+    };
+    let join = |rel: &mut Vec<u8>, name: &[u8]| {
+        if !rel.is_empty() {
+            rel.push(b'/');
+        }
+        rel.extend_from_slice(name);
+    };
+    let opened;
+    let (base, dir): (std::os::fd::BorrowedFd<'_>, FileStat) = if parents.len() <= 1 {
+        let flags = match parents.first() {
+            Some(name) => {
+                join(&mut rel, name);
+                AtFlags::AT_SYMLINK_NOFOLLOW
+            }
+            // `cwd` or `fd/N` itself: the link is what is looked at.
+            None => AtFlags::empty(),
+        };
+        let st = if rel.is_empty() {
+            fstat(base)
+        } else {
+            fstatat(base, rel.as_slice(), flags)
+        };
+        match st {
+            Ok(st) => (base, st),
+            Err(_) => return false,
+        }
+    } else {
+        let start = if absolute {
+            None
+        } else {
+            match nix::fcntl::openat(
+                base,
+                rel.as_slice(),
+                OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+                nix::sys::stat::Mode::empty(),
+            ) {
+                Ok(fd) => Some(fd),
+                Err(_) => return false,
+            }
+        };
+        let scope = if absolute {
+            ResolveFlag::RESOLVE_IN_ROOT
+        } else {
+            ResolveFlag::RESOLVE_BENEATH
+        };
+        let how = OpenHow::new()
+            .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
+            .resolve(scope | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+        let from = start.as_ref().map_or(root.fd.as_fd(), |s| s.as_fd());
+        opened = match openat2(from, parents.join(&b'/').as_slice(), how) {
+            Ok(fd) => fd,
+            Err(_) => return false,
+        };
+        rel.clear();
+        match fstat(opened.as_fd()) {
+            Ok(st) => (opened.as_fd(), st),
+            Err(_) => return false,
+        }
+    };
+    if dir.st_mode & libc::S_IFMT != libc::S_IFDIR || context.proc_dev == Some(dir.st_dev) {
+        return false;
+    }
+    let id = resolve::identity(&dir);
+    if context.cache.borrow().get(&id) != Some(&Verdict::Allowed) || context.holders.contains(&id) {
+        return false;
+    }
+    if !arg.follow {
+        return true;
+    }
+    // A symlink in the last place would be followed: where it leads decides.
+    join(&mut rel, last);
+    match fstatat(base, rel.as_slice(), AtFlags::AT_SYMLINK_NOFOLLOW) {
+        Ok(st) => st.st_mode & libc::S_IFMT != libc::S_IFLNK,
+        Err(e) => e == nix::errno::Errno::ENOENT,
+    }
+}
+
 /// The verdict on one path: `None` when the profile allows it (or it cannot be told).
 fn refused(
     call: &Call<'_>,
     context: &Context,
     root: &Root,
     arg: &PathArg,
+    path: &[u8],
 ) -> Option<(String, Verdict, bool)> {
-    let path = call.read_cstr(arg.ptr).ok()?;
-    if path.is_empty() {
-        // An AT_EMPTY_PATH call on the fd itself: no path to report.
-        return None;
-    }
     // An absolute path needs no start directory: save the /proc lookup.
     let start = match (path.starts_with(b"/"), arg.dirfd) {
         (true, _) => None,
@@ -164,8 +285,7 @@ fn refused(
         (false, fd) => Some(call.open_proc(&format!("fd/{fd}")).ok()?),
     };
     let start_fd = start.as_ref().map_or(root.fd.as_fd(), |s| s.as_fd());
-    let target =
-        resolve::resolve(root, start_fd, &path, arg.follow, None, context.proc_dev).ok()?;
+    let target = resolve::resolve(root, start_fd, path, arg.follow, None, context.proc_dev).ok()?;
     let object = target.object.as_ref().map(|(_, st)| resolve::identity(st));
     if object.is_some_and(|id| context.devices.contains(&id)) {
         return None;
@@ -175,11 +295,7 @@ fn refused(
     if verdict == Verdict::Allowed || !call.still_pending() {
         return None;
     }
-    Some((
-        shown_path(call, arg.dirfd, &path),
-        verdict,
-        object.is_some(),
-    ))
+    Some((shown_path(call, arg.dirfd, path), verdict, object.is_some()))
 }
 
 /// What the profile says about a write beneath a directory.
@@ -290,7 +406,14 @@ pub fn check(call: &Call<'_>, context: &Context) -> Option<Denial> {
     let (op, args) = decode(call, nr)?;
     let root = context.root.as_ref()?;
     for arg in &args {
-        if let Some((path, verdict, exists)) = refused(call, context, root, arg) {
+        let Ok(path) = call.read_cstr(arg.ptr) else {
+            continue;
+        };
+        // An empty path is an AT_EMPTY_PATH call on the fd itself: no path to report.
+        if path.is_empty() || allowed_at_a_glance(call, context, root, arg, &path) {
+            continue;
+        }
+        if let Some((path, verdict, exists)) = refused(call, context, root, arg, &path) {
             let needed = match verdict {
                 Verdict::Refused(needed) => needed,
                 Verdict::Protected | Verdict::GitMetadata | Verdict::Allowed => Mode::FullAccess,

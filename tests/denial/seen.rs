@@ -1,0 +1,119 @@
+//! Markers in directories the supervisor has already seen allow writes. It remembers that
+//! verdict and answers later calls there at a glance; what it must still look at: a path
+//! that leaves the directory through a symlink or `..`, a symlink in the last place, and a
+//! protected path inside the writable directory.
+
+use std::path::Path;
+
+use crate::support::*;
+
+/// Lays out the workspace: a protected `keep.txt` (by the project's configuration),
+/// symlinks to the outside at two depths, and a symlink to a file outside in `deep/`,
+/// which holds nothing protected.
+fn plant(env: &TestEnv) {
+    let ws = &env.ws;
+    let write = |p: &Path, text: &str| std::fs::write(p, text).unwrap_or_else(|e| panic!("{e}"));
+    let link = |target: &Path, at: &Path| {
+        std::os::unix::fs::symlink(target, at).unwrap_or_else(|e| panic!("{e}"))
+    };
+    std::fs::create_dir_all(ws.join(".sandgate")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(ws.join("deep/sub")).unwrap_or_else(|e| panic!("{e}"));
+    write(
+        &ws.join(".sandgate/config.json"),
+        r#"{"protected_paths": ["keep.txt"]}"#,
+    );
+    write(&ws.join("keep.txt"), "keep\n");
+    write(&env.outside.join("victim"), "victim\n");
+    link(&env.outside, &ws.join("esc"));
+    link(&env.outside, &ws.join("deep/esc"));
+    link(&env.outside.join("victim"), &ws.join("deep/link-out"));
+}
+
+/// Allowed writes first, in every directory the refused ones then start from, so that
+/// each refused one comes after its directory's verdict is known.
+fn script(ws: &Path) -> String {
+    let ws = ws.display();
+    format!(
+        "echo ok > warm && echo ok > deep/warm && echo ok > deep/sub/warm && echo ok > '{ws}/warm-abs'
+         echo x > esc/new1
+         echo x > deep/esc/new2
+         echo x > deep/link-out
+         echo x > ../outside/new3
+         echo x >> keep.txt
+         (cd deep/sub && echo ok > warm2 && echo x > ../../esc/new4)
+         echo x > '{ws}/deep/esc/new5'
+         echo x > '{ws}/esc/new6'
+         echo ok > warm3
+         true"
+    )
+}
+
+#[test]
+fn a_directory_seen_writable_still_reports_every_way_out_of_it() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    plant(&env);
+    let (out, markers) = env.run_logged("workspace-write", &["/bin/sh", "-c", &script(&env.ws)]);
+    assert_status(&out, 0);
+    let ws = env.ws.display();
+    let expected = [
+        ("create", format!("{ws}/esc/new1"), "full-access"),
+        ("create", format!("{ws}/deep/esc/new2"), "full-access"),
+        ("write", format!("{ws}/deep/link-out"), "full-access"),
+        ("create", format!("{ws}/../outside/new3"), "full-access"),
+        ("write", format!("{ws}/keep.txt"), "full-access"),
+        (
+            "create",
+            format!("{ws}/deep/sub/../../esc/new4"),
+            "full-access",
+        ),
+        ("create", format!("{ws}/deep/esc/new5"), "full-access"),
+        ("create", format!("{ws}/esc/new6"), "full-access"),
+    ];
+    let got: Vec<(String, String, String)> = markers
+        .iter()
+        .map(|m| {
+            let field = |k: &str| m[k].as_str().unwrap_or_default().to_owned();
+            (field("op"), field("path"), field("needed"))
+        })
+        .collect();
+    let want: Vec<(String, String, String)> = expected
+        .iter()
+        .map(|(op, path, needed)| ((*op).to_owned(), path.clone(), (*needed).to_owned()))
+        .collect();
+    assert_eq!(got, want, "{}", show(&out));
+    for name in ["new1", "new2", "new3", "new4", "new5", "new6"] {
+        assert!(!env.outside.join(name).exists(), "{name} was written");
+    }
+    assert_eq!(
+        std::fs::read_to_string(env.outside.join("victim")).unwrap_or_default(),
+        "victim\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("keep.txt")).unwrap_or_default(),
+        "keep\n"
+    );
+    for warm in [
+        "warm",
+        "deep/warm",
+        "deep/sub/warm",
+        "deep/sub/warm2",
+        "warm3",
+    ] {
+        assert!(env.ws.join(warm).exists(), "{warm} was not written");
+    }
+
+    // Control: with full access every one of those writes happens, and none is reported.
+    let (out, markers) = env.run_logged("full-access", &["/bin/sh", "-c", &script(&env.ws)]);
+    assert_status(&out, 0);
+    assert!(markers.is_empty(), "{markers:#?}");
+    for name in ["new1", "new2", "new3", "new4", "new5", "new6"] {
+        assert!(env.outside.join(name).exists(), "{name} was not written");
+    }
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("keep.txt")).unwrap_or_default(),
+        "keep\nx\n"
+    );
+}
