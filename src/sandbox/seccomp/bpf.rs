@@ -412,6 +412,166 @@ mod tests {
         assert!(prog.iter().any(|i| u32::from(i.code) == BPF_JMP | BPF_JA));
     }
 
+    /// A small deterministic generator (xorshift64*): the tests need many varied layouts,
+    /// not cryptographic randomness, and must fail the same way every run.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    /// Random disjoint sorted segments: points and ranges, some touching, some at 0 or at
+    /// u32::MAX, each going to a shared return or to a labelled block of its own.
+    fn random_segments(rng: &mut Rng, asm: &mut Asm, count: usize) -> Vec<(Segment, u32)> {
+        let mut out = Vec::new();
+        let mut at: u64 = if rng.below(4) == 0 {
+            0
+        } else {
+            rng.below(1000)
+        };
+        for n in 0..count {
+            if at > u64::from(u32::MAX) {
+                break;
+            }
+            let width = match rng.below(4) {
+                0 | 1 => 0,
+                2 => rng.below(8),
+                _ => rng.below(1 << 20),
+            };
+            let hi = (at + width).min(u64::from(u32::MAX));
+            let (to, answer) = if rng.below(3) == 0 {
+                (Dest::At(asm.label()), 1000 + n as u32)
+            } else {
+                let k = 10 + rng.below(4) as u32;
+                (Dest::Ret(k), k)
+            };
+            out.push((
+                Segment {
+                    lo: at as u32,
+                    hi: hi as u32,
+                    to,
+                },
+                answer,
+            ));
+            // Touching (same or other destination), a gap of one, or a wide gap.
+            at = hi
+                + 1
+                + match rng.below(4) {
+                    0 => 0,
+                    1 => 1,
+                    2 => rng.below(16),
+                    _ => rng.below(1 << 24),
+                };
+            if rng.below(50) == 0 {
+                at = u64::from(u32::MAX) - rng.below(3);
+            }
+        }
+        out
+    }
+
+    /// Searches over random segments, padded so that jumps from the tree to its shared
+    /// returns and to the blocks lie far beyond a byte's reach, place every value as a
+    /// linear scan of the segments does: at each bound, one either side of it, and
+    /// elsewhere.
+    #[test]
+    fn random_searches_with_far_targets_place_every_value_in_its_segment() {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        for round in 0..300 {
+            let mut asm = Asm::default();
+            asm.load(0);
+            let count = 1 + rng.below(if round % 10 == 0 { 400 } else { 60 }) as usize;
+            let segments = random_segments(&mut rng, &mut asm, count);
+            let segs: Vec<Segment> = segments.iter().map(|(s, _)| *s).collect();
+            assert_eq!(asm.search(&segs, Dest::Ret(1)), Ok(()));
+            // Shared returns right after the tree, or only at the very end (far).
+            if rng.below(2) == 0 {
+                asm.returns();
+            }
+            let pad = rng.below(3) as usize * 150;
+            for (s, answer) in &segments {
+                if let Dest::At(label) = s.to {
+                    asm.bind(label);
+                    for _ in 0..pad / segments.len().max(1) + rng.below(3) as usize {
+                        asm.load(0);
+                    }
+                    asm.goto(Dest::Ret(*answer));
+                }
+            }
+            let prog = match asm.finish() {
+                Ok(prog) => prog,
+                Err(AsmError::TooLong(_)) => continue,
+                Err(e) => panic!("round {round}: {e}"),
+            };
+            let want = |v: u32| {
+                segments
+                    .iter()
+                    .find(|(s, _)| (s.lo..=s.hi).contains(&v))
+                    .map_or(1, |(_, answer)| *answer)
+            };
+            let mut values = vec![0, 1, u32::MAX, u32::MAX - 1];
+            for (s, _) in &segments {
+                for v in [s.lo, s.hi] {
+                    values.extend([v, v.wrapping_add(1), v.wrapping_sub(1)]);
+                }
+                values.push(s.lo + (s.hi - s.lo) / 2);
+            }
+            values.extend((0..200).map(|_| rng.next() as u32));
+            for v in values {
+                assert_eq!(eval(&prog, v), want(v), "round {round}: value {v:#x}");
+            }
+        }
+    }
+
+    /// Every instruction's jump lands inside the program, and every path ends in a return:
+    /// what the kernel's checker asks of a classic BPF program.
+    #[test]
+    fn far_jumps_are_routed_through_trampolines_that_land_inside_the_program() {
+        let mut asm = Asm::default();
+        asm.load(0);
+        let labels: Vec<Label> = (0..40).map(|_| asm.label()).collect();
+        // Forty comparisons, each jumping to a block further away than the one before.
+        for (n, l) in labels.iter().enumerate() {
+            asm.jeq(n as u32, Dest::At(*l), Dest::Next);
+        }
+        asm.goto(Dest::Ret(1));
+        for (n, l) in labels.iter().enumerate() {
+            asm.bind(*l);
+            for _ in 0..20 {
+                asm.load(0);
+            }
+            asm.goto(Dest::Ret(100 + n as u32));
+        }
+        let prog = asm.finish().unwrap_or_else(|e| panic!("{e}"));
+        for (pc, i) in prog.iter().enumerate() {
+            let code = u32::from(i.code);
+            if code & 0x07 == BPF_JMP {
+                let targets = if code == BPF_JMP | BPF_JA {
+                    vec![pc + 1 + i.k as usize]
+                } else {
+                    vec![pc + 1 + usize::from(i.jt), pc + 1 + usize::from(i.jf)]
+                };
+                assert!(targets.iter().all(|t| *t < prog.len()), "{pc}");
+            }
+        }
+        assert_eq!(
+            prog.last().map(|i| u32::from(i.code)),
+            Some(BPF_RET | BPF_K)
+        );
+        for n in 0..45u32 {
+            let want = if n < 40 { 100 + n } else { 1 };
+            assert_eq!(eval(&prog, n), want, "{n}");
+        }
+    }
+
     #[test]
     fn a_backward_jump_is_refused() {
         let mut asm = Asm::default();
