@@ -160,6 +160,10 @@ const fn denied(nr: libc::c_long, name: &'static str, op: &'static str, args: Ar
     }
 }
 
+/// `open_tree_attr(2)` (Linux 6.15), which the libc crate does not name yet: the same
+/// number on every architecture with the unified syscall table.
+const SYS_OPEN_TREE_ATTR: libc::c_long = 467;
+
 /// The deny list: every call a restricted profile refuses, with its marker name and
 /// class. The filter, the supervisor's names and its marker `op`s all derive from it.
 ///
@@ -258,6 +262,7 @@ const DENY_LIST: &[Denied] = &[
     denied(libc::SYS_fsmount, "fsmount", "mount", Args::Any),
     denied(libc::SYS_fspick, "fspick", "mount", Args::Any),
     denied(libc::SYS_mount_setattr, "mount_setattr", "mount", Args::Any),
+    denied(SYS_OPEN_TREE_ATTR, "open_tree_attr", "mount", Args::Any),
     denied(libc::SYS_unshare, "unshare", "namespace", Args::Any),
     denied(libc::SYS_setns, "setns", "namespace", Args::Any),
     denied(libc::SYS_clone, "clone", "namespace", Args::Clone),
@@ -1189,6 +1194,18 @@ mod tests {
                 run(&p, libc::SYS_openat2, [3, 0, 0, 24, 0, 0]),
                 libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32
             );
+        }
+    }
+
+    #[test]
+    fn every_mount_call_is_refused_the_newest_too() {
+        let eperm = libc::SECCOMP_RET_ERRNO | DENY_ERRNO as u32;
+        for nr in [
+            libc::SYS_open_tree,
+            libc::SYS_mount_setattr,
+            SYS_OPEN_TREE_ATTR,
+        ] {
+            assert_eq!(run(&refusing(), nr, [0; 6]), eperm, "{nr}");
         }
     }
 
