@@ -253,6 +253,52 @@ pub fn open_path(path: &CStr, extra: libc::c_int) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
+/// What the supervisor needs to know of a file: its type, identity, and when this inode
+/// was born. The birth time tells a directory from a later one that got its recycled
+/// inode number (ext4 hands a removed directory's number to the next one at once).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stat {
+    pub mode: u32,
+    pub dev: u64,
+    pub ino: u64,
+    /// `None` when the filesystem does not record birth times.
+    pub born: Option<(i64, u32)>,
+}
+
+/// `statx` of `path` beneath `dir` (`""`: `dir` itself), not following a symlink in the
+/// last place when `nofollow`.
+pub fn statx(dir: BorrowedFd<'_>, path: &[u8], nofollow: bool) -> io::Result<Stat> {
+    let path =
+        std::ffi::CString::new(path).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let mut flags = libc::AT_STATX_SYNC_AS_STAT;
+    if path.as_bytes().is_empty() {
+        flags |= libc::AT_EMPTY_PATH;
+    }
+    if nofollow {
+        flags |= libc::AT_SYMLINK_NOFOLLOW;
+    }
+    // SAFETY: statx is plain old data that the kernel fills.
+    let mut st: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path, a live local for the result.
+    let ret = unsafe {
+        libc::statx(
+            dir.as_raw_fd(),
+            path.as_ptr(),
+            flags,
+            libc::STATX_TYPE | libc::STATX_INO | libc::STATX_BTIME,
+            &mut st,
+        )
+    };
+    check(ret.into())?;
+    Ok(Stat {
+        mode: u32::from(st.stx_mode),
+        dev: libc::makedev(st.stx_dev_major, st.stx_dev_minor),
+        ino: st.stx_ino,
+        born: (st.stx_mask & libc::STATX_BTIME != 0)
+            .then_some((st.stx_btime.tv_sec, st.stx_btime.tv_nsec)),
+    })
+}
+
 /// Sends `fd` over the unix socket `sock` as SCM_RIGHTS with a one-byte payload.
 /// Async-signal-safe (the control buffer lives on the stack).
 pub fn send_fd(sock: BorrowedFd<'_>, fd: BorrowedFd<'_>) -> io::Result<()> {

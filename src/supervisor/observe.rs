@@ -14,6 +14,7 @@ use super::{Call, Context};
 use crate::denial::Denial;
 use crate::policy::Mode;
 use crate::sandbox::seccomp;
+use crate::sys;
 
 /// One path a call acts on.
 struct PathArg {
@@ -168,7 +169,7 @@ fn allowed_at_a_glance(
     path: &[u8],
 ) -> bool {
     use nix::fcntl::{openat2, AtFlags, OFlag, OpenHow, ResolveFlag};
-    use nix::sys::stat::{fstat, fstatat, FileStat};
+    use nix::sys::stat::fstatat;
     let components = || path.split(|b| *b == b'/').filter(|c| !c.is_empty());
     // `..` may leave the start directory, and a path ending in `.` names a directory.
     if components().any(|c| c == b"..") || components().next_back().is_none_or(|c| c == b".") {
@@ -201,21 +202,17 @@ fn allowed_at_a_glance(
         rel.extend_from_slice(name);
     };
     let opened;
-    let (base, dir): (std::os::fd::BorrowedFd<'_>, FileStat) = if parents.len() <= 1 {
-        let flags = match parents.first() {
+    let (base, dir): (std::os::fd::BorrowedFd<'_>, sys::Stat) = if parents.len() <= 1 {
+        // `cwd` or `fd/N` itself is followed (the link is what is looked at); a name
+        // beneath it is not.
+        let nofollow = match parents.first() {
             Some(name) => {
                 join(&mut rel, name);
-                AtFlags::AT_SYMLINK_NOFOLLOW
+                true
             }
-            // `cwd` or `fd/N` itself: the link is what is looked at.
-            None => AtFlags::empty(),
+            None => false,
         };
-        let st = if rel.is_empty() {
-            fstat(base)
-        } else {
-            fstatat(base, rel.as_slice(), flags)
-        };
-        match st {
+        match sys::statx(base, &rel, nofollow) {
             Ok(st) => (base, st),
             Err(_) => return false,
         }
@@ -247,16 +244,16 @@ fn allowed_at_a_glance(
             Err(_) => return false,
         };
         rel.clear();
-        match fstat(opened.as_fd()) {
+        match sys::statx(opened.as_fd(), b"", false) {
             Ok(st) => (opened.as_fd(), st),
             Err(_) => return false,
         }
     };
-    if dir.st_mode & libc::S_IFMT != libc::S_IFDIR || context.proc_dev == Some(dir.st_dev) {
+    if dir.mode & libc::S_IFMT != libc::S_IFDIR || context.proc_dev == Some(dir.dev) {
         return false;
     }
-    let id = resolve::identity(&dir);
-    if context.cache.borrow().get(&id) != Some(&Verdict::Allowed) || context.holders.contains(&id) {
+    let id = (dir.dev, dir.ino);
+    if context.cached(id, dir.born) != Some(Verdict::Allowed) || context.holders.contains(&id) {
         return false;
     }
     if !arg.follow {
@@ -324,12 +321,10 @@ impl Context {
             return Some(Verdict::Protected);
         }
         let dir = target.dir.as_fd();
-        let dir_id = match target.dir_id {
-            Some(id) => id,
-            None => resolve::identity(&nix::sys::stat::fstat(dir).ok()?),
-        };
-        if let Some(v) = self.cache.borrow().get(&dir_id) {
-            return Some(*v);
+        let st = sys::statx(dir, b"", false).ok()?;
+        let dir_id = (st.dev, st.ino);
+        if let Some(v) = self.cached(dir_id, st.born) {
+            return Some(v);
         }
         let chain = resolve::ancestry(dir, root).ok()?;
         let needed = if self.mode == Mode::ReadOnly
@@ -353,8 +348,22 @@ impl Context {
         if cache.len() > 4096 {
             cache.clear();
         }
-        cache.insert(dir_id, verdict);
+        cache.insert(dir_id, (st.born, verdict));
         Some(verdict)
+    }
+
+    /// The cached verdict of the directory `id` born at `born`. An inode number is reused
+    /// as soon as its directory is removed, and the next directory to get it may lie
+    /// anywhere on that filesystem — a writable directory's number handed to one the
+    /// supervisor made in a guarded git directory, or the other way round — so an entry
+    /// counts only for the directory born when it was made, and nothing is remembered on
+    /// a filesystem that keeps no birth times.
+    fn cached(&self, id: Inode, born: Option<(i64, u32)>) -> Option<Verdict> {
+        born?;
+        match self.cache.borrow().get(&id) {
+            Some((when, verdict)) if *when == born => Some(*verdict),
+            _ => None,
+        }
     }
 }
 
@@ -386,8 +395,8 @@ impl Context {
     }
 }
 
-/// The cache of [`Context::chain_verdict`].
-pub type VerdictCache = std::cell::RefCell<HashMap<Inode, Verdict>>;
+/// The cache of [`Context::chain_verdict`]: each directory's verdict with its birth time.
+pub type VerdictCache = std::cell::RefCell<HashMap<Inode, (Option<(i64, u32)>, Verdict)>>;
 
 /// Returns true for an `O_CREAT|O_EXCL` open, which fails with EEXIST on an existing file.
 fn exclusive_create(call: &Call<'_>, nr: i64) -> bool {

@@ -117,3 +117,77 @@ fn a_directory_seen_writable_still_reports_every_way_out_of_it() {
         "keep\nx\n"
     );
 }
+
+/// A directory's number is handed to the next directory made on that filesystem once it is
+/// removed (ext4 does so at once). The verdict remembered for the old directory must not
+/// answer for the new one: neither a writable directory's for one the supervisor made in
+/// the guarded `.git` (whose writes the kernel refuses), nor the other way round.
+#[test]
+fn a_verdict_is_not_inherited_by_a_directory_that_reuses_an_inode_number() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    init_repository(&env.ws);
+    // Tests running beside this one make directories too: each step is tried until the
+    // number is reused, and only then is the write made.
+    let script = r#"i=0
+         while [ $i -lt 50 ]; do
+           i=$((i+1))
+           mkdir d && echo ok > d/warm && n1=$(stat -c %i d) && rm -r d
+           mkdir .git/rebase-merge && n2=$(stat -c %i .git/rebase-merge)
+           [ "$n1" = "$n2" ] && break
+           rmdir .git/rebase-merge
+         done
+         (cd .git/rebase-merge && echo x > refused)
+         rmdir .git/rebase-merge
+         i=0
+         while [ $i -lt 50 ]; do
+           i=$((i+1))
+           mkdir e && n3=$(stat -c %i e)
+           [ "$n3" = "$n2" ] && break
+           rmdir e
+         done
+         echo ok > e/allowed
+         echo "$n1 $n2 $n3" > numbers
+         true"#;
+    let (out, markers) = env.run_logged("workspace-write", &["/bin/sh", "-c", script]);
+    assert_status(&out, 0);
+    let numbers = std::fs::read_to_string(env.ws.join("numbers")).unwrap_or_default();
+    let numbers: Vec<&str> = numbers.split_whitespace().collect();
+    let reused = numbers.len() == 3 && numbers.iter().all(|n| *n == numbers[0]);
+    if !require("inode-reuse", reused) {
+        return;
+    }
+    let ws = env.ws.display();
+    let got: Vec<(String, String)> = markers
+        .iter()
+        .map(|m| {
+            let field = |k: &str| m[k].as_str().unwrap_or_default().to_owned();
+            (field("op"), field("path"))
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![(
+            "git_metadata".to_owned(),
+            format!("{ws}/.git/rebase-merge/refused")
+        )],
+        "{}",
+        show(&out)
+    );
+    assert!(env.ws.join("e/allowed").exists());
+
+    // Control: with full access the write refused above happens, and nothing is reported.
+    let (out, markers) = env.run_logged(
+        "full-access",
+        &[
+            "/bin/sh",
+            "-c",
+            "mkdir .git/rebase-merge && cd .git/rebase-merge && echo x > refused",
+        ],
+    );
+    assert_status(&out, 0);
+    assert!(markers.is_empty(), "{markers:#?}");
+    assert!(env.ws.join(".git/rebase-merge/refused").exists());
+}
