@@ -570,9 +570,17 @@ pub fn notif_respond(listener: BorrowedFd<'_>, id: u64, answer: Answer) -> io::R
         flags,
     };
     let fd = listener.as_raw_fd();
-    // SAFETY: the ioctl reads one seccomp_notif_resp from the live local.
-    let ret = unsafe { libc::ioctl(fd, libc::SECCOMP_IOCTL_NOTIF_SEND, &mut resp) };
-    check(ret.into()).map(drop)
+    // EINTR: the kernel takes the listener's lock interruptibly and gave up before it
+    // answered anything; the interrupting signal sandgate sends at a hand-over must not
+    // leave the caller waiting forever, so the answer is sent again.
+    loop {
+        // SAFETY: the ioctl reads one seccomp_notif_resp from the live local.
+        let ret = unsafe { libc::ioctl(fd, libc::SECCOMP_IOCTL_NOTIF_SEND, &mut resp) };
+        match check(ret.into()) {
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+            done => return done.map(drop),
+        }
+    }
 }
 
 /// Installs `fd` in the notifying process and answers the notification with its number,
@@ -623,13 +631,22 @@ pub fn notif_sync_wake_up(listener: BorrowedFd<'_>) {
 /// Returns true while notification `id` is still pending (its task has not died or been
 /// interrupted), so data read from the task's memory still belongs to that call.
 pub fn notif_id_valid(listener: BorrowedFd<'_>, id: u64) -> bool {
-    // SAFETY: the ioctl reads one u64 from the live local.
-    unsafe {
-        libc::ioctl(
-            listener.as_raw_fd(),
-            libc::SECCOMP_IOCTL_NOTIF_ID_VALID,
-            &id,
-        ) == 0
+    // EINTR (an interrupted lock, nothing looked at) says nothing about the id: ask again.
+    loop {
+        // SAFETY: the ioctl reads one u64 from the live local.
+        let ret = unsafe {
+            libc::ioctl(
+                listener.as_raw_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_ID_VALID,
+                &id,
+            )
+        };
+        if ret == 0 {
+            return true;
+        }
+        if io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return false;
+        }
     }
 }
 
@@ -758,6 +775,31 @@ pub fn set_signal_blocked(signo: libc::c_int, blocked: bool, only: bool) -> io::
     } else {
         Err(io::Error::from_raw_os_error(ret))
     }
+}
+
+/// Runs `f` with `signo` blocked in the calling thread, then restores the thread's mask.
+///
+/// For a call that must not be cut short half-way: an interrupted
+/// `SECCOMP_IOCTL_NOTIF_ADDFD` with `SECCOMP_ADDFD_FLAG_SEND` has already marked the
+/// notification answered, and the caller then returns 0 — a wrong file descriptor.
+pub fn with_signal_blocked<T>(signo: libc::c_int, f: impl FnOnce() -> T) -> T {
+    // SAFETY: sigset_t is plain old data, initialised by sigemptyset below.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; `old` is only read after pthread_sigmask filled it.
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: live locals; sigemptyset and sigaddset only write the set.
+    unsafe {
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, signo);
+    }
+    // SAFETY: live, initialised sets.
+    let blocked = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old) } == 0;
+    let out = f();
+    if blocked {
+        // SAFETY: `old` was filled by the successful call above.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+    }
+    out
 }
 
 /// Sends `signo` to the thread behind `handle`, which may have finished but is not joined.

@@ -209,7 +209,13 @@ pub fn handle(call: &Call<'_>, context: &Context) -> Option<(Answer, Option<Deni
     if op.moves_or_removes() && on_a_mount {
         return Some((Answer::Error(libc::EBUSY), None));
     }
-    Some((perform(call, context, &op, &places), None))
+    // The interrupting signal of a hand-over must not cut a performed call short: the
+    // file handed back with ADDFD would reach the caller as fd 0, and a filesystem that
+    // lets a signal interrupt it (FUSE, NFS) would fail a rename half-way with EINTR.
+    let answer = crate::sys::with_signal_blocked(crate::sys::interrupt_signal(), || {
+        perform(call, context, &op, &places)
+    });
+    Some((answer, None))
 }
 
 /// Resolves one path argument; `None` when it cannot be told (the kernel then decides).
