@@ -74,6 +74,9 @@ pub struct Setup {
     pub git_writable: Vec<PathBuf>,
     pub workspace_write_roots: Vec<PathBuf>,
     pub protected: Vec<PathBuf>,
+    /// Directories bound read-only with their entries writable again: nothing can be
+    /// created in, removed from or renamed in them (missing persistence paths).
+    pub frozen: Vec<PathBuf>,
     pub devices: Vec<PathBuf>,
     /// Where denials go; `None` with `--no-observe`.
     pub reporter: Option<Arc<Mutex<Reporter>>>,
@@ -93,9 +96,11 @@ pub struct Context {
     git: git::Regions,
     workspace_write_roots: HashSet<Inode>,
     protected: HashSet<Inode>,
+    frozen: HashSet<Inode>,
     devices: HashSet<Inode>,
-    /// The directories holding a protected path or a device node: only there can the last
-    /// component of a path in a writable directory change the verdict.
+    /// The directories where the last component of a path can change the verdict: those
+    /// holding a protected path, a device node, a guarded git directory, a read-only
+    /// island or a frozen directory (each its own mount), and the frozen directories.
     holders: HashSet<Inode>,
     /// The device of the sandbox's /proc: paths through it (/proc/self, /dev/stdout) are
     /// magic links that cannot be followed by name, so no verdict is given on them.
@@ -172,12 +177,17 @@ pub fn spawn(listener: OwnedFd, root: OwnedFd, setup: Setup) -> io::Result<Runni
         workspace_write_roots: identify(&setup.workspace_write_roots),
         protected: identify(&setup.protected),
         devices: identify(&setup.devices),
+        frozen: identify(&setup.frozen),
         holders: identify(
             &setup
                 .protected
                 .iter()
                 .chain(&setup.devices)
+                .chain(&setup.git_dirs)
+                .chain(&setup.read_only_islands)
+                .chain(&setup.frozen)
                 .filter_map(|p| p.parent().map(Path::to_path_buf))
+                .chain(setup.frozen.iter().cloned())
                 .collect::<Vec<_>>(),
         ),
         proc_dev: nix::sys::stat::fstatat(root.as_fd(), "proc", nix::fcntl::AtFlags::empty())

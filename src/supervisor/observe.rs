@@ -272,6 +272,7 @@ fn refused(
     call: &Call<'_>,
     context: &Context,
     root: &Root,
+    op: &str,
     arg: &PathArg,
     path: &[u8],
 ) -> Option<(String, Verdict, bool)> {
@@ -287,7 +288,20 @@ fn refused(
     if object.is_some_and(|id| context.devices.contains(&id)) {
         return None;
     }
-    let verdict = context.chain_verdict(&target, root, object)?;
+    let is_dir = |(_, st): &(std::os::fd::OwnedFd, nix::sys::stat::FileStat)| {
+        st.st_mode & libc::S_IFMT == libc::S_IFDIR
+    };
+    if op == "open" && target.object.as_ref().is_some_and(is_dir) {
+        // Opening a directory to write fails with EISDIR, whatever the profile.
+        return None;
+    }
+    let acts = match (op, object) {
+        ("open", Some(_)) | ("chmod" | "chown" | "utimes" | "xattr" | "truncate", _) => {
+            Acts::OnObject
+        }
+        _ => Acts::OnName,
+    };
+    let verdict = context.chain_verdict(&target, root, object, acts)?;
     // Only a refusal is worth the extra check that the pid still names the caller.
     if verdict == Verdict::Allowed || !call.still_pending() {
         return None;
@@ -311,18 +325,35 @@ impl Context {
     /// Decides for the target's directory and object; `None` when it cannot be told.
     /// Directory verdicts are cached by inode: a build writes thousands of files into the
     /// same few directories.
+    ///
+    /// The directory that decides is the one holding the name, except for a call acting
+    /// on a directory itself (`chmod .git`): a directory can be a mount point whose
+    /// writability differs from its parent's (a guarded git directory, its writable
+    /// `objects/`, a read-only island, a frozen directory).
     fn chain_verdict(
         &self,
         target: &resolve::Target<'_>,
         root: &Root,
         object: Option<Inode>,
+        acts: Acts,
     ) -> Option<Verdict> {
         if object.is_some_and(|id| self.protected.contains(&id)) {
             return Some(Verdict::Protected);
         }
-        let dir = target.dir.as_fd();
+        let object_dir = match (&target.object, acts) {
+            (Some((fd, st)), Acts::OnObject) if st.st_mode & libc::S_IFMT == libc::S_IFDIR => {
+                Some(fd.as_fd())
+            }
+            _ => None,
+        };
+        let dir = object_dir.unwrap_or(target.dir.as_fd());
         let st = sys::statx(dir, b"", false).ok()?;
         let dir_id = (st.dev, st.ino);
+        // A frozen directory's own names and the directory itself are read-only; a file in
+        // it is an entry bound writable again.
+        if self.frozen.contains(&dir_id) && (acts == Acts::OnName || object_dir.is_some()) {
+            return Some(Verdict::Protected);
+        }
         if let Some(v) = self.cached(dir_id, st.born) {
             return Some(v);
         }
@@ -365,6 +396,14 @@ impl Context {
             _ => None,
         }
     }
+}
+
+/// What an observed call changes: the object a path names (its data or attributes), or
+/// the name in its directory (create, remove, rename, link).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Acts {
+    OnObject,
+    OnName,
 }
 
 /// What a directory on the way up says about writes beneath it.
@@ -422,7 +461,7 @@ pub fn check(call: &Call<'_>, context: &Context) -> Option<Denial> {
         if path.is_empty() || allowed_at_a_glance(call, context, root, arg, &path) {
             continue;
         }
-        if let Some((path, verdict, exists)) = refused(call, context, root, arg, &path) {
+        if let Some((path, verdict, exists)) = refused(call, context, root, op, arg, &path) {
             let needed = match verdict {
                 Verdict::Refused(needed) => needed,
                 Verdict::Protected | Verdict::GitMetadata | Verdict::Allowed => Mode::FullAccess,

@@ -1,7 +1,8 @@
 //! Markers in directories the supervisor has already seen allow writes. It remembers that
 //! verdict and answers later calls there at a glance; what it must still look at: a path
-//! that leaves the directory through a symlink or `..`, a symlink in the last place, and a
-//! protected path inside the writable directory.
+//! that leaves the directory through a symlink or `..`, a symlink in the last place, a
+//! protected path inside the writable directory, a directory that is a mount of its own,
+//! and a frozen directory.
 
 use std::path::Path;
 
@@ -190,4 +191,92 @@ fn a_verdict_is_not_inherited_by_a_directory_that_reuses_an_inode_number() {
     assert_status(&out, 0);
     assert!(markers.is_empty(), "{markers:#?}");
     assert!(env.ws.join(".git/rebase-merge/refused").exists());
+}
+
+/// The markers of one `/bin/sh -c` script under workspace-write, as (op, path relative to
+/// the workspace) pairs, with the status of the run.
+fn marked(env: &TestEnv, cmd: &mut std::process::Command, script: &str) -> Vec<(String, String)> {
+    let log = env.root.join("denials.ndjson");
+    let _ = std::fs::remove_file(&log);
+    cmd.arg("--denial-log")
+        .arg(&log)
+        .args(["--", "/bin/sh", "-c", script]);
+    let out = output(cmd);
+    assert_status(&out, 0);
+    let ws = format!("{}/", env.ws.display());
+    read_markers(&log)
+        .into_iter()
+        .filter(|m| m["kind"] == "sandbox_denial")
+        .map(|m| {
+            let field = |k: &str| m[k].as_str().unwrap_or_default().to_owned();
+            (field("op"), field("path").replacen(&ws, "", 1))
+        })
+        .collect()
+}
+
+/// A call on a directory itself is judged by that directory, which may be a mount of its
+/// own: the guarded `.git` is read-only although the workspace around it is writable, and
+/// its `objects/` and `refs/` are writable although `.git` is not. Each line reports its
+/// own outcome, so the script records what the kernel did beside what was marked.
+#[test]
+fn a_call_on_a_mount_point_is_judged_by_that_mount() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    init_repository(&env.ws);
+    let script = "echo ok > warm
+        chmod 755 .git 2>/dev/null && echo chmod-git >> did
+        touch .git 2>/dev/null && echo touch-git >> did
+        chmod 755 .git/objects && echo chmod-objects >> did
+        touch .git/refs && echo touch-refs >> did
+        true";
+    let markers = marked(&env, &mut env.sandgate("workspace-write"), script);
+    let did = std::fs::read_to_string(env.ws.join("did")).unwrap_or_default();
+    assert_eq!(did, "chmod-objects\ntouch-refs\n");
+    let ops: Vec<(&str, &str)> = markers
+        .iter()
+        .map(|(op, path)| (op.as_str(), path.as_str()))
+        .collect();
+    assert_eq!(
+        ops,
+        [("git_metadata", ".git"), ("git_metadata", ".git")],
+        "the refused calls on .git, and nothing for objects/ and refs/"
+    );
+}
+
+/// With the workspace as home, the startup files a login would run stay out of reach: the
+/// workspace's own directory is frozen (nothing can be made, removed or renamed directly
+/// in it) while its existing entries stay writable. Every refused name is reported.
+#[test]
+fn a_frozen_directory_reports_what_cannot_be_made_in_it() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    std::fs::create_dir_all(env.ws.join("sub")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(env.ws.join("existing"), "a\n").unwrap_or_else(|e| panic!("{e}"));
+    let script = "echo b >> existing && echo write-existing >> sub/did
+        echo c > sub/inside && echo create-inside >> sub/did
+        mkdir made 2>/dev/null && echo mkdir >> sub/did
+        echo d > newfile 2>/dev/null && echo create >> sub/did
+        echo e > .zshrc 2>/dev/null && echo zshrc >> sub/did
+        true";
+    let mut cmd = env.sandgate("workspace-write");
+    cmd.env("HOME", &env.ws);
+    let markers = marked(&env, &mut cmd, script);
+    let did = std::fs::read_to_string(env.ws.join("sub/did")).unwrap_or_default();
+    assert_eq!(did, "write-existing\ncreate-inside\n");
+    let got: Vec<(&str, &str)> = markers
+        .iter()
+        .map(|(op, path)| (op.as_str(), path.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("create", "made"),
+            ("create", "newfile"),
+            ("create", ".zshrc")
+        ]
+    );
 }
