@@ -290,6 +290,23 @@ fn run(op: &str, args: &[String]) -> Res {
             let path = CString::new(arg(0)).map_err(|_| Errno::EINVAL)?;
             raw(unsafe { libc::chown(path.as_ptr(), libc::geteuid(), libc::getegid()) }.into())
         }
+        "utime" => {
+            let path = CString::new(arg(0)).map_err(|_| Errno::EINVAL)?;
+            raw(unsafe { libc::utime(path.as_ptr(), std::ptr::null()) }.into())
+        }
+        // removexattrat(2) (Linux 6.13), which the libc crate does not name yet.
+        "removexattrat" => {
+            let path = CString::new(arg(0)).map_err(|_| Errno::EINVAL)?;
+            raw(unsafe {
+                libc::syscall(
+                    466,
+                    libc::AT_FDCWD,
+                    path.as_ptr(),
+                    0,
+                    c"user.sandgate".as_ptr(),
+                )
+            })
+        }
         "truncate" => {
             let path = CString::new(arg(0)).map_err(|_| Errno::EINVAL)?;
             raw(unsafe { libc::truncate(path.as_ptr(), 0) }.into())

@@ -158,6 +158,22 @@ fn each_denial_class_yields_exactly_one_marker() {
         ),
         (
             "workspace-write",
+            vec!["utime", &victim],
+            "utimes",
+            Some(&victim),
+            &["utime", "utimensat"],
+            full,
+        ),
+        (
+            "workspace-write",
+            vec!["removexattrat", &victim],
+            "xattr",
+            Some(&victim),
+            &["removexattrat"],
+            full,
+        ),
+        (
+            "workspace-write",
             vec!["mknod", &fifo],
             "mknod",
             Some(&fifo),

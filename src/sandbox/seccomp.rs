@@ -160,8 +160,12 @@ const fn denied(nr: libc::c_long, name: &'static str, op: &'static str, args: Ar
     }
 }
 
-/// `open_tree_attr(2)` (Linux 6.15), which the libc crate does not name yet: the same
-/// number on every architecture with the unified syscall table.
+// Calls newer than the libc crate's names, with the same number on every architecture
+// of the unified syscall table: extended attributes by dirfd and path (Linux 6.13), file
+// attributes by dirfd and path (6.17), and `open_tree_attr` (6.15).
+pub const SYS_SETXATTRAT: libc::c_long = 463;
+pub const SYS_REMOVEXATTRAT: libc::c_long = 466;
+pub const SYS_FILE_SETATTR: libc::c_long = 469;
 const SYS_OPEN_TREE_ATTR: libc::c_long = 467;
 
 /// The deny list: every call a restricted profile refuses, with its marker name and
@@ -509,6 +513,9 @@ const OBSERVED: &[Observed] = &[
     observed(libc::SYS_lsetxattr, "lsetxattr"),
     observed(libc::SYS_removexattr, "removexattr"),
     observed(libc::SYS_lremovexattr, "lremovexattr"),
+    observed(SYS_SETXATTRAT, "setxattrat"),
+    observed(SYS_REMOVEXATTRAT, "removexattrat"),
+    observed(SYS_FILE_SETATTR, "file_setattr"),
 ];
 
 /// The legacy path calls of x86_64.
@@ -532,6 +539,7 @@ const OBSERVED_LEGACY: &[Observed] = &[
     observed(libc::SYS_lchown, "lchown"),
     observed(libc::SYS_utimes, "utimes"),
     observed(libc::SYS_futimesat, "futimesat"),
+    observed(libc::SYS_utime, "utime"),
 ];
 #[cfg(not(target_arch = "x86_64"))]
 const OBSERVED_LEGACY: &[Observed] = &[];

@@ -97,6 +97,7 @@ fn decode(call: &Call<'_>, nr: i64) -> Option<(&'static str, Vec<PathArg>)> {
             libc::SYS_lchown => one("chown", cwd, a(0), false),
             libc::SYS_utimes => one("utimes", cwd, a(0), true),
             libc::SYS_futimesat => one("utimes", fd(0), a(1), true),
+            libc::SYS_utime => one("utimes", cwd, a(0), true),
             _ => None,
         };
         if legacy.is_some() {
@@ -125,6 +126,10 @@ fn decode(call: &Call<'_>, nr: i64) -> Option<(&'static str, Vec<PathArg>)> {
         libc::SYS_utimensat => one("utimes", fd(0), a(1), nofollow(a(3))),
         libc::SYS_setxattr | libc::SYS_removexattr => one("xattr", cwd, a(0), true),
         libc::SYS_lsetxattr | libc::SYS_lremovexattr => one("xattr", cwd, a(0), false),
+        seccomp::SYS_SETXATTRAT | seccomp::SYS_REMOVEXATTRAT => {
+            one("xattr", fd(0), a(1), nofollow(a(2)))
+        }
+        seccomp::SYS_FILE_SETATTR => one("xattr", fd(0), a(1), nofollow(a(4))),
         _ => None,
     }
 }
