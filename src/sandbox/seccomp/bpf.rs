@@ -277,14 +277,25 @@ fn trivial(segs: &[Segment], lo: u32, hi: u32, default: Dest) -> Option<Dest> {
     }
 }
 
-/// Each label's instruction index.
-fn addresses(items: &[Item]) -> Result<BTreeMap<Label, usize>, AsmError> {
-    let mut at = BTreeMap::new();
+/// Each label's instruction index, by label number (labels are numbered densely from 0).
+struct Addresses(Vec<Option<usize>>);
+
+impl Addresses {
+    fn get(&self, label: &Label) -> Option<&usize> {
+        self.0.get(label.0).and_then(Option::as_ref)
+    }
+}
+
+fn addresses(items: &[Item]) -> Result<Addresses, AsmError> {
+    let mut at: Vec<Option<usize>> = Vec::new();
     let mut pc = 0;
     for item in items {
         match item {
             Item::Bind(l) => {
-                if at.insert(*l, pc).is_some() {
+                if at.len() <= l.0 {
+                    at.resize(l.0 + 1, None);
+                }
+                if at[l.0].replace(pc).is_some() {
                     return Err(AsmError::Rebound);
                 }
             }
@@ -292,7 +303,7 @@ fn addresses(items: &[Item]) -> Result<BTreeMap<Label, usize>, AsmError> {
             _ => pc += 1,
         }
     }
-    Ok(at)
+    Ok(Addresses(at))
 }
 
 /// Routes each conditional jump that cannot reach its target through a `BPF_JA` right
