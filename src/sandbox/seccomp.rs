@@ -1521,16 +1521,28 @@ mod tests {
         values.into_iter().collect()
     }
 
-    /// The tree and the linear program built the way it used to be give the same answer
-    /// for every architecture, syscall number and argument the rules can tell apart.
-    #[test]
-    fn the_search_tree_answers_as_the_linear_program_does() {
+    /// The programs beside their references, with every constant and mask any of them
+    /// compares an argument with.
+    #[allow(clippy::type_complexity)]
+    fn references_and_their_constants() -> (
+        Vec<(String, Vec<libc::sock_filter>, Vec<libc::sock_filter>)>,
+        BTreeSet<u32>,
+        BTreeSet<u32>,
+    ) {
         let programs = with_references();
         let all: Vec<&[libc::sock_filter]> = programs
             .iter()
             .flat_map(|(_, tree, linear)| [&tree[..], &linear[..]])
             .collect();
         let (constants, masks) = argument_constants(&all);
+        (programs, constants, masks)
+    }
+
+    /// The tree and the linear program built the way it used to be give the same answer
+    /// for every architecture, syscall number and argument the rules can tell apart.
+    #[test]
+    fn the_search_tree_answers_as_the_linear_program_does() {
+        let (programs, constants, masks) = references_and_their_constants();
         let values = argument_values(&constants, &masks);
         // Pairs of arguments (socket family and type, open flags and mode, …) from a
         // smaller set: each constant, as is, one above and with the high half set.
@@ -1609,12 +1621,7 @@ mod tests {
     /// and values between the listed ones are only reached here.
     #[test]
     fn random_inputs_get_the_same_answer_from_the_tree_and_the_linear_program() {
-        let programs = with_references();
-        let all: Vec<&[libc::sock_filter]> = programs
-            .iter()
-            .flat_map(|(_, tree, linear)| [&tree[..], &linear[..]])
-            .collect();
-        let (constants, masks) = argument_constants(&all);
+        let (programs, constants, masks) = references_and_their_constants();
         let constants: Vec<u32> = constants.into_iter().collect();
         let bits: Vec<u32> = masks
             .iter()
