@@ -255,7 +255,9 @@ fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Ou
     };
     // sandgate's own records and configuration stay out of the sandbox's reach.
     let mut protected_paths: Vec<PathBuf> = layers.user_dir.iter().cloned().collect();
-    if let Some(audit) = &audit {
+    // An unconfined command has no sandbox to keep them out of: nothing to look up.
+    let confined = mode != Mode::FullAccess;
+    if let Some(audit) = audit.as_ref().filter(|_| confined) {
         if kernel_confined() == Some(false) {
             match audit.ensure_exists() {
                 Ok(()) => protected_paths.push(audit.path().to_path_buf()),
