@@ -108,7 +108,7 @@ pub struct Context {
     /// The sandbox's root. Every sandboxed process shares it: chroot, pivot_root and new
     /// namespaces are refused, so it is opened once instead of per call.
     root: Option<resolve::Root>,
-    cache: observe::VerdictCache,
+    cache: std::cell::RefCell<observe::VerdictCache>,
     procs: procfs::ProcDirs,
     reporter: Option<Arc<Mutex<Reporter>>>,
 }
@@ -194,7 +194,7 @@ pub fn spawn(listener: OwnedFd, root: OwnedFd, setup: Setup) -> io::Result<Runni
             .ok()
             .map(|st| st.st_dev),
         root: resolve::Root::new(root).ok(),
-        cache: observe::VerdictCache::default(),
+        cache: Default::default(),
         procs: procfs::ProcDirs::default(),
         reporter: setup.reporter,
     };

@@ -258,7 +258,9 @@ fn allowed_at_a_glance(
         return false;
     }
     let id = (dir.dev, dir.ino);
-    if context.cached(id, dir.born) != Some(Verdict::Allowed) || context.holders.contains(&id) {
+    if context.cache.borrow().get(id, dir.born) != Some(Verdict::Allowed)
+        || context.holders.contains(&id)
+    {
         return false;
     }
     if !arg.follow {
@@ -359,7 +361,7 @@ impl Context {
         if self.frozen.contains(&dir_id) && (acts == Acts::OnName || object_dir.is_some()) {
             return Some(Verdict::Protected);
         }
-        if let Some(v) = self.cached(dir_id, st.born) {
+        if let Some(v) = self.cache.borrow().get(dir_id, st.born) {
             return Some(v);
         }
         let chain = resolve::ancestry(dir, root).ok()?;
@@ -380,26 +382,8 @@ impl Context {
             Some(Nearest::GitDir) => Verdict::GitMetadata,
             Some(Nearest::Island) | None => Verdict::Refused(needed),
         };
-        let mut cache = self.cache.borrow_mut();
-        if cache.len() > 4096 {
-            cache.clear();
-        }
-        cache.insert(dir_id, (st.born, verdict));
+        self.cache.borrow_mut().remember(dir_id, st.born, verdict);
         Some(verdict)
-    }
-
-    /// The cached verdict of the directory `id` born at `born`. An inode number is reused
-    /// as soon as its directory is removed, and the next directory to get it may lie
-    /// anywhere on that filesystem — a writable directory's number handed to one the
-    /// supervisor made in a guarded git directory, or the other way round — so an entry
-    /// counts only for the directory born when it was made, and nothing is remembered on
-    /// a filesystem that keeps no birth times.
-    fn cached(&self, id: Inode, born: Option<(i64, u32)>) -> Option<Verdict> {
-        born?;
-        match self.cache.borrow().get(&id) {
-            Some((when, verdict)) if *when == born => Some(*verdict),
-            _ => None,
-        }
     }
 }
 
@@ -439,8 +423,40 @@ impl Context {
     }
 }
 
-/// The cache of [`Context::chain_verdict`]: each directory's verdict with its birth time.
-pub type VerdictCache = std::cell::RefCell<HashMap<Inode, (Option<(i64, u32)>, Verdict)>>;
+/// The verdicts [`Context::chain_verdict`] reached, each for one directory born at one time.
+///
+/// An inode number is reused as soon as its directory is removed, and the next directory
+/// to get it may lie anywhere on that filesystem — a writable directory's number handed to
+/// one the supervisor made in a guarded git directory, or the other way round — so an
+/// entry counts only for the directory born when it was made, and nothing is remembered
+/// on a filesystem that keeps no birth times.
+#[derive(Default)]
+pub struct VerdictCache {
+    entries: HashMap<Inode, ((i64, u32), Verdict)>,
+}
+
+impl VerdictCache {
+    /// Entries kept before the cache starts over: enough for a build tree, small enough
+    /// that a command making directories by the million cannot grow the supervisor.
+    const CAPACITY: usize = 4096;
+
+    /// The verdict remembered for the directory `id` born at `born`.
+    pub fn get(&self, id: Inode, born: Option<(i64, u32)>) -> Option<Verdict> {
+        match self.entries.get(&id) {
+            Some((when, verdict)) if Some(*when) == born => Some(*verdict),
+            _ => None,
+        }
+    }
+
+    /// Remembers `verdict` for the directory `id` born at `born`, if it has a birth time.
+    pub fn remember(&mut self, id: Inode, born: Option<(i64, u32)>, verdict: Verdict) {
+        let Some(born) = born else { return };
+        if self.entries.len() >= Self::CAPACITY {
+            self.entries.clear();
+        }
+        self.entries.insert(id, (born, verdict));
+    }
+}
 
 /// Returns true for an `O_CREAT|O_EXCL` open, which fails with EEXIST on an existing file.
 fn exclusive_create(call: &Call<'_>, nr: i64) -> bool {
@@ -486,4 +502,49 @@ pub fn check(call: &Call<'_>, context: &Context) -> Option<Denial> {
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DIR: Inode = (8, 1234);
+
+    #[test]
+    fn a_verdict_answers_only_for_the_directory_born_when_it_was_reached() {
+        let mut cache = VerdictCache::default();
+        cache.remember(DIR, Some((100, 5)), Verdict::Allowed);
+        assert_eq!(cache.get(DIR, Some((100, 5))), Some(Verdict::Allowed));
+        // The number handed to a later directory, in the same second or not.
+        assert_eq!(cache.get(DIR, Some((100, 6))), None);
+        assert_eq!(cache.get(DIR, Some((101, 5))), None);
+        // The later directory's own verdict replaces the old one.
+        cache.remember(DIR, Some((101, 5)), Verdict::GitMetadata);
+        assert_eq!(cache.get(DIR, Some((101, 5))), Some(Verdict::GitMetadata));
+        assert_eq!(cache.get(DIR, Some((100, 5))), None);
+    }
+
+    #[test]
+    fn nothing_is_remembered_without_a_birth_time() {
+        let mut cache = VerdictCache::default();
+        cache.remember(DIR, None, Verdict::Allowed);
+        assert_eq!(cache.get(DIR, None), None);
+        cache.remember(DIR, Some((100, 5)), Verdict::Allowed);
+        assert_eq!(cache.get(DIR, None), None);
+    }
+
+    #[test]
+    fn the_cache_starts_over_when_full() {
+        let mut cache = VerdictCache::default();
+        for ino in 0..VerdictCache::CAPACITY as u64 {
+            cache.remember((1, ino), Some((1, 0)), Verdict::Allowed);
+        }
+        assert_eq!(cache.get((1, 0), Some((1, 0))), Some(Verdict::Allowed));
+        cache.remember(DIR, Some((1, 0)), Verdict::Refused(Mode::FullAccess));
+        assert_eq!(cache.get((1, 0), Some((1, 0))), None);
+        assert_eq!(
+            cache.get(DIR, Some((1, 0))),
+            Some(Verdict::Refused(Mode::FullAccess))
+        );
+    }
 }

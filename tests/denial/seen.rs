@@ -120,9 +120,14 @@ fn a_directory_seen_writable_still_reports_every_way_out_of_it() {
 }
 
 /// A directory's number is handed to the next directory made on that filesystem once it is
-/// removed (ext4 does so at once). The verdict remembered for the old directory must not
-/// answer for the new one: neither a writable directory's for one the supervisor made in
-/// the guarded `.git` (whose writes the kernel refuses), nor the other way round.
+/// removed (ext4 usually does so at once). The verdict remembered for the old directory
+/// must not answer for the new one: neither a writable directory's for one the supervisor
+/// made in the guarded `.git` (whose writes the kernel refuses), nor the other way round.
+///
+/// Whether a number is reused is the filesystem's choice (ext4 holds a number back for a
+/// few seconds under journal pressure; tmpfs and btrfs never reuse one), so the script
+/// tries for it and the markers are asserted either way: they are the same. The cache's
+/// own unit tests pin the reuse case without depending on the filesystem.
 #[test]
 fn a_verdict_is_not_inherited_by_a_directory_that_reuses_an_inode_number() {
     if !require_full_enforcement() {
@@ -140,6 +145,7 @@ fn a_verdict_is_not_inherited_by_a_directory_that_reuses_an_inode_number() {
            [ "$n1" = "$n2" ] && break
            rmdir .git/rebase-merge
          done
+         [ -d .git/rebase-merge ] || mkdir .git/rebase-merge
          (cd .git/rebase-merge && echo x > refused)
          rmdir .git/rebase-merge
          i=0
@@ -149,6 +155,7 @@ fn a_verdict_is_not_inherited_by_a_directory_that_reuses_an_inode_number() {
            [ "$n3" = "$n2" ] && break
            rmdir e
          done
+         [ -d e ] || mkdir e
          echo ok > e/allowed
          echo "$n1 $n2 $n3" > numbers
          true"#;
@@ -157,9 +164,7 @@ fn a_verdict_is_not_inherited_by_a_directory_that_reuses_an_inode_number() {
     let numbers = std::fs::read_to_string(env.ws.join("numbers")).unwrap_or_default();
     let numbers: Vec<&str> = numbers.split_whitespace().collect();
     let reused = numbers.len() == 3 && numbers.iter().all(|n| *n == numbers[0]);
-    if !require("inode-reuse", reused) {
-        return;
-    }
+    eprintln!("inode numbers {numbers:?}: reused = {reused}");
     let ws = env.ws.display();
     let got: Vec<(String, String)> = markers
         .iter()
