@@ -40,7 +40,9 @@ fn by_name(ep: &TestEndpoint) -> String {
 ///   `Threads:` from its parent's `/proc/PID/status` while sandgate waits for it: the main
 ///   thread and the supervisor thread started after the fork. An approval worker or a
 ///   resolver thread that were still running — blocked in a lookup, say — would be
-///   counted there too.
+///   counted there too. The supervisor thread starts once the command is running, so the
+///   command first makes a call only the supervisor answers (a refused write outside the
+///   workspace): once it returns, that thread is there to be counted.
 #[test]
 fn a_grant_through_a_named_endpoint_forks_the_command_single_threaded() {
     if !require_full_enforcement() {
@@ -62,8 +64,10 @@ fn a_grant_through_a_named_endpoint_forks_the_command_single_threaded() {
         "--",
         "/bin/sh",
         "-c",
-        r#"echo "parent=$PPID"; grep '^Threads:' "/proc/$PPID/status""#,
+        r#"(: > "$1/x") 2>/dev/null; echo "parent=$PPID"; grep '^Threads:' "/proc/$PPID/status""#,
+        "sh",
     ]);
+    cmd.arg(&env.outside);
     let out = output(&mut cmd);
     assert_status(&out, 0);
     let stdout = String::from_utf8_lossy(&out.stdout);
