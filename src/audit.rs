@@ -38,6 +38,8 @@ pub const LOCK_WAIT: Duration = Duration::from_secs(5);
 pub enum AuditError {
     #[error("cannot write the audit log {}: {source}", path.display())]
     Io { path: PathBuf, source: io::Error },
+    #[error("cannot read the audit log {}: {source}", path.display())]
+    Unreadable { path: PathBuf, source: io::Error },
     #[error("the audit log {} is broken at line {line}: {reason}", path.display())]
     Broken {
         path: PathBuf,
@@ -224,14 +226,14 @@ pub fn now_rfc3339() -> String {
 /// The first line whose `prev` does not match the line before it, or that is not a JSON
 /// object with a `prev`.
 pub fn verify(path: &Path) -> Result<usize, AuditError> {
-    let file = File::open(path).map_err(|source| AuditError::Io {
+    let file = File::open(path).map_err(|source| AuditError::Unreadable {
         path: path.to_path_buf(),
         source,
     })?;
     let mut expected = GENESIS.to_owned();
     let mut count = 0;
     for (index, line) in io::BufReader::new(file).split(b'\n').enumerate() {
-        let line = line.map_err(|source| AuditError::Io {
+        let line = line.map_err(|source| AuditError::Unreadable {
             path: path.to_path_buf(),
             source,
         })?;

@@ -7,9 +7,11 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+use clap::builder::{PossibleValue, TypedValueParser};
+use clap::error::ErrorKind;
 use clap::{Args, Parser, Subcommand};
 
-use crate::policy::{Approval, Mode};
+use crate::policy::{preset, Approval, Mode};
 
 /// What `--help` and the man page say beyond the one line: the boundary of the restricted
 /// profiles.
@@ -29,12 +31,25 @@ stay read-only; credential files read as empty and secret-looking variables are 
 (--keep-env). A terminal prompt grants only on the code it shows, and never through the \
 agent links (sandgate-sh, a bash link, sandgate-prefix) unless SANDGATE_TTY=always.";
 
+/// Every way to run a command, then the subcommands. `-c`, `-s` and SCRIPT are read the
+/// way bash reads them, so they are not clap arguments and are spelled out here.
+const USAGE: &str = concat!(
+    "sandgate [OPTIONS] -- CMD [ARGS]...               run CMD directly\n",
+    "       sandgate [OPTIONS] -c CMDSTRING [ARG0 [ARGS]...]  run it through the real shell\n",
+    "       sandgate [OPTIONS] SCRIPT [ARGS]...               run a script file through the shell\n",
+    "       sandgate [OPTIONS] -s [ARGS]...                   run the script on stdin (as does no CMD\n",
+    "                                                           with stdin not a terminal)\n",
+    "       sandgate prefix CMDSTRING                         one command string as one argument\n",
+    "       sandgate [OPTIONS] <COMMAND>                      doctor, presets, audit, tmp, ...",
+);
+
 /// Run one command under a kernel-enforced sandbox profile.
 #[derive(Debug, Parser)]
 #[command(
     name = "sandgate",
     version,
     args_conflicts_with_subcommands = true,
+    override_usage = USAGE,
     long_about = LONG_ABOUT,
     after_help = "Exit status: the command's own; when it dies of signal N, sandgate dies of N too; 64 usage; \
                   77 escalation not granted; 78 profile cannot be enforced here; 125 internal \
@@ -53,17 +68,17 @@ pub struct Cli {
 pub struct Knobs {
     /// A preset: read-only, workspace-write (alias auto), full-access, ci, locked. Sets the
     /// mode and the approval policy; `--sandbox` and `--approval` override either.
-    #[arg(long, value_name = "KEY", env = "SANDGATE_PRESET")]
+    #[arg(long, value_name = "KEY", env = "SANDGATE_PRESET", value_parser = Closed::presets())]
     pub preset: Option<String>,
 
     /// Sandbox mode for this call: read-only, workspace-write or full-access
     /// (alias danger-full-access). Default: workspace-write.
-    #[arg(long, value_name = "MODE", value_parser = parse_mode, env = "SANDGATE_SANDBOX")]
+    #[arg(long, value_name = "MODE", value_parser = Closed::modes(), env = "SANDGATE_SANDBOX")]
     pub sandbox: Option<Mode>,
 
     /// Approval policy: on-request (ask when a call requests a wider mode) or never
     /// (reject every request without asking).
-    #[arg(long, value_name = "POLICY", value_parser = parse_approval, env = "SANDGATE_APPROVAL")]
+    #[arg(long, value_name = "POLICY", value_parser = Closed::approvals(), env = "SANDGATE_APPROVAL")]
     pub approval: Option<Approval>,
 }
 
@@ -101,7 +116,12 @@ pub struct RunArgs {
     pub allow_degraded: bool,
 
     /// Ask to run this one call under a strictly wider MODE; needs --justification.
-    #[arg(long, value_name = "MODE", env = "SANDGATE_SANDBOX_PERMISSIONS")]
+    #[arg(
+        long,
+        value_name = "MODE",
+        env = "SANDGATE_SANDBOX_PERMISSIONS",
+        value_parser = Closed::requested_modes()
+    )]
     pub sandbox_permissions: Option<String>,
 
     /// Why this call needs the wider mode (shown to the approver; at most 1000 characters).
@@ -116,12 +136,14 @@ pub struct RunArgs {
     #[arg(long, value_name = "CMD", env = "SANDGATE_APPROVER")]
     pub approver: Option<String>,
 
-    /// Seconds to wait for an answer before the request counts as cancelled.
+    /// Seconds to wait for an answer before the request counts as cancelled: 1 to 86400
+    /// (a day). 0 would cancel every request before anybody could answer, so it is refused.
     #[arg(
         long,
         value_name = "SECS",
         default_value_t = 120,
-        env = "SANDGATE_APPROVAL_TIMEOUT"
+        env = "SANDGATE_APPROVAL_TIMEOUT",
+        value_parser = parse_timeout
     )]
     pub approval_timeout: u64,
 
@@ -163,11 +185,7 @@ pub struct RunArgs {
     pub audit_log: Option<PathBuf>,
 
     /// The command and its arguments.
-    #[arg(
-        value_name = "CMD",
-        trailing_var_arg = true,
-        allow_hyphen_values = true
-    )]
+    #[arg(value_name = "CMD", trailing_var_arg = true)]
     pub command: Vec<OsString>,
 }
 
@@ -187,6 +205,9 @@ pub enum Sub {
         json: bool,
         #[command(flatten)]
         knobs: Knobs,
+        /// The workspace whose project file counts (default: as for a run).
+        #[arg(long, value_name = "DIR", env = "SANDGATE_WORKSPACE")]
+        workspace: Option<PathBuf>,
     },
     /// Work with the audit log.
     Audit {
@@ -233,12 +254,115 @@ pub enum AuditAction {
     },
 }
 
-fn parse_approval(s: &str) -> Result<Approval, String> {
-    s.parse()
+/// The longest wait for an answer: a day.
+const MAX_APPROVAL_TIMEOUT: u64 = 86_400;
+
+fn parse_timeout(text: &str) -> Result<u64, String> {
+    let secs: u64 = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not a whole number of seconds"))?;
+    match secs {
+        0 => Err(
+            "0 seconds would cancel every request before anybody could answer; give 1 to 86400"
+                .into(),
+        ),
+        1..=MAX_APPROVAL_TIMEOUT => Ok(secs),
+        _ => Err(format!("at most {MAX_APPROVAL_TIMEOUT} seconds (a day)")),
+    }
 }
 
-fn parse_mode(s: &str) -> Result<Mode, String> {
-    s.parse::<Mode>().map_err(|e| e.to_string())
+/// The value parser of a flag whose values form a closed set: `--help` and the shell
+/// completions offer exactly `values` (an alias is accepted but not offered), and `parse`
+/// turns the text into the value or says why it cannot.
+#[derive(Clone)]
+struct Closed<T> {
+    values: fn() -> Vec<PossibleValue>,
+    parse: fn(&str) -> Result<T, String>,
+}
+
+impl Closed<Mode> {
+    fn modes() -> Self {
+        Closed {
+            values: mode_values,
+            parse: |s| s.parse::<Mode>().map_err(|e| e.to_string()),
+        }
+    }
+}
+
+impl Closed<Approval> {
+    fn approvals() -> Self {
+        Closed {
+            values: || {
+                [Approval::OnRequest, Approval::Never]
+                    .into_iter()
+                    .map(|a| PossibleValue::new(a.as_str()))
+                    .collect()
+            },
+            parse: str::parse,
+        }
+    }
+}
+
+impl Closed<String> {
+    /// Preset keys: the policy names the valid ones when a key is unknown, for the flag as
+    /// for the configuration files.
+    fn presets() -> Self {
+        Closed {
+            values: || {
+                preset::table()
+                    .into_iter()
+                    .map(|row| PossibleValue::new(row.key).aliases(row.aliases))
+                    .collect()
+            },
+            parse: |s| Ok(s.to_owned()),
+        }
+    }
+
+    /// A requested mode: the escalation rules judge it (a narrower or equal request is
+    /// refused there, with its marker), so any text passes here.
+    fn requested_modes() -> Self {
+        Closed {
+            values: mode_values,
+            parse: |s| Ok(s.to_owned()),
+        }
+    }
+}
+
+fn mode_values() -> Vec<PossibleValue> {
+    Mode::ALL
+        .into_iter()
+        .map(|m| match m {
+            Mode::FullAccess => PossibleValue::new(m.as_str()).alias("danger-full-access"),
+            _ => PossibleValue::new(m.as_str()),
+        })
+        .collect()
+}
+
+impl<T: Clone + Send + Sync + 'static> TypedValueParser for Closed<T> {
+    type Value = T;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<T, clap::Error> {
+        let flag = arg.map_or_else(String::new, |a| format!(" for '{a}'"));
+        let text = value.to_str().ok_or_else(|| {
+            clap::Error::raw(ErrorKind::InvalidUtf8, format!("invalid UTF-8{flag}\n")).with_cmd(cmd)
+        })?;
+        (self.parse)(text).map_err(|why| {
+            clap::Error::raw(
+                ErrorKind::InvalidValue,
+                format!("invalid value '{text}'{flag}: {why}\n"),
+            )
+            .with_cmd(cmd)
+        })
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
+        Some(Box::new((self.values)().into_iter()))
+    }
 }
 
 #[cfg(test)]

@@ -136,7 +136,7 @@ impl Error {
             Error::Policy(
                 PolicyError::Workspace { .. }
                 | PolicyError::WorkspaceNotDir(_)
-                | PolicyError::WorkspaceIsRoot
+                | PolicyError::WorkspaceIsRoot { .. }
                 | PolicyError::WorkspaceHoldsHome { .. }
                 | PolicyError::WritableRootIsRoot { .. }
                 | PolicyError::WritableRoot { .. }
@@ -188,7 +188,10 @@ mod tests {
 
     #[test]
     fn exit_code_table() {
-        assert_eq!(Error::Policy(PolicyError::WorkspaceIsRoot).exit_code(), 78);
+        assert_eq!(
+            Error::Policy(PolicyError::WorkspaceIsRoot { chosen: true }).exit_code(),
+            78
+        );
         assert_eq!(Error::Policy(PolicyError::NoCommand).exit_code(), 64);
         assert_eq!(
             Error::Exec(ExecError::NotFound("x".into())).exit_code(),

@@ -216,13 +216,9 @@ pub fn run(launch: Launch<'_>) -> Result<Outcome, ExecError> {
         // The child exits right after reporting; reap it so it does not linger.
         let _ = waitpid(child, None);
         let source = io::Error::from_raw_os_error(errno);
-        return Err(match (step, errno) {
-            (Step::Exec, libc::ENOENT) => ExecError::NotFound(program.clone()),
-            (Step::Exec, _) => ExecError::NotExecutable {
-                program: program.clone(),
-                source,
-            },
-            (step, _) => ExecError::Setup { step, source },
+        return Err(match step {
+            Step::Exec => exec_failure(program, &path, source),
+            step => ExecError::Setup { step, source },
         });
     }
     let running = match (listener, launch.supervision) {
@@ -252,8 +248,20 @@ fn exec_in_place(
     sys::close_std_fds_closed_at_start();
     let source = sys::execve(path, argv, env);
     sys::ignore_sigpipe();
+    exec_failure(program, path, source)
+}
+
+/// What a failed `execve` of `path` (found for `program`) tells the user. The kernel says
+/// EACCES for a directory too, where "Is a directory", as a shell says, names what to fix.
+fn exec_failure(program: &OsStr, path: &CStr, source: io::Error) -> ExecError {
     match source.raw_os_error() {
         Some(libc::ENOENT) => ExecError::NotFound(program.to_owned()),
+        Some(libc::EACCES) if Path::new(OsStr::from_bytes(path.to_bytes())).is_dir() => {
+            ExecError::NotExecutable {
+                program: program.to_owned(),
+                source: io::Error::from_raw_os_error(libc::EISDIR),
+            }
+        }
         _ => ExecError::NotExecutable {
             program: program.to_owned(),
             source,

@@ -202,6 +202,10 @@ pub fn classify(
             i += 2;
             continue;
         }
+        // A long option that is neither sandgate's nor the shell's: clap says so.
+        if !as_shell && text.starts_with("--") {
+            return Invocation::Plain(args);
+        }
         let is_cluster = (text.starts_with('-') || text.starts_with('+'))
             && text.len() > 1
             && !text.starts_with("--");
@@ -218,6 +222,15 @@ pub fn classify(
             }
             i += 1;
             continue;
+        }
+        // A subcommand's name after sandgate's own flags is that subcommand, and the flags
+        // are its own (`sandgate --preset locked presets`), as they are right after it; a
+        // program of that name runs with `sandgate [FLAGS] -- NAME`.
+        if !as_shell && shell.args.is_empty() && subcommands.iter().any(|s| *s == text) {
+            let mut plain = vec![argv0.clone()];
+            plain.extend(rest[i..].iter().cloned());
+            plain.extend(sandgate_args.into_iter().skip(1));
+            return Invocation::Plain(plain);
         }
         // The first operand: the command string (with -c) or the script; everything after
         // it is the shell's ($0, $1, …), never sandgate's.
@@ -442,6 +455,37 @@ mod tests {
         assert!(matches!(
             split(&["sandgate-sh", "--version"], true),
             Invocation::Shell { .. }
+        ));
+    }
+
+    #[test]
+    fn flags_before_a_subcommand_follow_it() {
+        let plain = |args: &[&str]| match split(args, false) {
+            Invocation::Plain(args) => args
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect::<Vec<_>>(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            plain(&["sandgate", "--preset", "locked", "--no-tty", "doctor", "--json"]),
+            ["sandgate", "doctor", "--json", "--preset", "locked", "--no-tty"]
+        );
+        assert_eq!(
+            plain(&["sandgate", "--sandbox=read-only", "doctor"]),
+            ["sandgate", "doctor", "--sandbox=read-only"]
+        );
+        // A program of that name: after `--`, or as the shell's operand.
+        assert_eq!(
+            plain(&["sandgate", "--preset", "locked", "--", "doctor"]),
+            ["sandgate", "--preset", "locked", "--", "doctor"]
+        );
+        assert_eq!(shell_args(&["sandgate", "-c", "doctor"]), ["-c", "doctor"]);
+        assert_eq!(shell_args(&["sandgate", "-e", "doctor"]), ["-e", "doctor"]);
+        // An unknown long option is sandgate's usage error, not a script's name.
+        assert!(matches!(
+            split(&["sandgate", "--bogus", "--", "true"], false),
+            Invocation::Plain(_)
         ));
     }
 

@@ -376,10 +376,9 @@ fn a_script_that_is_a_pipe_is_left_whole_for_the_shell() {
 
 /// The first marker sandgate printed on stderr.
 fn first_marker(out: &Output) -> serde_json::Value {
-    String::from_utf8_lossy(&out.stderr)
-        .lines()
-        .find_map(|l| l.strip_prefix("sandgate: denied "))
-        .and_then(|m| serde_json::from_str(m).ok())
+    stderr_markers(out)
+        .into_iter()
+        .next()
         .unwrap_or_else(|| panic!("no marker: {}", show(out)))
 }
 

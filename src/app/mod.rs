@@ -75,10 +75,18 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// A command line clap refused (or `--help`/`--version`, which clap prints on stdout):
+/// a refusal prints its marker like every other, its message clap's first line.
 fn usage(e: &clap::Error) -> ExitCode {
-    let code = if e.use_stderr() { EXIT_USAGE } else { 0 };
     let _ = e.print();
-    ExitCode::from(code)
+    if !e.use_stderr() {
+        return ExitCode::SUCCESS;
+    }
+    let text = e.render().to_string();
+    let first = text.lines().next().unwrap_or_default();
+    let message = first.strip_prefix("error: ").unwrap_or(first);
+    crate::say!("{}", marker("usage", None, message, Map::new()));
+    ExitCode::from(EXIT_USAGE)
 }
 
 /// sandgate's own command line: subcommands, or `[FLAGS] -- CMD ARGS`.
@@ -104,7 +112,11 @@ fn plain(args: Vec<OsString>, caller: Caller) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Some(Sub::Presets { json, knobs }) => presets(json, &knobs),
+        Some(Sub::Presets {
+            json,
+            knobs,
+            workspace,
+        }) => presets(json, &knobs, workspace.as_deref()),
         Some(Sub::Audit {
             action: AuditAction::Verify { log },
         }) => verify(log),
@@ -167,10 +179,7 @@ impl Layers {
     fn load() -> Result<Layers, Error> {
         let managed = config::load(&config::managed_path()).map_err(PolicyError::from)?;
         let user_dir = config::user_dir();
-        let user = match &user_dir {
-            Some(dir) => config::load(&dir.join("config.json")).map_err(PolicyError::from)?,
-            None => config::User::default(),
-        };
+        let user = config::load_user().map_err(PolicyError::from)?;
         Ok(Layers {
             managed,
             user,

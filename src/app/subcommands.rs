@@ -34,11 +34,11 @@ pub(super) fn install_links(dir: &Path) -> ExitCode {
 }
 
 /// `sandgate presets`: the table and the current preset for the effective knobs.
-pub(super) fn presets(json: bool, knobs: &cli::Knobs) -> ExitCode {
+pub(super) fn presets(json: bool, knobs: &cli::Knobs, workspace: Option<&Path>) -> ExitCode {
     let current = gather_env().and_then(|env| {
         let layers = Layers::load()?;
         // Only to find the project file: no command runs, so home is no hazard here.
-        let workspace = policy::resolve_workspace(None, &env.cwd, &[])?;
+        let workspace = policy::resolve_workspace(workspace, &env.cwd, &[])?;
         layers.standing(knobs, &workspace, &env)
     });
     let current = match current {
@@ -56,30 +56,70 @@ pub(super) fn presets(json: bool, knobs: &cli::Knobs) -> ExitCode {
         });
         crate::out!("{body}");
     } else {
-        for row in &table {
-            let mark = if row.key == current.preset { "*" } else { " " };
-            let aliases = if row.aliases.is_empty() {
-                String::new()
-            } else {
-                format!(" (alias {})", row.aliases.join(", "))
-            };
-            crate::out!(
-                "{mark} {:<16}{:<16}{:<11}{}{aliases}",
-                row.key,
-                row.mode,
-                row.approval,
-                row.description
-            );
-        }
-        if current.preset == policy::preset::CUSTOM {
-            crate::out!(
-                "* custom          {:<16}{:<11}(no preset matches)",
-                current.mode,
-                current.approval
-            );
-        }
+        crate::output::stdout_bytes(render_presets(&table, &current).as_bytes());
     }
     ExitCode::SUCCESS
+}
+
+/// The preset table as text: a header, one row per preset (the current one starred) and,
+/// when no preset matches the effective pair, a `custom` row for it. Columns are as wide
+/// as their widest cell and two spaces apart.
+fn render_presets(table: &[policy::preset::Preset], current: &policy::Standing) -> String {
+    let mut rows: Vec<[String; 5]> = vec![[
+        String::new(),
+        "preset".into(),
+        "mode".into(),
+        "approval".into(),
+        "description".into(),
+    ]];
+    for row in table {
+        let aliases = if row.aliases.is_empty() {
+            String::new()
+        } else {
+            format!(" (alias {})", row.aliases.join(", "))
+        };
+        rows.push([
+            if row.key == current.preset { "*" } else { "" }.into(),
+            row.key.clone(),
+            row.mode.to_string(),
+            row.approval.to_string(),
+            format!("{}{aliases}", row.description),
+        ]);
+    }
+    if current.preset == policy::preset::CUSTOM {
+        rows.push([
+            "*".into(),
+            policy::preset::CUSTOM.into(),
+            current.mode.to_string(),
+            current.approval.to_string(),
+            "(no preset matches)".into(),
+        ]);
+    }
+    let width = |col: usize| {
+        rows.iter()
+            .map(|r| r[col].chars().count())
+            .max()
+            .unwrap_or(0)
+    };
+    let widths = [width(0), width(1), width(2), width(3)];
+    let mut text = String::new();
+    for row in &rows {
+        let line = format!(
+            "{:<w0$} {:<w1$}  {:<w2$}  {:<w3$}  {}",
+            row[0],
+            row[1],
+            row[2],
+            row[3],
+            row[4],
+            w0 = widths[0],
+            w1 = widths[1],
+            w2 = widths[2],
+            w3 = widths[3],
+        );
+        text.push_str(line.trim_end());
+        text.push('\n');
+    }
+    text
 }
 
 /// `sandgate audit verify`: checks the hash chain.

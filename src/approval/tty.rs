@@ -194,7 +194,7 @@ pub fn ask(question: &Question, interrupt: Interrupt<'_>) -> Outcome {
     let foreground = nix::unistd::tcgetpgrp(tty.as_fd()).ok() == Some(nix::unistd::getpgrp());
     if !foreground {
         return unavailable(
-            "sandgate is not in the terminal's foreground process group, so it will not prompt there: configure --approval-endpoint",
+            "sandgate is not in the terminal's foreground process group, so it will not prompt there: configure --approval-endpoint or --approver",
         );
     }
     let d = &question.display;

@@ -78,28 +78,71 @@ pub struct Project {
 
 /// Why a configuration file cannot be used.
 #[derive(Debug, thiserror::Error)]
-#[error("invalid configuration file {}: {reason}", path.display())]
-pub struct ConfigError {
-    pub path: PathBuf,
-    pub reason: String,
+pub enum ConfigError {
+    /// The file is there but is not a valid configuration.
+    #[error("invalid configuration file {}: {reason}", path.display())]
+    Invalid { path: PathBuf, reason: String },
+    /// The file, or a directory on its way, cannot be read: whether it exists is unknown.
+    #[error("cannot read the configuration file {}: {reason}{hint}", path.display())]
+    Unreadable {
+        path: PathBuf,
+        reason: std::io::Error,
+        /// How to point sandgate elsewhere, when the path came from the environment.
+        hint: String,
+    },
 }
 
 /// Reads a JSON configuration file; a missing file is an empty configuration.
 ///
 /// # Errors
-/// A file that exists but cannot be read or parsed: sandgate refuses to guess.
+/// A file that exists but cannot be parsed, or that cannot be read (it may exist and
+/// narrow the policy): sandgate refuses to guess.
 pub fn load<T: Default + for<'de> Deserialize<'de>>(path: &Path) -> Result<T, ConfigError> {
     match std::fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| ConfigError {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| ConfigError::Invalid {
             path: path.to_path_buf(),
             reason: e.to_string(),
         }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(T::default()),
-        Err(e) => Err(ConfigError {
+        Err(e) => Err(ConfigError::Unreadable {
             path: path.to_path_buf(),
-            reason: e.to_string(),
+            reason: e,
+            hint: String::new(),
         }),
     }
+}
+
+/// Reads the user file `config.json` in [`user_dir`]. When it cannot be read, the error
+/// names the variable the directory came from and how to choose another, since the usual
+/// cause is a `HOME` that belongs to somebody else (a tool run as another uid with the
+/// caller's environment).
+///
+/// # Errors
+/// As [`load`].
+pub fn load_user() -> Result<User, ConfigError> {
+    let Some((dir, origin)) = user_dir_and_origin() else {
+        return Ok(User::default());
+    };
+    load(&dir.join("config.json")).map_err(|e| match e {
+        ConfigError::Unreadable { path, reason, .. } => {
+            let named = match origin {
+                "SANDGATE_CONFIG_DIR" => format!("SANDGATE_CONFIG_DIR={}", dir.display()),
+                var => {
+                    let value = std::env::var_os(var).unwrap_or_default();
+                    format!("{var}={}", Path::new(&value).display())
+                }
+            };
+            ConfigError::Unreadable {
+                path,
+                reason,
+                hint: format!(
+                    ". The directory comes from {named}, which this user (uid {}) cannot read: set HOME to this user's own home, or SANDGATE_CONFIG_DIR to a directory it can read",
+                    nix::unistd::getuid()
+                ),
+            }
+        }
+        other => other,
+    })
 }
 
 /// Where the managed file is (`SANDGATE_MANAGED_CONFIG` moves it for tests).
@@ -111,29 +154,36 @@ pub fn managed_path() -> PathBuf {
 /// sandgate's user configuration directory: `SANDGATE_CONFIG_DIR`, else
 /// `$XDG_CONFIG_HOME/sandgate`, else `~/.config/sandgate`.
 pub fn user_dir() -> Option<PathBuf> {
+    user_dir_and_origin().map(|(dir, _)| dir)
+}
+
+/// [`user_dir`] and the variable that named it.
+fn user_dir_and_origin() -> Option<(PathBuf, &'static str)> {
     if let Some(dir) = std::env::var_os("SANDGATE_CONFIG_DIR") {
-        return Some(PathBuf::from(dir));
+        return Some((PathBuf::from(dir), "SANDGATE_CONFIG_DIR"));
     }
-    xdg("XDG_CONFIG_HOME", ".config").map(|d| d.join("sandgate"))
+    let (dir, var) = xdg("XDG_CONFIG_HOME", ".config")?;
+    Some((dir.join("sandgate"), var))
 }
 
 /// sandgate's state directory: `$XDG_STATE_HOME/sandgate`, else `~/.local/state/sandgate`.
 pub fn state_dir() -> Option<PathBuf> {
-    xdg("XDG_STATE_HOME", ".local/state").map(|d| d.join("sandgate"))
+    xdg("XDG_STATE_HOME", ".local/state").map(|(d, _)| d.join("sandgate"))
 }
 
 /// `$VAR`, else `$HOME/FALLBACK` — only under a home that exists: sandgate never creates
 /// a home directory (as root it could, and would leave one that the user, once set up,
 /// could not use).
-fn xdg(var: &str, fallback: &str) -> Option<PathBuf> {
+fn xdg(var: &'static str, fallback: &str) -> Option<(PathBuf, &'static str)> {
     let from_var = std::env::var_os(var)
         .map(PathBuf::from)
-        .filter(|p| p.is_absolute());
+        .filter(|p| p.is_absolute())
+        .map(|p| (p, var));
     from_var.or_else(|| {
         std::env::var_os("HOME")
             .map(PathBuf::from)
             .filter(|h| h.is_absolute() && h.is_dir())
-            .map(|h| h.join(fallback))
+            .map(|h| (h.join(fallback), "HOME"))
     })
 }
 

@@ -49,8 +49,11 @@ pub enum PolicyError {
     },
     #[error("workspace {} is not a directory", .0.display())]
     WorkspaceNotDir(PathBuf),
-    #[error("refusing / as the workspace: a writable / is full access; pass --workspace DIR")]
-    WorkspaceIsRoot,
+    #[error("refusing / as the workspace{}: a writable / is full access under another name; {}", if *.chosen { "" } else { " (the current directory)" }, if *.chosen { "name the project's directory instead, or run with --sandbox full-access if the whole filesystem must be writable" } else { "run from the project's directory, or pass --workspace DIR" })]
+    WorkspaceIsRoot {
+        /// Named by `--workspace` or `SANDGATE_WORKSPACE` rather than derived.
+        chosen: bool,
+    },
     #[error("refusing {} as the workspace: it holds your home directory {}, where a command could plant shell startup files; pass --workspace DIR (or set SANDGATE_WORKSPACE) to choose it anyway", workspace.display(), home.display())]
     WorkspaceHoldsHome { workspace: PathBuf, home: PathBuf },
     #[error("refusing writable root / (from {origin}): that is full access; use --sandbox full-access if you mean it")]

@@ -34,7 +34,7 @@ impl Approval {
 
 impl fmt::Display for Approval {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 

@@ -50,7 +50,9 @@ pub fn resolve_with_links(
         return Err(PolicyError::WorkspaceNotDir(canonical));
     }
     if canonical == Path::new("/") {
-        return Err(PolicyError::WorkspaceIsRoot);
+        return Err(PolicyError::WorkspaceIsRoot {
+            chosen: explicit.is_some(),
+        });
     }
     if roots::is_shared_temp(&canonical) {
         return Err(PolicyError::SharedTempAsRoot {
@@ -117,7 +119,7 @@ mod tests {
     fn root_is_refused_as_a_workspace() {
         assert!(matches!(
             resolve(Some(Path::new("/")), Path::new("/"), &[]),
-            Err(PolicyError::WorkspaceIsRoot)
+            Err(PolicyError::WorkspaceIsRoot { chosen: true })
         ));
     }
 

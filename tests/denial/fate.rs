@@ -137,28 +137,6 @@ fn the_detached_supervisor_logs_a_background_processs_refusals() {
     }
 }
 
-/// `sandgate` as it runs, but unable to open what a file's mode refuses it: root opens
-/// whatever the mode says, so as root it runs without the two capabilities that allow it.
-fn bound_by_file_modes(sandgate: Command) -> Command {
-    if !is_root() {
-        return sandgate;
-    }
-    let mut cmd = Command::new("setpriv");
-    cmd.arg("--bounding-set=-dac_override,-dac_read_search")
-        .arg(sandgate.get_program())
-        .args(sandgate.get_args());
-    if let Some(dir) = sandgate.get_current_dir() {
-        cmd.current_dir(dir);
-    }
-    for (key, value) in sandgate.get_envs() {
-        match value {
-            Some(value) => cmd.env(key, value),
-            None => cmd.env_remove(key),
-        };
-    }
-    cmd
-}
-
 /// A pipe nobody drains, filled to the brim; `foreign`: with a mode that lets no one open
 /// it again, as a pipe made by another user (`sudo -u … sandgate … 2>&1 | …`) is to sandgate.
 fn full_pipe(foreign: bool) -> (OwnedFd, OwnedFd) {

@@ -8,15 +8,6 @@ use serde_json::Value;
 
 use crate::support::*;
 
-/// The markers sandgate printed on stderr.
-fn stderr_markers(out: &Output) -> Vec<Value> {
-    String::from_utf8_lossy(&out.stderr)
-        .lines()
-        .filter_map(|l| l.strip_prefix("sandgate: denied "))
-        .filter_map(|m| serde_json::from_str(m).ok())
-        .collect()
-}
-
 /// Lines sandgate itself wrote on stderr.
 fn sandgate_lines(out: &Output) -> Vec<String> {
     String::from_utf8_lossy(&out.stderr)

@@ -94,15 +94,6 @@ fn a_nested_call_that_names_no_workspace_keeps_its_parents_inside_an_outer_repos
     assert!(!env.outside.join("f").exists());
 }
 
-/// The `sandgate: denied` markers in `stderr`.
-fn markers(stderr: &str) -> Vec<serde_json::Value> {
-    stderr
-        .lines()
-        .filter_map(|l| l.strip_prefix("sandgate: denied "))
-        .map(|m| serde_json::from_str(m).unwrap_or_else(|e| panic!("marker {m:?}: {e}")))
-        .collect()
-}
-
 #[test]
 fn nested_widening_is_refused_before_the_audit_log_and_the_outer_sandgate_stays_quiet() {
     if !require_full_enforcement() {
@@ -154,8 +145,7 @@ fn nested_widening_is_refused_before_the_audit_log_and_the_outer_sandgate_stays_
     ] {
         let out = inner(prefix);
         assert_status(&out, 77);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let markers = markers(&stderr);
+        let markers = stderr_markers(&out);
         // The inner sandgate's own refusal, and nothing from the outer supervisor.
         assert_eq!(markers.len(), 1, "{prefix:?}: {}", show(&out));
         assert_eq!(markers[0]["kind"], "nested_widening", "{}", show(&out));
@@ -171,11 +161,7 @@ fn nested_widening_is_refused_before_the_audit_log_and_the_outer_sandgate_stays_
     // A nested call that asks for nothing does not touch the audit log either.
     let out = env.run("workspace-write", &[sg.as_str(), "--", "true"]);
     assert_status(&out, 0);
-    assert!(
-        markers(&String::from_utf8_lossy(&out.stderr)).is_empty(),
-        "{}",
-        show(&out)
-    );
+    assert!(stderr_markers(&out).is_empty(), "{}", show(&out));
 
     // Control: the same request from the host is asked and granted.
     let mut cmd = env.sandgate("workspace-write");

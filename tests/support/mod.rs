@@ -338,6 +338,38 @@ pub fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
 
+/// The `sandgate: denied` markers sandgate printed on stderr, each parsed (a marker that
+/// is not JSON fails the test).
+pub fn stderr_markers(out: &Output) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter_map(|l| l.strip_prefix("sandgate: denied "))
+        .map(|m| serde_json::from_str(m).unwrap_or_else(|e| panic!("marker {m:?}: {e}")))
+        .collect()
+}
+
+/// `sandgate` as it runs, but unable to open what a file's mode refuses it: root opens
+/// whatever the mode says, so as root it runs without the two capabilities that allow it.
+pub fn bound_by_file_modes(sandgate: Command) -> Command {
+    if !is_root() {
+        return sandgate;
+    }
+    let mut cmd = Command::new("setpriv");
+    cmd.arg("--bounding-set=-dac_override,-dac_read_search")
+        .arg(sandgate.get_program())
+        .args(sandgate.get_args());
+    if let Some(dir) = sandgate.get_current_dir() {
+        cmd.current_dir(dir);
+    }
+    for (key, value) in sandgate.get_envs() {
+        match value {
+            Some(value) => cmd.env(key, value),
+            None => cmd.env_remove(key),
+        };
+    }
+    cmd
+}
+
 /// `sandgate doctor --json`, run once per test binary.
 pub fn doctor() -> &'static serde_json::Value {
     static DOCTOR: OnceLock<serde_json::Value> = OnceLock::new();

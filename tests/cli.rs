@@ -1,0 +1,453 @@
+//! The command line as a newcomer meets it: the forms `--help` lists, flags before a
+//! subcommand, the preset table, shell completions of every closed-set value, and the
+//! message (and marker) of each way a call can be refused before anything runs.
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+use support::*;
+
+/// sandgate in a fresh test environment, with no flags of its own.
+fn bare(env: &TestEnv) -> Command {
+    let mut cmd = Command::new(sandgate());
+    env.isolate(&mut cmd);
+    cmd.current_dir(&env.ws);
+    cmd
+}
+
+/// The one marker of a refused call, after asserting its exit status and that stderr says
+/// `message` both in sandgate's own line and in the marker.
+fn refusal(out: &Output, status: i32, message: &str) -> Value {
+    assert_status(out, status);
+    let markers = stderr_markers(out);
+    assert_eq!(markers.len(), 1, "{}", show(out));
+    let marker = markers[0].clone();
+    let text = marker["message"].as_str().unwrap_or_default();
+    assert!(
+        text.contains(message),
+        "marker lacks {message:?}: {}",
+        show(out)
+    );
+    // sandgate's own line, or clap's for a command line it refused.
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .any(
+                |l| (l.starts_with("sandgate: ") || l.starts_with("error: "))
+                    && !l.starts_with("sandgate: denied ")
+                    && l.contains(message)
+            ),
+        "no plain line says {message:?}: {}",
+        show(out)
+    );
+    marker
+}
+
+#[test]
+fn flags_before_a_subcommand_are_the_subcommands_own() {
+    let env = TestEnv::new();
+    for args in [
+        &["--preset", "locked", "presets", "--json"][..],
+        &["presets", "--preset", "locked", "--json"],
+        &["--preset=locked", "presets", "--json"],
+    ] {
+        let out = output(bare(&env).args(args));
+        assert_status(&out, 0);
+        let table: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", show(&out)));
+        assert_eq!(table["current"]["preset"], "locked", "{args:?}");
+    }
+    // The text form stars the current row.
+    let out = output(bare(&env).args(["--preset", "locked", "presets"]));
+    assert_status(&out, 0);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let starred: Vec<&str> = stdout.lines().filter(|l| l.starts_with('*')).collect();
+    assert_eq!(starred.len(), 1, "{stdout}");
+    assert!(
+        starred[0].split_whitespace().nth(1) == Some("locked"),
+        "{stdout}"
+    );
+
+    // A flag the subcommand does not take is a usage error naming it, and runs nothing.
+    let out = output(bare(&env).args(["--no-observe", "doctor"]));
+    refusal(&out, 64, "'--no-observe'");
+    // A program named like a subcommand runs after `--`.
+    let bin = env.root.join("bin");
+    std::fs::create_dir(&bin).unwrap_or_else(|e| panic!("{e}"));
+    let program = bin.join("presets");
+    std::fs::write(&program, "#!/bin/sh\necho the program ran\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let out = output(
+        bare(&env)
+            .args(["--sandbox", "full-access", "--", "presets"])
+            .env("PATH", format!("{}:/usr/bin:/bin", bin.display())),
+    );
+    assert_status(&out, 0);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "the program ran\n");
+}
+
+#[test]
+fn the_preset_table_has_whitespace_between_every_column() {
+    let env = TestEnv::new();
+    let json = output(bare(&env).args(["presets", "--json"]));
+    assert_status(&json, 0);
+    let table: Value = serde_json::from_slice(&json.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let text = output(bare(&env).arg("presets"));
+    assert_status(&text, 0);
+    let text = String::from_utf8_lossy(&text.stdout).into_owned();
+    let rows = table["presets"].as_array().cloned().unwrap_or_default();
+    assert!(rows.len() >= 5, "{table}");
+    for row in rows {
+        let cells: Vec<String> = ["key", "mode", "approval"]
+            .iter()
+            .map(|k| row[*k].as_str().unwrap_or_default().to_owned())
+            .collect();
+        let line = text
+            .lines()
+            .find(|l| l[1..].split_whitespace().next() == Some(cells[0].as_str()))
+            .unwrap_or_else(|| panic!("no row for {}:\n{text}", cells[0]));
+        // Key, mode and approval are whole words, the description follows after a gap.
+        let words: Vec<&str> = line[1..].split_whitespace().take(3).collect();
+        assert_eq!(words, cells, "{line:?}");
+        let description = row["description"].as_str().unwrap_or_default();
+        let at = line.find(description).unwrap_or_else(|| panic!("{line:?}"));
+        assert!(line[..at].ends_with("  "), "{line:?}");
+    }
+}
+
+#[test]
+fn help_shows_every_way_to_run_a_command() {
+    for flag in ["-h", "--help"] {
+        let out = output(Command::new(sandgate()).arg(flag));
+        assert_status(&out, 0);
+        let help = String::from_utf8_lossy(&out.stdout);
+        for form in [
+            "-- CMD",
+            "-c CMDSTRING",
+            "SCRIPT",
+            "-s",
+            "prefix CMDSTRING",
+            "<COMMAND>",
+            "presets",
+            "doctor",
+        ] {
+            assert!(help.contains(form), "{flag} lacks {form:?}:\n{help}");
+        }
+    }
+}
+
+/// What bash's completion offers after `words` (the last one being completed), with the
+/// script `sandgate completions bash` prints.
+fn bash_completes(words: &[&str]) -> Vec<String> {
+    let script = output(Command::new(sandgate()).args(["completions", "bash"]));
+    assert_status(&script, 0);
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let file = dir.path().join("sandgate.bash");
+    std::fs::write(&file, &script.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+    let driver = format!(
+        r#"source '{}'
+COMP_WORDS=({})
+COMP_CWORD=$(( ${{#COMP_WORDS[@]}} - 1 ))
+COMP_LINE="${{COMP_WORDS[*]}}"
+COMP_POINT=${{#COMP_LINE}}
+_sandgate sandgate "${{COMP_WORDS[COMP_CWORD]}}" "${{COMP_WORDS[COMP_CWORD-1]}}"
+printf '%s\n' "${{COMPREPLY[@]}}""#,
+        file.display(),
+        quoted.join(" ")
+    );
+    let out = output(Command::new("bash").args(["--norc", "--noprofile", "-c", &driver]));
+    assert_status(&out, 0);
+    // Values only: where a subcommand's operand is completed, its flags are offered too.
+    let mut offered: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.trim().to_owned())
+        .filter(|l| !l.is_empty() && (words.len() == 2 || !l.starts_with('-')))
+        .collect();
+    offered.sort();
+    offered
+}
+
+fn sorted(values: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = values.iter().map(|s| (*s).to_owned()).collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn bash_completes_the_values_of_every_closed_set_flag() {
+    let modes = ["read-only", "workspace-write", "full-access"];
+    assert_eq!(
+        bash_completes(&["sandgate", "--sandbox", ""]),
+        sorted(&modes)
+    );
+    assert_eq!(
+        bash_completes(&["sandgate", "--sandbox-permissions", ""]),
+        sorted(&modes)
+    );
+    assert_eq!(
+        bash_completes(&["sandgate", "--approval", ""]),
+        sorted(&["on-request", "never"])
+    );
+    assert_eq!(
+        bash_completes(&["sandgate", "--preset", ""]),
+        sorted(&[
+            "read-only",
+            "workspace-write",
+            "full-access",
+            "ci",
+            "locked"
+        ])
+    );
+    assert_eq!(
+        bash_completes(&["sandgate", "--sandbox", "w"]),
+        sorted(&["workspace-write"])
+    );
+    assert_eq!(
+        bash_completes(&["sandgate", "completions", ""]),
+        sorted(&["bash", "elvish", "fish", "powershell", "zsh"])
+    );
+    let first = bash_completes(&["sandgate", ""]);
+    for sub in [
+        "doctor",
+        "presets",
+        "audit",
+        "prefix",
+        "tmp",
+        "install-links",
+    ] {
+        assert!(
+            first.iter().any(|w| w == sub),
+            "{sub} not offered: {first:?}"
+        );
+    }
+}
+
+#[test]
+fn fish_and_zsh_completions_offer_the_same_values() {
+    // fish answers a completion query itself. (The script clap_complete writes completes a
+    // value after `--flag=`; after `--flag ` fish's argparse, which it runs first, stops at
+    // the missing value.)
+    let script = output(Command::new(sandgate()).args(["completions", "fish"]));
+    assert_status(&script, 0);
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let file = dir.path().join("sandgate.fish");
+    std::fs::write(&file, &script.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let query = |line: &str| {
+        let out = output(Command::new("fish").env("HOME", dir.path()).args([
+            "--no-config",
+            "-c",
+            &format!("source '{}'; complete -C '{line}'", file.display()),
+        ]));
+        assert_status(&out, 0);
+        let mut words: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split('\t').next())
+            .filter_map(|w| w.split_once('=').map(|(_, value)| value.to_owned()))
+            .collect();
+        words.sort();
+        words
+    };
+    assert_eq!(
+        query("sandgate --sandbox="),
+        sorted(&["read-only", "workspace-write", "full-access"])
+    );
+    assert_eq!(
+        query("sandgate --approval="),
+        sorted(&["on-request", "never"])
+    );
+
+    // zsh: the script parses, and each flag's action lists exactly its values.
+    let script = output(Command::new(sandgate()).args(["completions", "zsh"]));
+    assert_status(&script, 0);
+    let file = dir.path().join("_sandgate");
+    std::fs::write(&file, &script.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let out = output(Command::new("zsh").arg("-n").arg(&file));
+    assert_status(&out, 0);
+    let text = String::from_utf8_lossy(&script.stdout);
+    for (flag, values) in [
+        (
+            "--sandbox=",
+            ":MODE:(read-only workspace-write full-access)'",
+        ),
+        ("--approval=", ":POLICY:(on-request never)'"),
+        (
+            "--preset=",
+            ":KEY:(read-only workspace-write full-access ci locked)'",
+        ),
+    ] {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(&format!("'{flag}")) && l.contains(values)),
+            "{flag} does not offer {values}"
+        );
+    }
+}
+
+#[test]
+fn a_usage_error_prints_a_marker() {
+    let env = TestEnv::new();
+    let out = output(bare(&env).args(["--sandbox", "bogus", "--", "true"]));
+    let marker = refusal(&out, 64, "invalid value 'bogus' for '--sandbox <MODE>'");
+    assert_eq!(marker["kind"], "usage");
+    let out = output(bare(&env).args(["--bogus", "--", "true"]));
+    refusal(&out, 64, "unexpected argument '--bogus'");
+    // Asking for help is not a refusal.
+    let out = output(bare(&env).arg("--help"));
+    assert_status(&out, 0);
+    assert!(stderr_markers(&out).is_empty(), "{}", show(&out));
+}
+
+#[test]
+fn a_zero_or_endless_approval_timeout_is_refused() {
+    let env = TestEnv::new();
+    let run = |value: &str, via_env: bool| {
+        let mut cmd = bare(&env);
+        if via_env {
+            cmd.env("SANDGATE_APPROVAL_TIMEOUT", value);
+        } else {
+            cmd.args(["--approval-timeout", value]);
+        }
+        cmd.args([
+            "--sandbox",
+            "full-access",
+            "--",
+            "/bin/sh",
+            "-c",
+            "echo ran",
+        ]);
+        output(&mut cmd)
+    };
+    for via_env in [false, true] {
+        let out = run("0", via_env);
+        refusal(&out, 64, "0 seconds would cancel every request");
+        assert!(out.stdout.is_empty(), "{}", show(&out));
+        let out = run("18446744073709551615", via_env);
+        refusal(&out, 64, "at most 86400 seconds");
+        assert!(out.stdout.is_empty(), "{}", show(&out));
+    }
+    let out = run("1", false);
+    assert_status(&out, 0);
+}
+
+#[test]
+fn no_approval_channel_is_said_once_with_both_ways_to_get_one() {
+    let env = TestEnv::new();
+    let out = output(bare(&env).args([
+        "--no-tty",
+        "--sandbox",
+        "read-only",
+        "--sandbox-permissions",
+        "workspace-write",
+        "--justification",
+        "write the build output",
+        "--",
+        "/bin/sh",
+        "-c",
+        "echo ran",
+    ]));
+    let marker = refusal(&out, 77, "--approval-endpoint or --approver");
+    assert_eq!(marker["kind"], "approval_unavailable");
+    let message = marker["message"].as_str().unwrap_or_default();
+    assert_eq!(
+        message.matches("no approval channel is available").count(),
+        1,
+        "{message}"
+    );
+    assert!(out.stdout.is_empty(), "{}", show(&out));
+}
+
+#[test]
+fn verifying_a_missing_audit_log_says_it_cannot_be_read() {
+    let env = TestEnv::new();
+    let missing = env.root.join("no-such-audit.jsonl");
+    let out = output(bare(&env).args(["audit", "verify", "--log"]).arg(&missing));
+    assert_status(&out, 1);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("cannot read the audit log {}", missing.display())),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("write"), "{stderr}");
+}
+
+#[test]
+fn the_root_workspace_is_refused_with_advice_that_fits_how_it_was_chosen() {
+    let env = TestEnv::new();
+    let out = output(bare(&env).args(["--workspace", "/", "--", "true"]));
+    let marker = refusal(&out, 78, "refusing / as the workspace");
+    let message = marker["message"].as_str().unwrap_or_default();
+    assert!(!message.contains("--workspace DIR"), "{message}");
+    assert!(
+        message.contains("name the project's directory"),
+        "{message}"
+    );
+
+    let mut cmd = bare(&env);
+    cmd.current_dir("/").args(["--", "true"]);
+    let marker = refusal(&output(&mut cmd), 78, "(the current directory)");
+    let message = marker["message"].as_str().unwrap_or_default();
+    assert!(message.contains("pass --workspace DIR"), "{message}");
+}
+
+#[test]
+fn a_directory_given_as_the_command_is_named_as_one() {
+    let env = TestEnv::new();
+    for mode in ["workspace-write", "full-access"] {
+        let out = output(bare(&env).args(["--sandbox", mode, "--"]).arg(&env.outside));
+        let marker = refusal(&out, 126, "Is a directory");
+        assert_eq!(marker["kind"], "not_executable", "{mode}");
+    }
+    // A file without execute permission still says so.
+    let file = env.ws.join("data.txt");
+    std::fs::write(&file, "x").unwrap_or_else(|e| panic!("{e}"));
+    let out = output(
+        bare(&env)
+            .args(["--sandbox", "full-access", "--"])
+            .arg(&file),
+    );
+    refusal(&out, 126, "Permission denied");
+}
+
+#[test]
+fn an_unreadable_home_names_home_and_the_way_around_it() {
+    let env = TestEnv::new();
+    let home = env.root.join("someone-elses-home");
+    std::fs::create_dir_all(home.join(".config/sandgate")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o000))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let call = |config_dir: Option<&std::path::Path>| {
+        let mut cmd = bare(&env);
+        cmd.env_remove("SANDGATE_CONFIG_DIR")
+            .env("HOME", &home)
+            .args([
+                "--sandbox",
+                "full-access",
+                "--",
+                "/bin/sh",
+                "-c",
+                "echo ran",
+            ]);
+        if let Some(dir) = config_dir {
+            cmd.env("SANDGATE_CONFIG_DIR", dir);
+        }
+        output(&mut bound_by_file_modes(cmd))
+    };
+    let out = call(None);
+    let marker = refusal(&out, 78, &format!("HOME={}", home.display()));
+    let message = marker["message"].as_str().unwrap_or_default();
+    assert!(message.contains("SANDGATE_CONFIG_DIR"), "{message}");
+    assert!(!message.contains("invalid configuration"), "{message}");
+    assert!(out.stdout.is_empty(), "{}", show(&out));
+    // Pointed at a readable directory, the same call runs.
+    let out = call(Some(&env.root.join("config")));
+    assert_status(&out, 0);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "ran\n");
+    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o755))
+        .unwrap_or_else(|e| panic!("{e}"));
+}
