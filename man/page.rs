@@ -127,12 +127,13 @@ fn leaves(command: &Command) -> Vec<(Vec<String>, &Command)> {
     out
 }
 
-/// The arguments a page shows for `command`: its own, visible ones (global flags are shown
-/// where they are defined; help and version are clap's).
+/// The arguments a page shows for `command`: the visible ones it defines. The command is
+/// never built, so a global flag appears once, where it is defined, and clap's own help
+/// and version flags only in OPTIONS.
 fn shown(command: &Command) -> impl Iterator<Item = &Arg> {
-    command.get_arguments().filter(|a| {
-        !a.is_hide_set() && !a.is_global_set() && !matches!(a.get_id().as_str(), "help" | "version")
-    })
+    command
+        .get_arguments()
+        .filter(|a| !a.is_hide_set() && !matches!(a.get_id().as_str(), "help" | "version"))
 }
 
 /// `sandgate audit verify [--log FILE]`, in roff.
