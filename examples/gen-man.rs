@@ -1,7 +1,12 @@
-//! Prints the man page generated from the clap definitions (`scripts/gen-man` commits it
-//! as `man/sandgate.1`; `tests/man.rs` fails when the committed page is stale).
+//! Prints the man page, assembled by `man/page.rs` from the clap definitions and the
+//! hand-written sections (`scripts/gen-man` commits it as `man/sandgate.1`;
+//! `tests/man.rs` fails when the committed page is stale).
+
+#[path = "../man/page.rs"]
+mod page;
+
+use std::io::Write;
 
 fn main() -> std::io::Result<()> {
-    let command = <sandgate::cli::Cli as clap::CommandFactory>::command();
-    clap_mangen::Man::new(command).render(&mut std::io::stdout())
+    std::io::stdout().write_all(&page::render()?)
 }

@@ -1,6 +1,6 @@
 //! Every example in the README's `console` blocks runs, as a newcomer would type it, with
-//! sandgate on PATH. (The set-up block is run verbatim by `.ci/run` instead: it builds and
-//! runs this very suite.)
+//! sandgate on PATH. (The set-up and install blocks are run verbatim by `.ci/run` instead:
+//! one builds and runs this very suite, the other installs sandgate.)
 
 mod support;
 
@@ -16,8 +16,12 @@ fn examples() -> Vec<String> {
         .to_owned();
     let mut lines = Vec::new();
     let mut in_console = false;
+    let mut in_install = false;
     for line in setup.lines() {
         match line.trim() {
+            "<!-- install -->" => in_install = true,
+            "<!-- /install -->" => in_install = false,
+            _ if in_install => {}
             "```console" => in_console = true,
             "```" => in_console = false,
             l if in_console => {
