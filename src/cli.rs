@@ -68,17 +68,17 @@ pub struct Cli {
 pub struct Knobs {
     /// A preset: read-only, workspace-write (alias auto), full-access, ci, locked. Sets the
     /// mode and the approval policy; `--sandbox` and `--approval` override either.
-    #[arg(long, value_name = "KEY", env = "SANDGATE_PRESET", value_parser = Closed::presets())]
+    #[arg(long, value_name = "KEY", env = "SANDGATE_PRESET", value_parser = Closed::presets(), hide_possible_values = true)]
     pub preset: Option<String>,
 
     /// Sandbox mode for this call: read-only, workspace-write or full-access
     /// (alias danger-full-access). Default: workspace-write.
-    #[arg(long, value_name = "MODE", value_parser = Closed::modes(), env = "SANDGATE_SANDBOX")]
+    #[arg(long, value_name = "MODE", value_parser = Closed::modes(), env = "SANDGATE_SANDBOX", hide_possible_values = true)]
     pub sandbox: Option<Mode>,
 
     /// Approval policy: on-request (ask when a call requests a wider mode) or never
     /// (reject every request without asking).
-    #[arg(long, value_name = "POLICY", value_parser = Closed::approvals(), env = "SANDGATE_APPROVAL")]
+    #[arg(long, value_name = "POLICY", value_parser = Closed::approvals(), env = "SANDGATE_APPROVAL", hide_possible_values = true)]
     pub approval: Option<Approval>,
 }
 
@@ -115,12 +115,14 @@ pub struct RunArgs {
     #[arg(long)]
     pub allow_degraded: bool,
 
-    /// Ask to run this one call under a strictly wider MODE; needs --justification.
+    /// Ask to run this one call under a strictly wider MODE (workspace-write or
+    /// full-access); needs --justification.
     #[arg(
         long,
         value_name = "MODE",
         env = "SANDGATE_SANDBOX_PERMISSIONS",
-        value_parser = Closed::requested_modes()
+        value_parser = Closed::requested_modes(),
+        hide_possible_values = true
     )]
     pub sandbox_permissions: Option<String>,
 
@@ -218,6 +220,7 @@ pub enum Sub {
     /// form a shell *prefix* takes (Claude Code's CLAUDE_CODE_SHELL_PREFIX).
     Prefix {
         /// The command string.
+        #[arg(value_name = "CMDSTRING")]
         command: String,
     },
     /// Print where a workspace's private temp lies on the host (what `/tmp` is inside its
@@ -271,9 +274,9 @@ fn parse_timeout(text: &str) -> Result<u64, String> {
     }
 }
 
-/// The value parser of a flag whose values form a closed set: `--help` and the shell
-/// completions offer exactly `values` (an alias is accepted but not offered), and `parse`
-/// turns the text into the value or says why it cannot.
+/// The value parser of a flag whose values form a closed set: the shell completions offer
+/// exactly `values` (an alias is accepted but not offered; the flag's help names them in
+/// its own words), and `parse` turns the text into the value or says why it cannot.
 #[derive(Clone)]
 struct Closed<T> {
     values: fn() -> Vec<PossibleValue>,
