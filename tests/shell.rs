@@ -3,7 +3,7 @@
 mod support;
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 use support::endpoint::{Reply, TestEndpoint};
@@ -90,46 +90,6 @@ fn option_forms_behave_as_bash() {
     let got = output(Command::new(&sh).arg("--version"));
     let want = output(Command::new("bash").arg("--version"));
     assert_eq!(got.stdout, want.stdout);
-}
-
-#[test]
-fn github_actions_and_gitlab_ci_forms() {
-    if !require_full_enforcement() {
-        return;
-    }
-    let env = TestEnv::new();
-    let step = env.ws.join("step.sh");
-    std::fs::write(
-        &step,
-        "echo building > artifact.txt\nfalse\necho unreachable\n",
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    // Both run in a checkout: the workspace is its top level, whatever lies around it.
-    init_repository(&env.ws);
-    // GitHub Actions: `shell: sandgate --preset ci -- bash -e {0}`
-    let mut cmd = env.sandgate_without_workspace("workspace-write");
-    cmd.env("CI", "true")
-        .args(["--preset", "ci", "--", "bash", "-e"])
-        .arg(&step);
-    let out = output(&mut cmd);
-    assert_status(&out, 1);
-    assert!(env.ws.join("artifact.txt").exists());
-    assert!(!String::from_utf8_lossy(&out.stdout).contains("unreachable"));
-    // GitLab: the job script on stdin of `sandgate --preset ci -s`; no prompt is possible.
-    let mut cmd = env.sandgate_without_workspace("workspace-write");
-    cmd.env("CI", "true").args(["--preset", "ci", "-s"]);
-    let out = run_with_stdin(
-        cmd,
-        b"echo gitlab > gl.txt\ntouch /etc/sandgate-ci-escape\necho done\nexit 4\n",
-    );
-    assert_status(&out, 4);
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "done\n");
-    assert!(env.ws.join("gl.txt").exists());
-    assert!(!Path::new("/etc/sandgate-ci-escape").exists());
-    // The job failed, so its markers are shown; under `ci` none offers a retry.
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("\"op\":\"create\""), "{}", show(&out));
-    assert!(stderr.contains("\"retry\":null"), "{}", show(&out));
 }
 
 #[test]
