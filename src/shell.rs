@@ -251,6 +251,10 @@ pub fn classify(
     }
 }
 
+mod wrapped;
+
+pub use wrapped::inner_command;
+
 /// An escalation request written as the first line of a command string.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Directive {

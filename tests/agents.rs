@@ -94,9 +94,12 @@ impl Agent<'_> {
         self.refuses_outside();
     }
 
+    /// The retry a marker offers is the model's own command with the directive first, never
+    /// the agent's wrapper around it: that is what the model can send again.
     fn refuses_outside(&self) {
         let leak = self.env.outside.join("leak");
-        let out = (self.start)(&format!("echo x > {}", sq(&leak.to_string_lossy())));
+        let command = format!("echo x > {}", sq(&leak.to_string_lossy()));
+        let out = (self.start)(&command);
         assert_command_failed(&out);
         assert!(!leak.exists(), "{}", show(&out));
         if observing() {
@@ -105,7 +108,19 @@ impl Agent<'_> {
                 String::from_utf8_lossy(&out.stdout),
                 String::from_utf8_lossy(&out.stderr)
             );
-            assert!(all.contains("sandgate: denied {"), "{}", show(&out));
+            let markers: Vec<serde_json::Value> = all
+                .lines()
+                .filter_map(|l| l.trim_end_matches('\r').strip_prefix("sandgate: denied "))
+                .map(|m| serde_json::from_str(m).unwrap_or_else(|e| panic!("{m}: {e}")))
+                .collect();
+            assert!(!markers.is_empty(), "{}", show(&out));
+            for marker in markers {
+                let retry = marker["retry"]["directive"].as_str().unwrap_or_default();
+                assert!(
+                    retry.starts_with("# sandgate: ") && retry.ends_with(&format!("\n{command}")),
+                    "{marker}"
+                );
+            }
         }
     }
 
@@ -233,10 +248,9 @@ fn claude_code_shell() {
     .allows_the_workspace_and_refuses_outside();
 }
 
-/// Claude Code puts the model's command inside `… && eval '<command>' …`, so a directive
-/// on the command's first line is not the first line sandgate sees.
+/// Claude Code puts the model's command inside `… && eval '<command>' …`: the directive on
+/// that command's first line is found there, through the prefix and through the link.
 #[test]
-#[ignore = "sandgate does not yet find a directive inside Claude Code's eval wrapper"]
 fn claude_code_escalation() {
     if !require_full_enforcement() {
         return;
@@ -318,9 +332,9 @@ fn gemini_cli_bash_on_path() {
     .allows_the_workspace_and_refuses_outside();
 }
 
-/// Gemini CLI puts `shopt -u …;` in front of the model's command, on its first line.
+/// Gemini CLI puts `shopt -u …;` in front of the model's command, on its first line: the
+/// directive is found after it.
 #[test]
-#[ignore = "sandgate does not yet find a directive after Gemini CLI's shopt guard"]
 fn gemini_cli_escalation() {
     if !require_full_enforcement() {
         return;
@@ -600,9 +614,12 @@ fn gitlab_runner_shell_executor() {
     }
 }
 
-/// The runner writes its own first lines, so a job's directive never heads the script.
+/// The runner writes its own first lines, so a job's directive never heads the script and
+/// a job confined through the `bash` link cannot widen a call: the line is a comment in
+/// the body. A job that must widen one step runs the runner's real bash and calls sandgate
+/// for each step itself, with the approver in the runner's environment (where the job's
+/// author cannot set it).
 #[test]
-#[ignore = "sandgate does not yet find a directive in a GitLab job script's body"]
 fn gitlab_runner_escalation() {
     if !require_full_enforcement() {
         return;
@@ -611,22 +628,50 @@ fn gitlab_runner_escalation() {
     init_repository(&env.ws);
     let (_, bash) = links(&env);
     let granted = env.outside.join("granted");
-    let lines = format!(
-        "# sandgate: sandbox_permissions=full-access justification=\"publish\"\necho granted > {}",
-        granted.display()
-    );
-    let path = format!(
-        "{}:{}",
-        bash.parent().unwrap_or(Path::new("/")).display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let directive = "# sandgate: sandbox_permissions=full-access justification=\"publish\"";
+    let lines = format!("{directive}\necho granted > {}", granted.display());
+    let out = gitlab_runner(&env, &bash, &gitlab_job(&lines));
+    assert_command_failed(&out);
+    assert!(!granted.exists(), "{}", show(&out));
+
+    // The real bash, each step through sandgate (by its path: a login shell sets PATH
+    // afresh), the approver from the runner's environment.
+    let sandgate = sandgate_inside();
+    let step = |widen: bool, target: &Path| {
+        let ask = if widen {
+            "--sandbox-permissions full-access --justification publish "
+        } else {
+            ""
+        };
+        format!(
+            "{} {ask}-- sh -c {}",
+            sandgate.display(),
+            sq(&format!("echo granted > {}", sq(&target.to_string_lossy())))
+        )
+    };
     let mut cmd = Command::new("bash");
     env.isolate(&mut cmd);
     cmd.current_dir(&env.ws)
-        .env("PATH", path)
+        .env("SANDGATE_WORKSPACE", &env.ws)
         .env("SANDGATE_APPROVER", approver())
         .arg("-l");
-    let out = run_with_stdin(cmd, gitlab_job(&lines).as_bytes());
-    assert_status(&out, 0);
-    assert!(granted.exists(), "{}", show(&out));
+    let before = env.audit_records().len();
+    let script = gitlab_job(&format!(
+        "{}\n{}",
+        step(true, &granted),
+        step(false, &env.outside.join("again"))
+    ));
+    let out = run_with_stdin(cmd, script.as_bytes());
+    // The widened step wrote; the next step, confined again, was refused and failed the job.
+    assert_command_failed(&out);
+    assert_eq!(
+        std::fs::read_to_string(&granted).unwrap_or_default(),
+        "granted\n",
+        "{}",
+        show(&out)
+    );
+    assert!(!env.outside.join("again").exists(), "{}", show(&out));
+    let records = env.audit_records();
+    assert_eq!(records.len(), before + 2, "{records:?}");
+    assert_eq!(records[before + 1]["outcome"], "allowed-once");
 }

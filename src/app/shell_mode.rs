@@ -45,13 +45,19 @@ pub(super) fn run_shell(mut args: RunArgs, mut shell: ShellCall, caller: Caller)
         return finish(Err(err), mode_hint);
     };
     let original = shell.command().map(|c| c.to_string_lossy().into_owned());
+    // The model's command inside an agent's wrapper, where its directive is.
+    let inner = original.as_deref().and_then(shell::inner_command);
     let found = match shell.source {
         Source::Command(at) => match shell::directive(original.as_deref().unwrap_or_default()) {
             Ok(Some((directive, rest))) => {
                 shell.args[at] = rest.into();
                 Ok(Some(directive))
             }
-            other => other.map(|_| None),
+            // Wrapped, the directive stays where it is: a comment to the shell there too.
+            Ok(None) => inner.as_deref().map_or(Ok(None), |inner| {
+                shell::directive(inner).map(|found| found.map(|(directive, _)| directive))
+            }),
+            Err(e) => Err(e),
         },
         Source::File(_) => shell
             .script()
@@ -81,7 +87,7 @@ pub(super) fn run_shell(mut args: RunArgs, mut shell: ShellCall, caller: Caller)
         Err(message) => return finish(Err(PolicyError::Directive(message).into()), mode_hint),
     }
     let form = match (shell.source, original) {
-        (Source::Command(_), Some(command)) => Form::ShellCommand(command),
+        (Source::Command(_), Some(command)) => Form::ShellCommand(inner.unwrap_or(command)),
         (Source::File(_), _) => Form::Script,
         (Source::Stdin, _) if !shell.version && !std::io::stdin().is_terminal() => Form::Stdin,
         _ => Form::Argv,
