@@ -181,23 +181,32 @@ fn attached(env: &TestEnv, program: &Path) -> Command {
     cmd
 }
 
+/// Where Claude Code has the shell leave its working directory: a fresh name in `/tmp` per
+/// session (per test here, so that runs as different users never share one).
+fn claude_cwd_file(env: &TestEnv) -> String {
+    let id = env.root.file_name().unwrap_or_default().to_string_lossy();
+    format!("/tmp/claude-{id}-cwd")
+}
+
 /// Claude Code with `CLAUDE_CODE_SHELL_PREFIX=/path/to/sandgate-prefix`: its own bash runs
 /// `-c -l '<prefix> <the whole command line, quoted>'`, and that command line wraps the
 /// model's command in `eval`.
-fn claude_prefix_line(prefix: &Path, command: &str) -> String {
+fn claude_prefix_line(env: &TestEnv, prefix: &Path, command: &str) -> String {
     let whole = format!(
-        "{{ shopt -u extglob || setopt NO_EXTENDED_GLOB NO_BARE_GLOB_QUAL; }} >/dev/null 2>&1 || true && eval {} < /dev/null && pwd -P >| /tmp/claude-4f2a-cwd",
-        sq(command)
+        "{{ shopt -u extglob || setopt NO_EXTENDED_GLOB NO_BARE_GLOB_QUAL; }} >/dev/null 2>&1 || true && eval {} < /dev/null && pwd -P >| {}",
+        sq(command),
+        claude_cwd_file(env)
     );
     format!("{} {}", prefix.display(), sq(&whole))
 }
 
 /// Claude Code with `CLAUDE_CODE_SHELL=/path/to/bash` (a link named `bash`): the link runs
 /// `-c -l '<the command line>'`.
-fn claude_shell_line(command: &str) -> String {
+fn claude_shell_line(env: &TestEnv, command: &str) -> String {
     format!(
-        "shopt -u extglob 2>/dev/null || true && eval {} < /dev/null && pwd -P >| /tmp/claude-4f2a-cwd",
-        sq(command)
+        "shopt -u extglob 2>/dev/null || true && eval {} < /dev/null && pwd -P >| {}",
+        sq(command),
+        claude_cwd_file(env)
     )
 }
 
@@ -215,7 +224,7 @@ fn claude_code_shell_prefix() {
             .env("CLAUDECODE", "1")
             .env("GIT_EDITOR", "true")
             .env("SHELL", "/bin/bash")
-            .args(["-c", "-l", &claude_prefix_line(&prefix, command)]);
+            .args(["-c", "-l", &claude_prefix_line(&env, &prefix, command)]);
         run(cmd, Stdin::OpenPipe)
     };
     Agent {
@@ -238,7 +247,7 @@ fn claude_code_shell() {
             .env("CLAUDECODE", "1")
             .env("GIT_EDITOR", "true")
             .env("SHELL", &bash)
-            .args(["-c", "-l", &claude_shell_line(command)]);
+            .args(["-c", "-l", &claude_shell_line(&env, command)]);
         run(cmd, Stdin::OpenPipe)
     };
     Agent {
@@ -260,7 +269,7 @@ fn claude_code_escalation() {
     let prefix = bin.join("sandgate-prefix");
     let via_prefix = |command: &str| {
         let mut cmd = detached(&env, Path::new("/bin/bash"));
-        cmd.args(["-c", "-l", &claude_prefix_line(&prefix, command)]);
+        cmd.args(["-c", "-l", &claude_prefix_line(&env, &prefix, command)]);
         run(cmd, Stdin::OpenPipe)
     };
     Agent {
@@ -270,7 +279,7 @@ fn claude_code_escalation() {
     .escalates_once();
     let via_shell = |command: &str| {
         let mut cmd = detached(&env, &bash);
-        cmd.args(["-c", "-l", &claude_shell_line(command)]);
+        cmd.args(["-c", "-l", &claude_shell_line(&env, command)]);
         run(cmd, Stdin::OpenPipe)
     };
     Agent {
@@ -278,6 +287,10 @@ fn claude_code_escalation() {
         start: &via_shell,
     }
     .escalates_once();
+    // The granted calls ran unconfined: their working-directory file is in the host's /tmp.
+    let cwd_file = claude_cwd_file(&env);
+    assert!(Path::new(&cwd_file).exists(), "{cwd_file}");
+    let _ = std::fs::remove_file(cwd_file);
 }
 
 /// Codex runs the login shell named by the user's passwd entry, by that absolute path, as
