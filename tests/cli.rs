@@ -387,6 +387,14 @@ fn the_root_workspace_is_refused_with_advice_that_fits_how_it_was_chosen() {
         message.contains("name the project's directory"),
         "{message}"
     );
+    // The refusal holds under full-access too, so the advice must not offer that way out.
+    let out =
+        output(bare(&env).args(["--sandbox", "full-access", "--workspace", "/", "--", "true"]));
+    refusal(&out, 78, "refusing / as the workspace");
+    assert!(
+        !message.contains("run with --sandbox full-access"),
+        "{message}"
+    );
 
     let mut cmd = bare(&env);
     cmd.current_dir("/").args(["--", "true"]);
