@@ -422,6 +422,43 @@ fn a_directory_given_as_the_command_is_named_as_one() {
     refusal(&out, 126, "Permission denied");
 }
 
+/// Whether the command is a directory is the sandbox's answer, not the host's: `/tmp` is
+/// the sandbox's own, and a name that is a directory on the host may be a plain file there.
+#[test]
+fn a_directory_is_named_as_the_sandbox_sees_it() {
+    let env = TestEnv::new();
+    let name = format!("/tmp/sandgate-isdir-{}", std::process::id());
+    let out = output(
+        bare(&env)
+            .args(["--sandbox", "workspace-write", "--workspace"])
+            .arg(&env.ws)
+            .args(["--", "/bin/sh", "-c", &format!("echo data > {name}")]),
+    );
+    assert_status(&out, 0);
+    std::fs::create_dir(&name).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let out = output(
+        bare(&env)
+            .args(["--sandbox", "workspace-write", "--workspace"])
+            .arg(&env.ws)
+            .args(["--", &name]),
+    );
+    let _ = std::fs::remove_dir(&name);
+    let mut clean = bare(&env);
+    let _ = output(clean.args(["tmp", "--clean", "--workspace"]).arg(&env.ws));
+    refusal(&out, 126, "Permission denied");
+    // Control: the sandbox's own directory is named as one.
+    let dir = env.ws.join("a-dir");
+    std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let out = output(
+        bare(&env)
+            .args(["--sandbox", "workspace-write", "--workspace"])
+            .arg(&env.ws)
+            .arg("--")
+            .arg(&dir),
+    );
+    refusal(&out, 126, "Is a directory");
+}
+
 #[test]
 fn an_unreadable_home_names_home_and_the_way_around_it() {
     let env = TestEnv::new();
