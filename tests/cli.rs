@@ -466,10 +466,10 @@ fn an_unreadable_home_names_home_and_the_way_around_it() {
     std::fs::create_dir_all(home.join(".config/sandgate")).unwrap_or_else(|e| panic!("{e}"));
     std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o000))
         .unwrap_or_else(|e| panic!("{e}"));
-    let call = |config_dir: Option<&std::path::Path>| {
+    let call_with_home = |home: &std::path::Path, config_dir: Option<&std::path::Path>| {
         let mut cmd = bare(&env);
         cmd.env_remove("SANDGATE_CONFIG_DIR")
-            .env("HOME", &home)
+            .env("HOME", home)
             .args([
                 "--sandbox",
                 "full-access",
@@ -483,6 +483,12 @@ fn an_unreadable_home_names_home_and_the_way_around_it() {
         }
         output(&mut bound_by_file_modes(cmd))
     };
+    let call = |config_dir: Option<&std::path::Path>| call_with_home(&home, config_dir);
+    // A home beneath it cannot even be told to exist: its user file is as unreadable, not
+    // absent, and the call is refused the same way rather than run without it.
+    let beneath = home.join("sub");
+    let out = call_with_home(&beneath, None);
+    refusal(&out, 78, &format!("HOME={}", beneath.display()));
     let out = call(None);
     let marker = refusal(&out, 78, &format!("HOME={}", home.display()));
     let message = marker["message"].as_str().unwrap_or_default();
