@@ -217,7 +217,7 @@ pub fn run(launch: Launch<'_>) -> Result<Outcome, ExecError> {
         let _ = waitpid(child, None);
         let source = io::Error::from_raw_os_error(errno);
         return Err(match step {
-            Step::Exec => exec_failure(program, &path, source),
+            Step::Exec => exec_failure(program, source),
             step => ExecError::Setup { step, source },
         });
     }
@@ -246,22 +246,27 @@ fn exec_in_place(
     sys::default_sigpipe();
     // A standard fd the caller closed stays closed for the command, as under a shell.
     sys::close_std_fds_closed_at_start();
-    let source = sys::execve(path, argv, env);
+    let source = directory_named(path, sys::execve(path, argv, env));
     sys::ignore_sigpipe();
-    exec_failure(program, path, source)
+    exec_failure(program, source)
 }
 
-/// What a failed `execve` of `path` (found for `program`) tells the user. The kernel says
-/// EACCES for a directory too, where "Is a directory", as a shell says, names what to fix.
-fn exec_failure(program: &OsStr, path: &CStr, source: io::Error) -> ExecError {
+/// The kernel says EACCES for a directory too, where "Is a directory", as a shell says,
+/// names what to fix. Asked where `execve` ran — in the sandbox, whose `/tmp` is its own —
+/// since the host may have a directory of that name where the sandbox has a file. Only an
+/// `open` syscall: safe in the forked child.
+fn directory_named(path: &CStr, err: io::Error) -> io::Error {
+    if err.raw_os_error() == Some(libc::EACCES) && sys::open_path(path, libc::O_DIRECTORY).is_ok() {
+        io::Error::from_raw_os_error(libc::EISDIR)
+    } else {
+        err
+    }
+}
+
+/// What a failed `execve` (found for `program`) tells the user.
+fn exec_failure(program: &OsStr, source: io::Error) -> ExecError {
     match source.raw_os_error() {
         Some(libc::ENOENT) => ExecError::NotFound(program.to_owned()),
-        Some(libc::EACCES) if Path::new(OsStr::from_bytes(path.to_bytes())).is_dir() => {
-            ExecError::NotExecutable {
-                program: program.to_owned(),
-                source: io::Error::from_raw_os_error(libc::EISDIR),
-            }
-        }
         _ => ExecError::NotExecutable {
             program: program.to_owned(),
             source,
@@ -370,7 +375,10 @@ fn child(
     }
     // A standard fd the caller closed stays closed for the command, as under a shell.
     sys::close_std_fds_closed_at_start();
-    report(Step::Exec, sys::execve(path, argv, env))
+    report(
+        Step::Exec,
+        directory_named(path, sys::execve(path, argv, env)),
+    )
 }
 
 /// Reads the child's failure report: `None` when the pipe closed on a successful exec.

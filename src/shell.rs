@@ -273,7 +273,13 @@ pub const DIRECTIVE: &str = "# sandgate:";
 /// silently run without the request the caller meant to make.
 pub fn directive(command: &str) -> Result<Option<(Directive, String)>, String> {
     let (first, rest) = command.split_once('\n').unwrap_or((command, ""));
-    let Some(body) = first.trim_start().strip_prefix(DIRECTIVE) else {
+    // Only bash's blanks may come before the `#`: after any other whitespace (a no-break
+    // space, a vertical tab) the shell reads a command, not a comment, and a directive left
+    // in place (a script, an agent's wrapper) would run while the approver read a comment.
+    let Some(body) = first
+        .trim_start_matches([' ', '\t'])
+        .strip_prefix(DIRECTIVE)
+    else {
         return Ok(None);
     };
     let body = body.trim();
@@ -510,6 +516,13 @@ mod tests {
         );
         assert_eq!(rest, "npm ci");
         assert_eq!(directive("echo hi"), Ok(None));
+        let line = "# sandgate: sandbox_permissions=full-access justification=\"x\"";
+        assert!(matches!(directive(&format!(" \t{line}")), Ok(Some(_))));
+        for space in [
+            "\u{a0}", "\u{b}", "\u{c}", "\r", "\u{85}", "\u{2028}", "\u{3000}",
+        ] {
+            assert_eq!(directive(&format!("{space}{line}")), Ok(None), "{space:?}");
+        }
         assert!(directive("# sandgate: please").is_err());
         assert_eq!(
             directive_line("workspace-write", "<why>"),

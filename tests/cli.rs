@@ -387,6 +387,14 @@ fn the_root_workspace_is_refused_with_advice_that_fits_how_it_was_chosen() {
         message.contains("name the project's directory"),
         "{message}"
     );
+    // The refusal holds under full-access too, so the advice must not offer that way out.
+    let out =
+        output(bare(&env).args(["--sandbox", "full-access", "--workspace", "/", "--", "true"]));
+    refusal(&out, 78, "refusing / as the workspace");
+    assert!(
+        !message.contains("run with --sandbox full-access"),
+        "{message}"
+    );
 
     let mut cmd = bare(&env);
     cmd.current_dir("/").args(["--", "true"]);
@@ -414,6 +422,43 @@ fn a_directory_given_as_the_command_is_named_as_one() {
     refusal(&out, 126, "Permission denied");
 }
 
+/// Whether the command is a directory is the sandbox's answer, not the host's: `/tmp` is
+/// the sandbox's own, and a name that is a directory on the host may be a plain file there.
+#[test]
+fn a_directory_is_named_as_the_sandbox_sees_it() {
+    let env = TestEnv::new();
+    let name = format!("/tmp/sandgate-isdir-{}", std::process::id());
+    let out = output(
+        bare(&env)
+            .args(["--sandbox", "workspace-write", "--workspace"])
+            .arg(&env.ws)
+            .args(["--", "/bin/sh", "-c", &format!("echo data > {name}")]),
+    );
+    assert_status(&out, 0);
+    std::fs::create_dir(&name).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let out = output(
+        bare(&env)
+            .args(["--sandbox", "workspace-write", "--workspace"])
+            .arg(&env.ws)
+            .args(["--", &name]),
+    );
+    let _ = std::fs::remove_dir(&name);
+    let mut clean = bare(&env);
+    let _ = output(clean.args(["tmp", "--clean", "--workspace"]).arg(&env.ws));
+    refusal(&out, 126, "Permission denied");
+    // Control: the sandbox's own directory is named as one.
+    let dir = env.ws.join("a-dir");
+    std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let out = output(
+        bare(&env)
+            .args(["--sandbox", "workspace-write", "--workspace"])
+            .arg(&env.ws)
+            .arg("--")
+            .arg(&dir),
+    );
+    refusal(&out, 126, "Is a directory");
+}
+
 #[test]
 fn an_unreadable_home_names_home_and_the_way_around_it() {
     let env = TestEnv::new();
@@ -421,10 +466,10 @@ fn an_unreadable_home_names_home_and_the_way_around_it() {
     std::fs::create_dir_all(home.join(".config/sandgate")).unwrap_or_else(|e| panic!("{e}"));
     std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o000))
         .unwrap_or_else(|e| panic!("{e}"));
-    let call = |config_dir: Option<&std::path::Path>| {
+    let call_with_home = |home: &std::path::Path, config_dir: Option<&std::path::Path>| {
         let mut cmd = bare(&env);
         cmd.env_remove("SANDGATE_CONFIG_DIR")
-            .env("HOME", &home)
+            .env("HOME", home)
             .args([
                 "--sandbox",
                 "full-access",
@@ -438,6 +483,12 @@ fn an_unreadable_home_names_home_and_the_way_around_it() {
         }
         output(&mut bound_by_file_modes(cmd))
     };
+    let call = |config_dir: Option<&std::path::Path>| call_with_home(&home, config_dir);
+    // A home beneath it cannot even be told to exist: its user file is as unreadable, not
+    // absent, and the call is refused the same way rather than run without it.
+    let beneath = home.join("sub");
+    let out = call_with_home(&beneath, None);
+    refusal(&out, 78, &format!("HOME={}", beneath.display()));
     let out = call(None);
     let marker = refusal(&out, 78, &format!("HOME={}", home.display()));
     let message = marker["message"].as_str().unwrap_or_default();

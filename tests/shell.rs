@@ -368,3 +368,64 @@ fn shell_set_to_sandgate_sh_does_not_loop_and_stays_confined() {
     );
     assert!(!outside.exists());
 }
+
+/// A directive left in place inside an agent's wrapper is a comment to the shell only when
+/// nothing but spaces and tabs comes before its `#`. Before a no-break space, a vertical
+/// tab or any other character Rust counts as whitespace, bash reads `#` as part of a
+/// command name and runs the line — command substitutions in its "justification" included —
+/// so such a line is no request: the approver must never be asked to grant a line that
+/// looks like a comment but runs.
+#[test]
+fn a_directive_is_only_a_line_the_shell_reads_as_a_comment() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let ep = TestEndpoint::http(|r, _| Reply::decision(r, "allowed-once"));
+    let wrapped = |space: &str, hidden: &PathBuf, shown: &PathBuf| {
+        let command = format!(
+            "# sandgate: sandbox_permissions=full-access justification=\"x $(touch '{}')\"\ntouch '{}'",
+            hidden.display(),
+            shown.display()
+        );
+        let quoted = format!("'{}'", command.replace('\'', r"'\''"));
+        [
+            format!("shopt -u extglob; {space}{command}"),
+            format!(
+                "shopt -u extglob 2>/dev/null || true && eval {} < /dev/null",
+                quoted.replacen('#', &format!("{space}#"), 1)
+            ),
+        ]
+    };
+    // Control: after a plain space the line is a comment, the request reaches the approver
+    // and the granted call writes outside; the substitution in the comment never runs.
+    for (i, command) in wrapped(" ", &env.outside.join("hidden"), &env.outside.join("shown"))
+        .iter()
+        .enumerate()
+    {
+        let shown = env.outside.join("shown");
+        let _ = std::fs::remove_file(&shown);
+        let mut cmd = env.sandgate("workspace-write");
+        cmd.args(["--approval-endpoint", &ep.url, "-c", command]);
+        let out = output(&mut cmd);
+        assert_status(&out, 0);
+        assert!(shown.exists(), "{command:?}: {}", show(&out));
+        assert!(!env.outside.join("hidden").exists(), "{command:?}");
+        assert_eq!(ep.requests().len(), i + 1, "{command:?}");
+    }
+    let asked = ep.requests().len();
+    for space in ["\u{a0}", "\u{2028}", "\u{3000}", "\u{b}", "\u{c}", "\r"] {
+        let hidden = env.outside.join("hidden");
+        for command in wrapped(space, &hidden, &env.outside.join("shown2")) {
+            let mut cmd = env.sandgate("workspace-write");
+            cmd.args(["--approval-endpoint", &ep.url, "-c", &command]);
+            let out = output(&mut cmd);
+            assert!(
+                !hidden.exists(),
+                "{command:?} ran its 'comment' under full access: {}",
+                show(&out)
+            );
+            assert_eq!(ep.requests().len(), asked, "{command:?} was asked for");
+        }
+    }
+}

@@ -173,7 +173,9 @@ pub fn state_dir() -> Option<PathBuf> {
 
 /// `$VAR`, else `$HOME/FALLBACK` — only under a home that exists: sandgate never creates
 /// a home directory (as root it could, and would leave one that the user, once set up,
-/// could not use).
+/// could not use). A home that cannot be looked at (beneath a directory this user cannot
+/// search) is not taken for an absent one: its files are unreadable, and a configuration
+/// there refuses the call instead of being skipped.
 fn xdg(var: &'static str, fallback: &str) -> Option<(PathBuf, &'static str)> {
     let from_var = std::env::var_os(var)
         .map(PathBuf::from)
@@ -182,7 +184,18 @@ fn xdg(var: &'static str, fallback: &str) -> Option<(PathBuf, &'static str)> {
     from_var.or_else(|| {
         std::env::var_os("HOME")
             .map(PathBuf::from)
-            .filter(|h| h.is_absolute() && h.is_dir())
+            .filter(|h| {
+                h.is_absolute()
+                    && std::fs::metadata(h).map_or_else(
+                        |e| {
+                            !matches!(
+                                e.kind(),
+                                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                            )
+                        },
+                        |m| m.is_dir(),
+                    )
+            })
             .map(|h| (h.join(fallback), "HOME"))
     })
 }

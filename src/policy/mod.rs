@@ -49,7 +49,7 @@ pub enum PolicyError {
     },
     #[error("workspace {} is not a directory", .0.display())]
     WorkspaceNotDir(PathBuf),
-    #[error("refusing / as the workspace{}: a writable / is full access under another name; {}", if *.chosen { "" } else { " (the current directory)" }, if *.chosen { "name the project's directory instead, or run with --sandbox full-access if the whole filesystem must be writable" } else { "run from the project's directory, or pass --workspace DIR" })]
+    #[error("refusing / as the workspace{}: a writable / is full access under another name; {}", if *.chosen { "" } else { " (the current directory)" }, if *.chosen { "name the project's directory instead (under --sandbox full-access the whole filesystem is writable whatever the workspace)" } else { "run from the project's directory, or pass --workspace DIR" })]
     WorkspaceIsRoot {
         /// Named by `--workspace` or `SANDGATE_WORKSPACE` rather than derived.
         chosen: bool,

@@ -23,8 +23,20 @@ pub fn inner_command(command: &str) -> Option<String> {
         return Some(rest.to_owned());
     }
     let rest = after.strip_prefix(" && eval ")?;
-    let (word, _) = shell_word(rest)?;
-    Some(word)
+    let (word, rest) = shell_word(rest)?;
+    // eval runs all its words joined: the first is the command only when it is the last.
+    ends_the_words(rest).then_some(word)
+}
+
+/// Whether `rest`, what follows a word, holds no further word of the same command: only
+/// blanks, then the end, a newline, an operator or a redirection (`2>`, `>|`, `<`).
+fn ends_the_words(rest: &str) -> bool {
+    let rest = rest.trim_start_matches([' ', '\t']);
+    let after_fd = rest.trim_start_matches(|c: char| c.is_ascii_digit());
+    if after_fd.len() < rest.len() {
+        return after_fd.starts_with(['<', '>']);
+    }
+    rest.is_empty() || rest.starts_with(['\n', ';', '&', '|', '<', '>', ')'])
 }
 
 /// The length of a shell-options guard at the start of `line`: `shopt -u NAMES`, or
@@ -65,6 +77,10 @@ fn options_guard(line: &str) -> Option<usize> {
 /// expand (`$`, a backquote, a glob) or is not closed: then its value is not known here.
 fn shell_word(text: &str) -> Option<(String, &str)> {
     let mut value = String::new();
+    // At the start of a word `#` begins a comment: eval gets no word at all.
+    if text.starts_with('#') {
+        return None;
+    }
     let mut chars = text.char_indices().peekable();
     while let Some((i, c)) = chars.next() {
         match c {
@@ -138,6 +154,19 @@ mod tests {
             CMD.replace('\'', r"'\''")
         );
         assert_eq!(inner_command(&line).as_deref(), Some(CMD));
+        // Redirections and further commands after the word are the agent's, not eval's.
+        for tail in [
+            "",
+            " ",
+            " 2>/dev/null",
+            " >| /tmp/x",
+            ";pwd",
+            " | cat",
+            "\npwd",
+        ] {
+            let line = format!("shopt -u extglob && eval {}{tail}", quoted(CMD));
+            assert_eq!(inner_command(&line).as_deref(), Some(CMD), "{line:?}");
+        }
     }
 
     #[test]
@@ -157,6 +186,12 @@ mod tests {
             "shopt -u extglob 2>/dev/null || true && eval $CMD".to_owned(),
             "shopt -u extglob 2>/dev/null || true && eval 'unclosed".to_owned(),
             format!("shopt -u extglob\n&& eval {}", quoted(CMD)),
+            // eval joins all its words: the first alone is not what runs.
+            format!("shopt -u extglob && eval {} 'rm -rf ~'", quoted(CMD)),
+            format!("shopt -u extglob && eval {}\t/etc", quoted(CMD)),
+            format!("shopt -u extglob && eval {} 2", quoted(CMD)),
+            // A word that starts with `#` is a comment to the shell, not eval's argument.
+            format!("shopt -u extglob && eval #{}", quoted(CMD)),
         ] {
             assert_eq!(inner_command(&line), None, "{line}");
         }
