@@ -101,6 +101,35 @@ pub fn is_prefix_name(argv0: &OsStr) -> bool {
         .is_some_and(|n| n == "sandgate-prefix")
 }
 
+/// The invocation a retry starts from, for a call started as `args`: the same call spelled
+/// as sandgate by its own path (`me`), since flags can only be added there — a shell link
+/// is a shell to its caller and takes none, and the prefix forms take one command string,
+/// which is `-c` to sandgate.
+pub fn retry_base(args: &[OsString], me: &OsStr) -> Vec<OsString> {
+    let Some((argv0, rest)) = args.split_first() else {
+        return Vec::new();
+    };
+    let with_me = |rest: &[OsString]| {
+        let mut argv = vec![me.to_owned()];
+        argv.extend_from_slice(rest);
+        argv
+    };
+    if is_prefix_name(argv0) {
+        let words: Vec<String> = rest
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        return with_me(&["-c".into(), words.join(" ").into()]);
+    }
+    if is_shell_name(argv0) {
+        return with_me(rest);
+    }
+    match rest {
+        [sub, command] if sub == "prefix" => with_me(&["-c".into(), command.clone()]),
+        _ => args.to_vec(),
+    }
+}
+
 /// Who is presumed to be calling, from how sandgate was started. Decided once, from argv[0]
 /// (and the `prefix` subcommand), and handed down to the choice of answerer.
 ///
@@ -466,6 +495,34 @@ mod tests {
             split(&["sandgate-sh", "--version"], true),
             Invocation::Shell { .. }
         ));
+    }
+
+    #[test]
+    fn a_retry_starts_from_sandgate_by_its_own_path() {
+        let base = |args: &[&str]| {
+            let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+            retry_base(&args, OsStr::new("/usr/bin/sandgate"))
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            base(&["/home/me/bin/bash", "-lc", "make"]),
+            ["/usr/bin/sandgate", "-lc", "make"]
+        );
+        assert_eq!(
+            base(&["sandgate-prefix", "make test"]),
+            ["/usr/bin/sandgate", "-c", "make test"]
+        );
+        assert_eq!(
+            base(&["sandgate", "prefix", "make test"]),
+            ["/usr/bin/sandgate", "-c", "make test"]
+        );
+        // sandgate by its own name is retried as it was called.
+        assert_eq!(
+            base(&["./sandgate", "--", "make"]),
+            ["./sandgate", "--", "make"]
+        );
     }
 
     #[test]

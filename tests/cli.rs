@@ -468,8 +468,12 @@ fn an_unreadable_home_names_home_and_the_way_around_it() {
         .unwrap_or_else(|e| panic!("{e}"));
     let call_with_home = |home: &std::path::Path, config_dir: Option<&std::path::Path>| {
         let mut cmd = bare(&env);
+        // The workspace named: one derived from a repository around the test directory
+        // would hold this home, and be refused for that before any configuration is read.
         cmd.env_remove("SANDGATE_CONFIG_DIR")
             .env("HOME", home)
+            .arg("--workspace")
+            .arg(&env.ws)
             .args([
                 "--sandbox",
                 "full-access",

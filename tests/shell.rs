@@ -429,3 +429,60 @@ fn a_directive_is_only_a_line_the_shell_reads_as_a_comment() {
         }
     }
 }
+
+/// A link is a shell to its caller and takes no flags, so the retry argv a marker offers
+/// for a call through a link (or `sandgate prefix`) is sandgate by its own path with the
+/// request added — and run as given, with an approver, it does what was refused.
+#[test]
+fn the_retry_argv_of_a_call_through_a_link_runs_as_given() {
+    if !require_full_enforcement() || !observing() {
+        return;
+    }
+    let env = TestEnv::new();
+    let bin = links(&env);
+    for (n, form) in ["sandgate-sh", "sandgate-prefix", "prefix"]
+        .iter()
+        .enumerate()
+    {
+        let target = env.outside.join(format!("retried-{n}"));
+        let script = format!("echo done > '{}'", target.display());
+        let mut cmd = match *form {
+            "prefix" => env.command(sandgate_inside()),
+            link => env.command(bin.join(link)),
+        };
+        match *form {
+            "sandgate-sh" => cmd.args(["-c", &script]),
+            "sandgate-prefix" => cmd.arg(&script),
+            _ => cmd.args(["prefix", &script]),
+        };
+        let out = output(&mut cmd);
+        assert_command_failed(&out);
+        let marker = first_marker(&out);
+        let argv: Vec<String> = marker["retry"]["argv"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|v| v.as_str().unwrap_or_default().replace("<why>", "retry"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert_eq!(
+            argv.first(),
+            Some(&sandgate_inside().display().to_string()),
+            "{form}: {marker}"
+        );
+        let mut retry = env.command(&argv[0]);
+        retry.args(&argv[1..]).env(
+            "SANDGATE_APPROVER",
+            r#"id=$(sed -n 's/.*"id":"\([0-9a-f]*\)".*/\1/p'); printf '{"id":"%s","decision":"allowed-once"}' "$id""#,
+        );
+        let out = output(&mut retry);
+        assert_status(&out, 0);
+        assert_eq!(
+            std::fs::read_to_string(&target).unwrap_or_default(),
+            "done\n",
+            "{form}: {}",
+            show(&out)
+        );
+    }
+}

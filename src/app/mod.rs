@@ -432,7 +432,10 @@ fn observer(
         }
         return Ok(None);
     }
-    let argv = std::env::args_os()
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let me = std::env::current_exe().map_or_else(|_| "sandgate".into(), PathBuf::into_os_string);
+    let argv = shell::retry_base(&args, &me)
+        .iter()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
     let reporter = Reporter::new(plan.mode, argv, form, escalation, log);
