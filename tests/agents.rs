@@ -148,21 +148,40 @@ impl Agent<'_> {
     }
 }
 
-/// The links `sandgate install-links` makes, and a link named `bash` in a directory of its
-/// own (the name some agents look for), all to a copy every profile can see.
-fn links(env: &TestEnv) -> (PathBuf, PathBuf) {
-    let dir = env.root.join("bin");
-    let out = output(
-        Command::new(sandgate_inside())
-            .arg("install-links")
-            .arg(&dir),
-    );
-    assert_status(&out, 0);
+/// Proves one set-up: a write in the workspace, one outside refused with its marker, and
+/// one call widened through the approver, the next confined again.
+fn prove(env: &TestEnv, start: &dyn Fn(&str) -> Output) {
+    let agent = Agent { env, start };
+    agent.allows_the_workspace_and_refuses_outside();
+    agent.escalates_once();
+}
+
+/// What an agent is pointed at: the links `sandgate install-links` makes, and a link named
+/// `bash` in a directory of its own (the name some agents look for).
+struct Links {
+    sh: PathBuf,
+    prefix: PathBuf,
+    bash: PathBuf,
+}
+
+/// A test environment with its links, or `None` where the kernel cannot enforce every
+/// guarantee (and the run allows that).
+fn set_up() -> Option<(TestEnv, Links)> {
+    if !require_full_enforcement() {
+        return None;
+    }
+    let env = TestEnv::new();
+    let dir = install_links(&env);
     let shim = env.root.join("shim");
     std::fs::create_dir(&shim).unwrap_or_else(|e| panic!("{e}"));
     std::os::unix::fs::symlink(sandgate_inside(), shim.join("bash"))
         .unwrap_or_else(|e| panic!("{e}"));
-    (dir, shim.join("bash"))
+    let links = Links {
+        sh: dir.join("sandgate-sh"),
+        prefix: dir.join("sandgate-prefix"),
+        bash: shim.join("bash"),
+    };
+    Some((env, links))
 }
 
 /// `program` started by an agent that puts each command in a new session (node's
@@ -186,6 +205,16 @@ fn attached(env: &TestEnv, program: &Path) -> Command {
 fn claude_cwd_file(env: &TestEnv) -> String {
     let id = env.root.file_name().unwrap_or_default().to_string_lossy();
     format!("/tmp/claude-{id}-cwd")
+}
+
+/// [`prove`] for Claude Code, whose model command arrives inside `… && eval '<command>' …`
+/// (the directive on that command's first line is found there). The granted call ran
+/// unconfined, so its working-directory file is in the host's /tmp: removed afterwards.
+fn prove_claude(env: &TestEnv, start: &dyn Fn(&str) -> Output) {
+    prove(env, start);
+    let cwd_file = claude_cwd_file(env);
+    assert!(Path::new(&cwd_file).exists(), "{cwd_file}");
+    let _ = std::fs::remove_file(cwd_file);
 }
 
 /// Claude Code with `CLAUDE_CODE_SHELL_PREFIX=/path/to/sandgate-prefix`: its own bash runs
@@ -212,85 +241,37 @@ fn claude_shell_line(env: &TestEnv, command: &str) -> String {
 
 #[test]
 fn claude_code_shell_prefix() {
-    if !require_full_enforcement() {
+    let Some((env, links)) = set_up() else {
         return;
-    }
-    let env = TestEnv::new();
-    let (bin, _) = links(&env);
-    let prefix = bin.join("sandgate-prefix");
+    };
+    let prefix = &links.prefix;
     let start = |command: &str| {
         let mut cmd = detached(&env, Path::new("/bin/bash"));
-        cmd.env("CLAUDE_CODE_SHELL_PREFIX", &prefix)
+        cmd.env("CLAUDE_CODE_SHELL_PREFIX", prefix)
             .env("CLAUDECODE", "1")
             .env("GIT_EDITOR", "true")
             .env("SHELL", "/bin/bash")
-            .args(["-c", "-l", &claude_prefix_line(&env, &prefix, command)]);
+            .args(["-c", "-l", &claude_prefix_line(&env, prefix, command)]);
         run(cmd, Stdin::OpenPipe)
     };
-    Agent {
-        env: &env,
-        start: &start,
-    }
-    .allows_the_workspace_and_refuses_outside();
+    prove_claude(&env, &start);
 }
 
 #[test]
 fn claude_code_shell() {
-    if !require_full_enforcement() {
+    let Some((env, links)) = set_up() else {
         return;
-    }
-    let env = TestEnv::new();
-    let (_, bash) = links(&env);
+    };
     let start = |command: &str| {
-        let mut cmd = detached(&env, &bash);
-        cmd.env("CLAUDE_CODE_SHELL", &bash)
+        let mut cmd = detached(&env, &links.bash);
+        cmd.env("CLAUDE_CODE_SHELL", &links.bash)
             .env("CLAUDECODE", "1")
             .env("GIT_EDITOR", "true")
-            .env("SHELL", &bash)
+            .env("SHELL", &links.bash)
             .args(["-c", "-l", &claude_shell_line(&env, command)]);
         run(cmd, Stdin::OpenPipe)
     };
-    Agent {
-        env: &env,
-        start: &start,
-    }
-    .allows_the_workspace_and_refuses_outside();
-}
-
-/// Claude Code puts the model's command inside `… && eval '<command>' …`: the directive on
-/// that command's first line is found there, through the prefix and through the link.
-#[test]
-fn claude_code_escalation() {
-    if !require_full_enforcement() {
-        return;
-    }
-    let env = TestEnv::new();
-    let (bin, bash) = links(&env);
-    let prefix = bin.join("sandgate-prefix");
-    let via_prefix = |command: &str| {
-        let mut cmd = detached(&env, Path::new("/bin/bash"));
-        cmd.args(["-c", "-l", &claude_prefix_line(&env, &prefix, command)]);
-        run(cmd, Stdin::OpenPipe)
-    };
-    Agent {
-        env: &env,
-        start: &via_prefix,
-    }
-    .escalates_once();
-    let via_shell = |command: &str| {
-        let mut cmd = detached(&env, &bash);
-        cmd.args(["-c", "-l", &claude_shell_line(&env, command)]);
-        run(cmd, Stdin::OpenPipe)
-    };
-    Agent {
-        env: &env,
-        start: &via_shell,
-    }
-    .escalates_once();
-    // The granted calls ran unconfined: their working-directory file is in the host's /tmp.
-    let cwd_file = claude_cwd_file(&env);
-    assert!(Path::new(&cwd_file).exists(), "{cwd_file}");
-    let _ = std::fs::remove_file(cwd_file);
+    prove_claude(&env, &start);
 }
 
 /// Codex runs the login shell named by the user's passwd entry, by that absolute path, as
@@ -298,39 +279,31 @@ fn claude_code_escalation() {
 /// `bash` as the login shell, that is sandgate.
 #[test]
 fn codex_login_shell() {
-    if !require_full_enforcement() {
+    let Some((env, links)) = set_up() else {
         return;
-    }
-    let env = TestEnv::new();
-    let (_, bash) = links(&env);
+    };
     let start = |command: &str| {
-        let mut cmd = detached(&env, &bash);
+        let mut cmd = detached(&env, &links.bash);
         cmd.args(["-lc", command]);
         run(cmd, Stdin::Null)
     };
-    let agent = Agent {
-        env: &env,
-        start: &start,
-    };
-    agent.allows_the_workspace_and_refuses_outside();
-    agent.escalates_once();
+    prove(&env, &start);
 }
 
 /// Gemini CLI resolves `bash` on PATH and runs `<that path> -c 'shopt -u …; <command>'`
 /// with stdin on /dev/null in a new session (no pty: the interactive-shell setting off).
+/// The directive on the model's first line is found after that guard.
 fn gemini_line(command: &str) -> String {
     format!("shopt -u promptvars nullglob extglob nocaseglob dotglob; {command}")
 }
 
 #[test]
 fn gemini_cli_bash_on_path() {
-    if !require_full_enforcement() {
+    let Some((env, links)) = set_up() else {
         return;
-    }
-    let env = TestEnv::new();
-    let (_, bash) = links(&env);
+    };
     let start = |command: &str| {
-        let mut cmd = detached(&env, &bash);
+        let mut cmd = detached(&env, &links.bash);
         cmd.env("GEMINI_CLI", "1")
             .env("TERM", "xterm-256color")
             .env("PAGER", "cat")
@@ -338,67 +311,33 @@ fn gemini_cli_bash_on_path() {
             .args(["-c", &gemini_line(command)]);
         run(cmd, Stdin::Null)
     };
-    Agent {
-        env: &env,
-        start: &start,
-    }
-    .allows_the_workspace_and_refuses_outside();
-}
-
-/// Gemini CLI puts `shopt -u …;` in front of the model's command, on its first line: the
-/// directive is found after it.
-#[test]
-fn gemini_cli_escalation() {
-    if !require_full_enforcement() {
-        return;
-    }
-    let env = TestEnv::new();
-    let (_, bash) = links(&env);
-    let start = |command: &str| {
-        let mut cmd = detached(&env, &bash);
-        cmd.args(["-c", &gemini_line(command)]);
-        run(cmd, Stdin::Null)
-    };
-    Agent {
-        env: &env,
-        start: &start,
-    }
-    .escalates_once();
+    prove(&env, &start);
 }
 
 /// OpenCode with `"shell": "/path/to/sandgate-sh"` in opencode.json: node's `shell` option,
 /// `<shell> -c <command>`, stdin ignored, in a new session.
 #[test]
 fn opencode_shell_setting() {
-    if !require_full_enforcement() {
+    let Some((env, links)) = set_up() else {
         return;
-    }
-    let env = TestEnv::new();
-    let (bin, _) = links(&env);
-    let sh = bin.join("sandgate-sh");
+    };
+    let sh = &links.sh;
     let start = |command: &str| {
-        let mut cmd = detached(&env, &sh);
+        let mut cmd = detached(&env, sh);
         cmd.args(["-c", command]);
         run(cmd, Stdin::Null)
     };
-    let agent = Agent {
-        env: &env,
-        start: &start,
-    };
-    agent.allows_the_workspace_and_refuses_outside();
-    agent.escalates_once();
+    prove(&env, &start);
 }
 
 /// Aider, on a terminal, spawns `$SHELL -i -c <command>` on a pty of its own (pexpect).
 /// `script` gives the same: a new session whose controlling terminal is a fresh pty.
 #[test]
 fn aider_shell_on_a_pty() {
-    if !require_full_enforcement() {
+    let Some((env, links)) = set_up() else {
         return;
-    }
-    let env = TestEnv::new();
-    let (bin, _) = links(&env);
-    let sh = bin.join("sandgate-sh");
+    };
+    let sh = &links.sh;
     let start = |command: &str| {
         let inner = format!(
             "exec env SHELL={} {} -i -c {}",
@@ -411,12 +350,7 @@ fn aider_shell_on_a_pty() {
             .args(["-qec", &inner, "/dev/null"]);
         run(cmd, Stdin::Null)
     };
-    let agent = Agent {
-        env: &env,
-        start: &start,
-    };
-    agent.allows_the_workspace_and_refuses_outside();
-    agent.escalates_once();
+    prove(&env, &start);
 }
 
 /// Goose with `GOOSE_SHELL=/path/to/sandgate-sh`: `<shell> -c <command>` with stdin on
@@ -424,15 +358,13 @@ fn aider_shell_on_a_pty() {
 /// the login PATH.
 #[test]
 fn goose_shell_variable() {
-    if !require_full_enforcement() {
+    let Some((env, links)) = set_up() else {
         return;
-    }
-    let env = TestEnv::new();
-    let (bin, _) = links(&env);
-    let sh = bin.join("sandgate-sh");
+    };
+    let sh = &links.sh;
     let probe = run(
         {
-            let mut cmd = detached(&env, &sh);
+            let mut cmd = detached(&env, sh);
             cmd.args(["-l", "-i", "-c", "echo $PATH"]);
             cmd
         },
@@ -448,19 +380,14 @@ fn goose_shell_variable() {
         .to_owned();
     assert!(path.contains("/bin"), "{}", show(&probe));
     let start = |command: &str| {
-        let mut cmd = attached(&env, &sh);
-        cmd.env("GOOSE_SHELL", &sh)
+        let mut cmd = attached(&env, sh);
+        cmd.env("GOOSE_SHELL", sh)
             .env("PATH", &path)
             .env("AGENT_SESSION_ID", "20260101_1")
             .args(["-c", command]);
         run(cmd, Stdin::Null)
     };
-    let agent = Agent {
-        env: &env,
-        start: &start,
-    };
-    agent.allows_the_workspace_and_refuses_outside();
-    agent.escalates_once();
+    prove(&env, &start);
 }
 
 /// A GitHub Actions step with a custom `shell:`: the runner finds the first word on PATH,
@@ -597,13 +524,15 @@ fn gitlab_runner(env: &TestEnv, shim: &Path, script: &str) -> Output {
 
 #[test]
 fn gitlab_runner_shell_executor() {
-    if !require_full_enforcement() {
+    let Some((env, links)) = set_up() else {
         return;
-    }
-    let env = TestEnv::new();
+    };
     init_repository(&env.ws);
-    let (_, bash) = links(&env);
-    let out = gitlab_runner(&env, &bash, &gitlab_job("echo gitlab > gl.txt\necho done"));
+    let out = gitlab_runner(
+        &env,
+        &links.bash,
+        &gitlab_job("echo gitlab > gl.txt\necho done"),
+    );
     assert_status(&out, 0);
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
@@ -615,7 +544,7 @@ fn gitlab_runner_shell_executor() {
     let leak = env.outside.join("leak");
     let out = gitlab_runner(
         &env,
-        &bash,
+        &links.bash,
         &gitlab_job(&format!("echo x > {}", leak.display())),
     );
     assert_command_failed(&out);
@@ -634,16 +563,14 @@ fn gitlab_runner_shell_executor() {
 /// author cannot set it).
 #[test]
 fn gitlab_runner_escalation() {
-    if !require_full_enforcement() {
+    let Some((env, links)) = set_up() else {
         return;
-    }
-    let env = TestEnv::new();
+    };
     init_repository(&env.ws);
-    let (_, bash) = links(&env);
     let granted = env.outside.join("granted");
     let directive = "# sandgate: sandbox_permissions=full-access justification=\"publish\"";
     let lines = format!("{directive}\necho granted > {}", granted.display());
-    let out = gitlab_runner(&env, &bash, &gitlab_job(&lines));
+    let out = gitlab_runner(&env, &links.bash, &gitlab_job(&lines));
     assert_command_failed(&out);
     assert!(!granted.exists(), "{}", show(&out));
 

@@ -11,6 +11,16 @@ use serde_json::Value;
 
 use support::*;
 
+/// A call that prints `ran` when it runs at all: what each refusal must prevent.
+const UNCONFINED_ECHO: [&str; 6] = [
+    "--sandbox",
+    "full-access",
+    "--",
+    "/bin/sh",
+    "-c",
+    "echo ran",
+];
+
 /// sandgate in a fresh test environment, with no flags of its own.
 fn bare(env: &TestEnv) -> Command {
     let mut cmd = Command::new(sandgate());
@@ -313,14 +323,7 @@ fn a_zero_or_endless_approval_timeout_is_refused() {
         } else {
             cmd.args(["--approval-timeout", value]);
         }
-        cmd.args([
-            "--sandbox",
-            "full-access",
-            "--",
-            "/bin/sh",
-            "-c",
-            "echo ran",
-        ]);
+        cmd.args(UNCONFINED_ECHO);
         output(&mut cmd)
     };
     for via_env in [false, true] {
@@ -474,14 +477,7 @@ fn an_unreadable_home_names_home_and_the_way_around_it() {
             .env("HOME", home)
             .arg("--workspace")
             .arg(&env.ws)
-            .args([
-                "--sandbox",
-                "full-access",
-                "--",
-                "/bin/sh",
-                "-c",
-                "echo ran",
-            ]);
+            .args(UNCONFINED_ECHO);
         if let Some(dir) = config_dir {
             cmd.env("SANDGATE_CONFIG_DIR", dir);
         }

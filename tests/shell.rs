@@ -28,18 +28,6 @@ fn run_with_stdin(mut cmd: Command, stdin: &[u8]) -> Output {
     child.wait_with_output().unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// The links `sandgate install-links` makes, in a directory every profile can see.
-fn links(env: &TestEnv) -> PathBuf {
-    let dir = env.root.join("bin");
-    let out = output(
-        Command::new(sandgate_inside())
-            .arg("install-links")
-            .arg(&dir),
-    );
-    assert_status(&out, 0);
-    dir
-}
-
 #[test]
 fn option_forms_behave_as_bash() {
     let env = TestEnv::new();
@@ -78,7 +66,7 @@ fn option_forms_behave_as_bash() {
     assert_eq!((got.stdout.as_slice(), status(&got)), (&b"piped\n"[..], 2));
     // Through the shell link every argument is the shell's: `--` ends bash's options (for
     // plain `sandgate`, `--` introduces a command to execute directly).
-    let sh = links(&env).join("sandgate-sh");
+    let sh = install_links(&env).join("sandgate-sh");
     let got = output(env.command(&sh).args(["--", &s, "dash"]));
     let want = output(
         Command::new("bash")
@@ -98,7 +86,7 @@ fn make_with_sandgate_sh_as_shell() {
         return;
     }
     let env = TestEnv::new();
-    let sh = links(&env).join("sandgate-sh");
+    let sh = install_links(&env).join("sandgate-sh");
     let outside = env.outside.join("leak");
     std::fs::write(
         env.ws.join("Makefile"),
@@ -166,7 +154,7 @@ fn a_refused_write_in_shell_mode_retries_as_a_directive() {
         return;
     }
     let env = TestEnv::new();
-    let sh = links(&env).join("sandgate-sh");
+    let sh = install_links(&env).join("sandgate-sh");
     let target = env.outside.join("report");
     let command = format!("echo data > '{}'", target.display());
     let log = env.root.join("denials.ndjson");
@@ -348,7 +336,7 @@ fn shell_set_to_sandgate_sh_does_not_loop_and_stays_confined() {
         return;
     }
     let env = TestEnv::new();
-    let sh = links(&env).join("sandgate-sh");
+    let sh = install_links(&env).join("sandgate-sh");
     let outside = env.outside.join("nested");
     let mut cmd = env.command(&sh);
     cmd.env("SHELL", &sh).env("SANDGATE_REAL_SHELL", &sh);
@@ -439,7 +427,7 @@ fn the_retry_argv_of_a_call_through_a_link_runs_as_given() {
         return;
     }
     let env = TestEnv::new();
-    let bin = links(&env);
+    let bin = install_links(&env);
     for (n, form) in ["sandgate-sh", "sandgate-prefix", "prefix"]
         .iter()
         .enumerate()

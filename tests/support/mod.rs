@@ -338,6 +338,19 @@ pub fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
 
+/// The links `sandgate install-links` makes (`sandgate-sh`, `sandgate-prefix`), in a
+/// directory of this test's, to a copy of sandgate every profile can see.
+pub fn install_links(env: &TestEnv) -> PathBuf {
+    let dir = env.root.join("bin");
+    let out = output(
+        Command::new(sandgate_inside())
+            .arg("install-links")
+            .arg(&dir),
+    );
+    assert_status(&out, 0);
+    dir
+}
+
 /// The `sandgate: denied` markers sandgate printed on stderr, each parsed (a marker that
 /// is not JSON fails the test).
 pub fn stderr_markers(out: &Output) -> Vec<serde_json::Value> {
