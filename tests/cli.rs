@@ -370,13 +370,22 @@ fn verifying_a_missing_audit_log_says_it_cannot_be_read() {
     let env = TestEnv::new();
     let missing = env.root.join("no-such-audit.jsonl");
     let out = output(bare(&env).args(["audit", "verify", "--log"]).arg(&missing));
-    assert_status(&out, 1);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains(&format!("cannot read the audit log {}", missing.display())),
-        "{stderr}"
+    let marker = refusal(
+        &out,
+        1,
+        &format!("cannot read the audit log {}", missing.display()),
     );
-    assert!(!stderr.contains("write"), "{stderr}");
+    assert_eq!(marker["kind"], "audit_unreadable");
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("write"),
+        "{}",
+        show(&out)
+    );
+    // A log that reads but was edited says so with its own kind.
+    std::fs::write(&missing, "{\"prev\":\"forged\"}\n").unwrap_or_else(|e| panic!("{e}"));
+    let out = output(bare(&env).args(["audit", "verify", "--log"]).arg(&missing));
+    let marker = refusal(&out, 1, "is broken at line 1");
+    assert_eq!(marker["kind"], "audit_broken");
 }
 
 #[test]

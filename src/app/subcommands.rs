@@ -129,9 +129,17 @@ pub(super) fn verify(log: Option<PathBuf>) -> ExitCode {
         let flag = std::env::var_os("SANDGATE_AUDIT_LOG").map(PathBuf::from);
         layers.audit_log(flag).map(|l| l.path().to_path_buf())
     });
+    let refused = |kind: &str, message: String, code: u8| {
+        crate::say!("sandgate: {message}");
+        crate::say!(
+            "{}",
+            crate::denial::marker(kind, None, &message, serde_json::Map::new())
+        );
+        ExitCode::from(code)
+    };
     let Some(path) = path else {
-        crate::say!("sandgate: no audit log configured; pass --log FILE");
-        return ExitCode::from(EXIT_USAGE);
+        let message = "no audit log configured; pass --log FILE".to_owned();
+        return refused("usage", message, EXIT_USAGE);
     };
     match crate::audit::verify(&path) {
         Ok(lines) => {
@@ -141,10 +149,12 @@ pub(super) fn verify(log: Option<PathBuf>) -> ExitCode {
             );
             ExitCode::SUCCESS
         }
-        Err(e) => {
-            crate::say!("sandgate: {e}");
-            ExitCode::FAILURE
+        // Both say the log cannot be vouched for: 1, the log's verdict, with a marker that
+        // tells a log that could not be read from one that was edited.
+        Err(e @ crate::audit::AuditError::Unreadable { .. }) => {
+            refused("audit_unreadable", e.to_string(), 1)
         }
+        Err(e) => refused("audit_broken", e.to_string(), 1),
     }
 }
 
