@@ -1861,9 +1861,15 @@ mod tests {
 
     /// The hot calls leave the filter within a dozen or so instructions, and the programs
     /// are a fraction of the linear one's length (each install verifies and compiles it).
+    /// With `--nocapture` it prints the numbers behind these bounds.
     #[test]
     fn hot_calls_leave_the_filter_within_a_few_instructions() {
         for (name, tree, linear) in with_references() {
+            println!(
+                "{name}: {} instructions (linear {})",
+                tree.len(),
+                linear.len()
+            );
             assert!(
                 tree.len() * 3 < linear.len() && tree.len() < 256,
                 "{name}: {} instructions, the linear one {}",
@@ -1872,6 +1878,8 @@ mod tests {
             );
             for (call, nr, args) in hot_calls() {
                 let t = trace(&tree, AUDIT_ARCH, nr as u32, args);
+                let l = trace(&linear, AUDIT_ARCH, nr as u32, args);
+                println!("  {call}: {} (linear {})", t.steps, l.steps);
                 assert_eq!(t.ret, ALLOW, "{name}: {call}");
                 let bound = if t.read == 0 { 12 } else { 18 };
                 assert!(
@@ -1879,27 +1887,6 @@ mod tests {
                     "{name}: {call} ran {} instructions",
                     t.steps
                 );
-            }
-        }
-    }
-
-    /// Prints the lengths and path lengths (`cargo test --lib filter_sizes -- --ignored
-    /// --nocapture`): the numbers behind the bounds above.
-    #[test]
-    #[ignore = "a report, not a check"]
-    fn filter_sizes() {
-        for (name, tree, linear) in with_references() {
-            println!(
-                "{name}: {} instructions (linear {})",
-                tree.len(),
-                linear.len()
-            );
-            for (call, nr, args) in hot_calls() {
-                let (t, l) = (
-                    trace(&tree, AUDIT_ARCH, nr as u32, args),
-                    trace(&linear, AUDIT_ARCH, nr as u32, args),
-                );
-                println!("  {call}: {} (linear {})", t.steps, l.steps);
             }
         }
     }
