@@ -104,13 +104,18 @@ pub fn is_prefix_name(argv0: &OsStr) -> bool {
 /// The invocation a retry starts from, for a call started as `args`: the same call spelled
 /// as sandgate by its own path (`me`), since flags can only be added there — a shell link
 /// is a shell to its caller and takes none, and the prefix forms take one command string,
-/// which is `-c` to sandgate.
-pub fn retry_base(args: &[OsString], me: &OsStr) -> Vec<OsString> {
+/// which is `-c` to sandgate. A link's retry also keeps the link's answerer: sandgate by its
+/// own name may prompt on the terminal, which behind a link is the agent's own pty, so the
+/// retry says `--no-tty` unless `terminal_answers_links` (`SANDGATE_TTY=always`).
+pub fn retry_base(args: &[OsString], me: &OsStr, terminal_answers_links: bool) -> Vec<OsString> {
     let Some((argv0, rest)) = args.split_first() else {
         return Vec::new();
     };
     let with_me = |rest: &[OsString]| {
         let mut argv = vec![me.to_owned()];
+        if !terminal_answers_links {
+            argv.push("--no-tty".into());
+        }
         argv.extend_from_slice(rest);
         argv
     };
@@ -125,7 +130,11 @@ pub fn retry_base(args: &[OsString], me: &OsStr) -> Vec<OsString> {
         return with_me(rest);
     }
     match rest {
-        [sub, command] if sub == "prefix" => with_me(&["-c".into(), command.clone()]),
+        [sub, command] | [sub, _, command]
+            if sub == "prefix" && (rest.len() == 2 || rest[1] == "--") =>
+        {
+            with_me(&["-c".into(), command.clone()])
+        }
         _ => args.to_vec(),
     }
 }
@@ -499,29 +508,46 @@ mod tests {
 
     #[test]
     fn a_retry_starts_from_sandgate_by_its_own_path() {
-        let base = |args: &[&str]| {
+        let base = |args: &[&str], always: bool| {
             let args: Vec<OsString> = args.iter().map(OsString::from).collect();
-            retry_base(&args, OsStr::new("/usr/bin/sandgate"))
+            retry_base(&args, OsStr::new("/usr/bin/sandgate"), always)
                 .iter()
                 .map(|a| a.to_string_lossy().into_owned())
                 .collect::<Vec<_>>()
         };
         assert_eq!(
-            base(&["/home/me/bin/bash", "-lc", "make"]),
+            base(&["/home/me/bin/bash", "-lc", "make"], true),
             ["/usr/bin/sandgate", "-lc", "make"]
         );
         assert_eq!(
-            base(&["sandgate-prefix", "make test"]),
+            base(&["sandgate-prefix", "make test"], true),
             ["/usr/bin/sandgate", "-c", "make test"]
         );
         assert_eq!(
-            base(&["sandgate", "prefix", "make test"]),
+            base(&["sandgate", "prefix", "make test"], true),
             ["/usr/bin/sandgate", "-c", "make test"]
+        );
+        assert_eq!(
+            base(&["sandgate", "prefix", "--", "make test"], true),
+            ["/usr/bin/sandgate", "-c", "make test"]
+        );
+        // A link's retry keeps the terminal out, as the link did.
+        assert_eq!(
+            base(&["sandgate-sh", "-c", "make"], false),
+            ["/usr/bin/sandgate", "--no-tty", "-c", "make"]
+        );
+        assert_eq!(
+            base(&["sandgate", "prefix", "make"], false),
+            ["/usr/bin/sandgate", "--no-tty", "-c", "make"]
         );
         // sandgate by its own name is retried as it was called.
         assert_eq!(
-            base(&["./sandgate", "--", "make"]),
+            base(&["./sandgate", "--", "make"], false),
             ["./sandgate", "--", "make"]
+        );
+        assert_eq!(
+            base(&["sandgate", "prefix", "-x", "make"], false),
+            ["sandgate", "prefix", "-x", "make"]
         );
     }
 

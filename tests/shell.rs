@@ -418,6 +418,61 @@ fn a_directive_is_only_a_line_the_shell_reads_as_a_comment() {
     }
 }
 
+/// The links never ask the terminal (the agent owns that pty and could type the code), and
+/// neither does the retry a link's marker offers, although it is sandgate by its own name:
+/// run as given on a pty, it says the terminal is off instead of prompting there. Control:
+/// the same request typed as sandgate by its own name on the same pty prompts.
+#[test]
+fn the_retry_of_a_link_call_keeps_the_terminal_out() {
+    if !require_full_enforcement() || !observing() {
+        return;
+    }
+    let env = TestEnv::new();
+    let bin = install_links(&env);
+    let target = env.outside.join("retried");
+    let script = format!("echo done > '{}'", target.display());
+    let out = output(env.command(bin.join("sandgate-sh")).args(["-c", &script]));
+    assert_command_failed(&out);
+    let marker = first_marker(&out);
+    let argv: Vec<String> = marker["retry"]["argv"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|v| v.as_str().unwrap_or_default().replace("<why>", "retry"))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(argv.iter().any(|a| a == "--no-tty"), "{marker}");
+    let sq = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
+    let on_a_pty = |argv: &[String]| {
+        let line: Vec<String> = argv.iter().map(|a| sq(a)).collect();
+        let mut cmd = env.command("script");
+        cmd.env("SHELL", "/bin/sh")
+            .args(["-qec", &line.join(" "), "/dev/null"])
+            .stdin(std::process::Stdio::null());
+        output(&mut cmd)
+    };
+    let out = on_a_pty(&argv);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        text.contains("approval_unavailable") && text.contains("--no-tty"),
+        "{}",
+        show(&out)
+    );
+    assert!(!text.contains("type the code"), "{}", show(&out));
+    assert!(!target.exists());
+    // Control: without --no-tty, sandgate by its own name prompts on that pty.
+    let mut control: Vec<String> = argv.into_iter().filter(|a| a != "--no-tty").collect();
+    control.splice(1..1, ["--approval-timeout".to_owned(), "1".to_owned()]);
+    let out = on_a_pty(&control);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("type the code"),
+        "{}",
+        show(&out)
+    );
+    assert!(!target.exists());
+}
+
 /// A link is a shell to its caller and takes no flags, so the retry argv a marker offers
 /// for a call through a link (or `sandgate prefix`) is sandgate by its own path with the
 /// request added — and run as given, with an approver, it does what was refused.
@@ -428,19 +483,20 @@ fn the_retry_argv_of_a_call_through_a_link_runs_as_given() {
     }
     let env = TestEnv::new();
     let bin = install_links(&env);
-    for (n, form) in ["sandgate-sh", "sandgate-prefix", "prefix"]
+    for (n, form) in ["sandgate-sh", "sandgate-prefix", "prefix", "prefix --"]
         .iter()
         .enumerate()
     {
         let target = env.outside.join(format!("retried-{n}"));
         let script = format!("echo done > '{}'", target.display());
         let mut cmd = match *form {
-            "prefix" => env.command(sandgate_inside()),
+            "prefix" | "prefix --" => env.command(sandgate_inside()),
             link => env.command(bin.join(link)),
         };
         match *form {
             "sandgate-sh" => cmd.args(["-c", &script]),
             "sandgate-prefix" => cmd.arg(&script),
+            "prefix --" => cmd.args(["prefix", "--", &script]),
             _ => cmd.args(["prefix", &script]),
         };
         let out = output(&mut cmd);
