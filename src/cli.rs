@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use clap::builder::{PossibleValue, TypedValueParser};
 use clap::error::ErrorKind;
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueHint};
 
 use crate::policy::{preset, Approval, Mode};
 
@@ -52,8 +52,9 @@ const USAGE: &str = concat!(
     override_usage = USAGE,
     long_about = LONG_ABOUT,
     after_help = "Exit status: the command's own; when it dies of signal N, sandgate dies of N too; 64 usage; \
-                  77 escalation not granted; 78 profile cannot be enforced here; 125 internal \
-                  error; 126 not executable; 127 not found."
+                  77 escalation not granted; 78 profile cannot be enforced here, or the \
+                  configuration, workspace, a writable root or the private temp is not usable; \
+                  125 internal error; 126 not executable; 127 not found."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -127,15 +128,15 @@ pub struct RunArgs {
     pub sandbox_permissions: Option<String>,
 
     /// Why this call needs the wider mode (shown to the approver; at most 1000 characters).
-    #[arg(long, value_name = "TEXT", env = "SANDGATE_JUSTIFICATION")]
+    #[arg(long, value_name = "TEXT", env = "SANDGATE_JUSTIFICATION", value_hint = ValueHint::Other)]
     pub justification: Option<String>,
 
     /// Approval endpoint: http://HOST:PORT/PATH or unix:/PATH (HTTP over a unix socket).
-    #[arg(long, value_name = "URL", env = "SANDGATE_APPROVAL_ENDPOINT")]
+    #[arg(long, value_name = "URL", env = "SANDGATE_APPROVAL_ENDPOINT", value_hint = ValueHint::Url)]
     pub approval_endpoint: Option<String>,
 
     /// Approver program (run with /bin/sh -c): request JSON on stdin, reply on stdout.
-    #[arg(long, value_name = "CMD", env = "SANDGATE_APPROVER")]
+    #[arg(long, value_name = "CMD", env = "SANDGATE_APPROVER", value_hint = ValueHint::CommandString)]
     pub approver: Option<String>,
 
     /// Seconds to wait for an answer before the request counts as cancelled: 1 to 86400
@@ -145,7 +146,8 @@ pub struct RunArgs {
         value_name = "SECS",
         default_value_t = 120,
         env = "SANDGATE_APPROVAL_TIMEOUT",
-        value_parser = parse_timeout
+        value_parser = parse_timeout,
+        value_hint = ValueHint::Other
     )]
     pub approval_timeout: u64,
 
@@ -178,7 +180,8 @@ pub struct RunArgs {
         long = "keep-env",
         value_name = "NAME",
         env = "SANDGATE_KEEP_ENV",
-        value_delimiter = ','
+        value_delimiter = ',',
+        value_hint = ValueHint::Other
     )]
     pub keep_env: Vec<String>,
 
@@ -325,7 +328,13 @@ impl Closed<String> {
     /// refused there, with its marker), so any text passes here.
     fn requested_modes() -> Self {
         Closed {
-            values: mode_values,
+            // read-only is never wider than a standing mode, so never asked for.
+            values: || {
+                mode_values()
+                    .into_iter()
+                    .filter(|v| v.get_name() != Mode::ReadOnly.as_str())
+                    .collect()
+            },
             parse: |s| Ok(s.to_owned()),
         }
     }

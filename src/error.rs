@@ -153,7 +153,9 @@ impl Error {
             ) => EXIT_CONFIG,
             Error::Unenforceable { .. } | Error::Sandbox(_) => EXIT_CONFIG,
             Error::Exec(ExecError::NotFound(_)) => EXIT_NOT_FOUND,
-            Error::Exec(ExecError::NotExecutable { .. }) => EXIT_NOT_EXECUTABLE,
+            Error::Exec(ExecError::NotExecutable { .. } | ExecError::ProgramAsScript(..)) => {
+                EXIT_NOT_EXECUTABLE
+            }
             Error::Exec(ExecError::Nul) => EXIT_USAGE,
             Error::Exec(ExecError::Setup { .. }) => EXIT_CONFIG,
             Error::Exec(ExecError::Io(_)) => EXIT_INTERNAL,

@@ -35,6 +35,8 @@ pub enum ExecError {
         program: OsString,
         source: io::Error,
     },
+    #[error("{}: a program, not a shell script: `sandgate [FLAGS] SCRIPT` runs a script through the shell; to run the program, put `--` before it: sandgate [FLAGS] -- {} [ARGS]", .0.display(), .1.to_string_lossy())]
+    ProgramAsScript(std::path::PathBuf, OsString),
     #[error("argument or environment contains a NUL byte")]
     Nul,
     #[error("the sandbox could not be applied: {} failed: {source}", step.describe())]

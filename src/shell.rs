@@ -101,22 +101,32 @@ pub fn is_prefix_name(argv0: &OsStr) -> bool {
         .is_some_and(|n| n == "sandgate-prefix")
 }
 
-/// The invocation a retry starts from, for a call started as `args`: the same call spelled
-/// as sandgate by its own path (`me`), since flags can only be added there — a shell link
-/// is a shell to its caller and takes none, and the prefix forms take one command string,
-/// which is `-c` to sandgate. A link's retry also keeps the link's answerer: sandgate by its
-/// own name may prompt on the terminal, which behind a link is the agent's own pty, so the
-/// retry says `--no-tty` unless `terminal_answers_links` (`SANDGATE_TTY=always`).
-pub fn retry_base(args: &[OsString], me: &OsStr, terminal_answers_links: bool) -> Vec<OsString> {
-    let Some((argv0, rest)) = args.split_first() else {
-        return Vec::new();
+/// The invocation a retry starts from, for a call started as `args`. sandgate by its own
+/// name is retried as it was called. A call through a link or a prefix form is spelled as
+/// sandgate by its own path (`me`) executing the real shell (`shell`) directly with the
+/// shell's own arguments — `me -- SHELL ARGS…` — since flags can only be added there: a
+/// shell link is a shell to its caller and takes none, and read by sandgate again, its
+/// arguments could mean something else (`--` runs a program directly, a script may be
+/// named like a subcommand, a `-c` string may already carry a directive). A link's retry
+/// also keeps the link's answerer: sandgate by its own name may prompt on the terminal,
+/// which behind a link is the agent's own pty, so the retry says `--no-tty` unless
+/// `terminal_answers_links` (`SANDGATE_TTY=always`).
+pub fn retry_base(
+    args: &[OsString],
+    me: &OsStr,
+    shell: Option<&OsStr>,
+    terminal_answers_links: bool,
+) -> Vec<OsString> {
+    let (Some((argv0, rest)), Some(shell)) = (args.split_first(), shell) else {
+        return args.to_vec();
     };
-    let with_me = |rest: &[OsString]| {
+    let with_me = |shell_args: &[OsString]| {
         let mut argv = vec![me.to_owned()];
         if !terminal_answers_links {
             argv.push("--no-tty".into());
         }
-        argv.extend_from_slice(rest);
+        argv.extend(["--".into(), shell.to_owned()]);
+        argv.extend_from_slice(shell_args);
         argv
     };
     if is_prefix_name(argv0) {
@@ -203,8 +213,13 @@ pub fn classify(
         let text = arg.to_string_lossy();
         if text == "--" {
             if as_shell || wants_command || !shell.args.is_empty() {
-                // bash: `--` ends the shell's options.
-                shell.args.extend(rest[i..].iter().cloned());
+                // bash: `--` ends the shell's options; what follows it is the first
+                // operand, as below.
+                shell.args.push(arg.clone());
+                if i + 1 < rest.len() {
+                    shell.source = first_operand(wants_command, wants_stdin, shell.args.len());
+                }
+                shell.args.extend(rest[i + 1..].iter().cloned());
                 break;
             }
             // `sandgate [FLAGS] -- CMD ARGS` executes CMD directly.
@@ -272,11 +287,7 @@ pub fn classify(
         }
         // The first operand: the command string (with -c) or the script; everything after
         // it is the shell's ($0, $1, …), never sandgate's.
-        if wants_command {
-            shell.source = Source::Command(shell.args.len());
-        } else if !wants_stdin {
-            shell.source = Source::File(shell.args.len());
-        }
+        shell.source = first_operand(wants_command, wants_stdin, shell.args.len());
         shell.args.extend(rest[i..].iter().cloned());
         break;
     }
@@ -292,6 +303,19 @@ pub fn classify(
 mod wrapped;
 
 pub use wrapped::inner_command;
+
+/// What the shell's first operand, at `at` in its arguments, is: the command string with
+/// `-c`, else the script — unless `-s` makes every operand a positional parameter and the
+/// script comes on stdin.
+fn first_operand(wants_command: bool, wants_stdin: bool, at: usize) -> Source {
+    if wants_command {
+        Source::Command(at)
+    } else if wants_stdin {
+        Source::Stdin
+    } else {
+        Source::File(at)
+    }
+}
 
 /// An escalation request written as the first line of a command string.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -510,35 +534,69 @@ mod tests {
     fn a_retry_starts_from_sandgate_by_its_own_path() {
         let base = |args: &[&str], always: bool| {
             let args: Vec<OsString> = args.iter().map(OsString::from).collect();
-            retry_base(&args, OsStr::new("/usr/bin/sandgate"), always)
-                .iter()
-                .map(|a| a.to_string_lossy().into_owned())
-                .collect::<Vec<_>>()
+            retry_base(
+                &args,
+                OsStr::new("/usr/bin/sandgate"),
+                Some(OsStr::new("/bin/bash")),
+                always,
+            )
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+        };
+        let sg = ["/usr/bin/sandgate", "--", "/bin/bash"];
+        let with = |tail: &[&str]| -> Vec<String> {
+            sg.iter().chain(tail).map(|s| (*s).to_owned()).collect()
         };
         assert_eq!(
             base(&["/home/me/bin/bash", "-lc", "make"], true),
-            ["/usr/bin/sandgate", "-lc", "make"]
+            with(&["-lc", "make"])
         );
         assert_eq!(
             base(&["sandgate-prefix", "make test"], true),
-            ["/usr/bin/sandgate", "-c", "make test"]
+            with(&["-c", "make test"])
         );
         assert_eq!(
             base(&["sandgate", "prefix", "make test"], true),
-            ["/usr/bin/sandgate", "-c", "make test"]
+            with(&["-c", "make test"])
         );
         assert_eq!(
             base(&["sandgate", "prefix", "--", "make test"], true),
-            ["/usr/bin/sandgate", "-c", "make test"]
+            with(&["-c", "make test"])
         );
+        // Whatever the shell's arguments, they stay the shell's: a `--`, a script named
+        // like a subcommand, an option sandgate does not know.
+        for shell_args in [
+            &["--", "job.sh", "x"][..],
+            &["tmp", "--clean"],
+            &["--debug", "-c", "make"],
+        ] {
+            let mut args = vec!["sandgate-sh"];
+            args.extend_from_slice(shell_args);
+            assert_eq!(base(&args, true), with(shell_args), "{shell_args:?}");
+        }
         // A link's retry keeps the terminal out, as the link did.
         assert_eq!(
             base(&["sandgate-sh", "-c", "make"], false),
-            ["/usr/bin/sandgate", "--no-tty", "-c", "make"]
+            [
+                "/usr/bin/sandgate",
+                "--no-tty",
+                "--",
+                "/bin/bash",
+                "-c",
+                "make"
+            ]
         );
         assert_eq!(
             base(&["sandgate", "prefix", "make"], false),
-            ["/usr/bin/sandgate", "--no-tty", "-c", "make"]
+            [
+                "/usr/bin/sandgate",
+                "--no-tty",
+                "--",
+                "/bin/bash",
+                "-c",
+                "make"
+            ]
         );
         // sandgate by its own name is retried as it was called.
         assert_eq!(
@@ -546,9 +604,29 @@ mod tests {
             ["./sandgate", "--", "make"]
         );
         assert_eq!(
-            base(&["sandgate", "prefix", "-x", "make"], false),
-            ["sandgate", "prefix", "-x", "make"]
+            base(&["sandgate", "-c", "make"], false),
+            ["sandgate", "-c", "make"]
         );
+    }
+
+    #[test]
+    fn after_double_dash_the_first_operand_is_the_command_or_the_script() {
+        let call = |args: &[&str], as_shell: bool| match split(args, as_shell) {
+            Invocation::Shell { shell, .. } => shell,
+            other => panic!("{other:?}"),
+        };
+        let shell = call(&["sandgate-sh", "-c", "--", "make"], true);
+        assert_eq!(shell.source, Source::Command(2));
+        assert_eq!(shell.command(), Some(OsStr::new("make")));
+        let shell = call(&["sandgate-sh", "--", "job.sh", "x"], true);
+        assert_eq!(shell.source, Source::File(1));
+        assert_eq!(shell.script(), Some(OsStr::new("job.sh")));
+        let shell = call(&["sandgate", "-e", "--", "job.sh"], false);
+        assert_eq!(shell.source, Source::File(2));
+        let shell = call(&["sandgate-sh", "-s", "--", "a", "b"], true);
+        assert_eq!(shell.source, Source::Stdin);
+        let shell = call(&["sandgate-sh", "--"], true);
+        assert_eq!(shell.source, Source::Stdin);
     }
 
     #[test]

@@ -196,10 +196,15 @@ fn bash_completes_the_values_of_every_closed_set_flag() {
         bash_completes(&["sandgate", "--sandbox", ""]),
         sorted(&modes)
     );
+    // read-only is never a wider mode to ask for.
     assert_eq!(
         bash_completes(&["sandgate", "--sandbox-permissions", ""]),
-        sorted(&modes)
+        sorted(&modes[1..])
     );
+    // A value that is not a path is not completed as one.
+    for flag in ["--approval-timeout", "--justification", "--keep-env"] {
+        assert_eq!(bash_completes(&["sandgate", flag, ""]), sorted(&[]), "{flag}");
+    }
     assert_eq!(
         bash_completes(&["sandgate", "--approval", ""]),
         sorted(&["on-request", "never"])
@@ -368,12 +373,14 @@ fn no_approval_channel_is_said_once_with_both_ways_to_get_one() {
 #[test]
 fn verifying_a_missing_audit_log_says_it_cannot_be_read() {
     let env = TestEnv::new();
+    let verify =
+        |log: &std::path::Path| output(bare(&env).args(["audit", "verify", "--log"]).arg(log));
     let missing = env.root.join("no-such-audit.jsonl");
-    let out = output(bare(&env).args(["audit", "verify", "--log"]).arg(&missing));
+    let out = verify(&missing);
     let marker = refusal(
         &out,
         1,
-        &format!("cannot read the audit log {}", missing.display()),
+        &format!("there is no audit log at {}", missing.display()),
     );
     assert_eq!(marker["kind"], "audit_unreadable");
     assert!(
@@ -381,11 +388,32 @@ fn verifying_a_missing_audit_log_says_it_cannot_be_read() {
         "{}",
         show(&out)
     );
+    // One that is there but cannot be read says that.
+    let out = verify(&env.ws);
+    let marker = refusal(
+        &out,
+        1,
+        &format!("cannot read the audit log {}", env.ws.display()),
+    );
+    assert_eq!(marker["kind"], "audit_unreadable");
     // A log that reads but was edited says so with its own kind.
     std::fs::write(&missing, "{\"prev\":\"forged\"}\n").unwrap_or_else(|e| panic!("{e}"));
-    let out = output(bare(&env).args(["audit", "verify", "--log"]).arg(&missing));
-    let marker = refusal(&out, 1, "is broken at line 1");
+    let marker = refusal(&verify(&missing), 1, "is broken at line 1");
     assert_eq!(marker["kind"], "audit_broken");
+    // Without --log, a configuration that cannot be read is said as a run says it.
+    let home = env.root.join("locked-home");
+    std::fs::create_dir_all(home.join(".config/sandgate")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o000))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut cmd = bare(&env);
+    cmd.env_remove("SANDGATE_CONFIG_DIR")
+        .env_remove("SANDGATE_AUDIT_LOG")
+        .env("HOME", &home)
+        .args(["audit", "verify"]);
+    let out = output(&mut bound_by_file_modes(cmd));
+    refusal(&out, 78, &format!("HOME={}", home.display()));
+    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o755))
+        .unwrap_or_else(|e| panic!("{e}"));
 }
 
 #[test]
@@ -510,4 +538,52 @@ fn an_unreadable_home_names_home_and_the_way_around_it() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "ran\n");
     std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o755))
         .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// `sandgate ls` reads `ls` as a script (bash's `bash ls`), which bash refuses as a binary:
+/// sandgate says how to run the program instead. Through a link sandgate is bash and says
+/// what bash says.
+#[test]
+fn a_program_given_as_a_script_is_refused_with_the_way_to_run_it() {
+    let env = TestEnv::new();
+    let out = output(bare(&env).args(["--sandbox", "read-only", "ls", "/"]));
+    let marker = refusal(&out, 126, "a program, not a shell script");
+    assert_eq!(marker["kind"], "not_executable");
+    assert!(
+        marker["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("sandgate [FLAGS] -- ls"),
+        "{marker}"
+    );
+    assert!(out.stdout.is_empty(), "{}", show(&out));
+    // The way it names runs the program.
+    let out = output(bare(&env).args(["--sandbox", "read-only", "--", "ls", "/"]));
+    assert_status(&out, 0);
+    // A script of that name in the current directory is a script.
+    std::fs::write(env.ws.join("ls"), "echo the script\n").unwrap_or_else(|e| panic!("{e}"));
+    let out = output(bare(&env).args(["--sandbox", "read-only", "ls"]));
+    assert_status(&out, 0);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "the script\n");
+    std::fs::remove_file(env.ws.join("ls")).unwrap_or_else(|e| panic!("{e}"));
+    // Through a link: bash's own refusal, and no sandgate line.
+    let sh = install_links(&env).join("sandgate-sh");
+    let out = output(env.command(&sh).arg("ls"));
+    assert_status(&out, 126);
+    assert!(stderr_markers(&out).is_empty(), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot execute binary file"),
+        "{}",
+        show(&out)
+    );
+}
+
+#[test]
+fn a_refused_subcommand_prints_a_marker() {
+    let env = TestEnv::new();
+    let out = output(bare(&env).args(["--preset", "custom", "presets"]));
+    let marker = refusal(&out, 64, "cannot be selected");
+    assert_eq!(marker["kind"], "usage");
+    let out = output(bare(&env).args(["tmp", "--workspace", "/"]));
+    refusal(&out, 78, "refusing / as the workspace");
 }

@@ -483,24 +483,49 @@ fn the_retry_argv_of_a_call_through_a_link_runs_as_given() {
     }
     let env = TestEnv::new();
     let bin = install_links(&env);
-    for (n, form) in ["sandgate-sh", "sandgate-prefix", "prefix", "prefix --"]
-        .iter()
-        .enumerate()
-    {
+    let approver = r#"id=$(sed -n 's/.*"id":"\([0-9a-f]*\)".*/\1/p'); printf '{"id":"%s","decision":"allowed-once"}' "$id""#;
+    let forms = [
+        "sandgate-sh -c",
+        "sandgate-prefix",
+        "prefix",
+        "prefix --",
+        // What sandgate reading the shell's arguments again could take for something else:
+        // `--` (run a program directly), a script named like a subcommand, a `-c` string
+        // that already carries a directive.
+        "sandgate-sh -- tmp",
+        "sandgate-sh -c with a directive",
+    ];
+    for (n, form) in forms.iter().enumerate() {
         let target = env.outside.join(format!("retried-{n}"));
         let script = format!("echo done > '{}'", target.display());
-        let mut cmd = match *form {
-            "prefix" | "prefix --" => env.command(sandgate_inside()),
-            link => env.command(bin.join(link)),
+        let mut cmd = if form.starts_with("prefix") {
+            env.command(sandgate_inside())
+        } else {
+            env.command(bin.join(form.split(' ').next().unwrap_or_default()))
         };
         match *form {
-            "sandgate-sh" => cmd.args(["-c", &script]),
+            "sandgate-sh -c" => cmd.args(["-c", &script]),
             "sandgate-prefix" => cmd.arg(&script),
+            "prefix" => cmd.args(["prefix", &script]),
             "prefix --" => cmd.args(["prefix", "--", &script]),
-            _ => cmd.args(["prefix", &script]),
+            "sandgate-sh -- tmp" => {
+                std::fs::write(env.ws.join("tmp"), format!("{script}\n"))
+                    .unwrap_or_else(|e| panic!("{e}"));
+                cmd.args(["--", "tmp"])
+            }
+            _ => cmd
+                .env("SANDGATE_SANDBOX", "read-only")
+                .env("SANDGATE_APPROVER", approver)
+                .args([
+                    "-c",
+                    &format!(
+                        "# sandgate: sandbox_permissions=workspace-write justification=\"build\"\n{script}"
+                    ),
+                ]),
         };
         let out = output(&mut cmd);
         assert_command_failed(&out);
+        assert!(!target.exists(), "{form}: {}", show(&out));
         let marker = first_marker(&out);
         let argv: Vec<String> = marker["retry"]["argv"]
             .as_array()
@@ -516,10 +541,7 @@ fn the_retry_argv_of_a_call_through_a_link_runs_as_given() {
             "{form}: {marker}"
         );
         let mut retry = env.command(&argv[0]);
-        retry.args(&argv[1..]).env(
-            "SANDGATE_APPROVER",
-            r#"id=$(sed -n 's/.*"id":"\([0-9a-f]*\)".*/\1/p'); printf '{"id":"%s","decision":"allowed-once"}' "$id""#,
-        );
+        retry.args(&argv[1..]).env("SANDGATE_APPROVER", approver);
         let out = output(&mut retry);
         assert_status(&out, 0);
         assert_eq!(
@@ -529,4 +551,38 @@ fn the_retry_argv_of_a_call_through_a_link_runs_as_given() {
             show(&out)
         );
     }
+}
+
+/// After `--` the shell's first operand is still the command string or the script: a
+/// directive there asks, as it does without the `--`.
+#[test]
+fn a_directive_after_double_dash_asks_as_without_it() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let sh = install_links(&env).join("sandgate-sh");
+    let approver = r#"id=$(sed -n 's/.*"id":"\([0-9a-f]*\)".*/\1/p'); printf '{"id":"%s","decision":"allowed-once"}' "$id""#;
+    let write = |name: &str| {
+        format!(
+            "# sandgate: sandbox_permissions=full-access justification=\"publish\"\necho done > '{}'",
+            env.outside.join(name).display()
+        )
+    };
+    std::fs::write(env.ws.join("job.sh"), write("from-script")).unwrap_or_else(|e| panic!("{e}"));
+    for args in [
+        vec!["-c".to_owned(), "--".to_owned(), write("from-string")],
+        vec!["--".to_owned(), "job.sh".to_owned()],
+    ] {
+        let out = output(
+            env.command(&sh)
+                .env("SANDGATE_APPROVER", approver)
+                .args(&args),
+        );
+        assert_status(&out, 0);
+    }
+    for name in ["from-string", "from-script"] {
+        assert!(env.outside.join(name).exists(), "{name}");
+    }
+    assert_eq!(env.audit_records().len(), 4);
 }

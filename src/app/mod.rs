@@ -435,7 +435,8 @@ fn observer(
     let args: Vec<OsString> = std::env::args_os().collect();
     let me = std::env::current_exe().map_or_else(|_| "sandgate".into(), PathBuf::into_os_string);
     let always = crate::approval::TtySetting::from_env() == crate::approval::TtySetting::Always;
-    let argv = shell::retry_base(&args, &me, always)
+    let real_shell = shell::real_shell().map(PathBuf::into_os_string);
+    let argv = shell::retry_base(&args, &me, real_shell.as_deref(), always)
         .iter()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();

@@ -3,7 +3,8 @@
 
 use std::io::Read;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::path::Path;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
@@ -46,6 +47,34 @@ pub(super) fn of_file(name: &Path) -> Option<Vec<u8>> {
         .read_to_end(&mut head)
         .ok()?;
     Some(head)
+}
+
+/// The file bash would run for the script operand `name` when it is a compiled program,
+/// which bash refuses ("cannot execute binary file"): `sandgate ls` meant `sandgate -- ls`.
+/// bash looks for the script from the cwd and then, for a name without a slash, on PATH.
+/// Under the shared temps the sandbox sees other files than the host, so nothing there is
+/// judged.
+pub(super) fn program_named(name: &Path) -> Option<PathBuf> {
+    let found = if name.exists() {
+        name.to_path_buf()
+    } else if !name.as_os_str().as_bytes().contains(&b'/') {
+        let path = std::env::var_os("PATH")?;
+        std::env::split_paths(&path)
+            .map(|dir| dir.join(name))
+            .find(|candidate| candidate.is_file())?
+    } else {
+        return None;
+    };
+    let canonical = std::fs::canonicalize(&found).ok()?;
+    if crate::policy::roots::SHARED_TEMPS
+        .iter()
+        .any(|temp| canonical.starts_with(temp))
+    {
+        return None;
+    }
+    of_file(&canonical)?
+        .starts_with(b"\x7fELF")
+        .then_some(found)
 }
 
 /// The head of the script on stdin, left in place for the shell: read at the current

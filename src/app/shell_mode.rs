@@ -44,6 +44,20 @@ pub(super) fn run_shell(mut args: RunArgs, mut shell: ShellCall, caller: Caller)
         ));
         return finish(Err(err), mode_hint);
     };
+    // A person's `sandgate ls` means `sandgate -- ls`: say so, where bash would only say
+    // that it cannot execute a binary file. Through a link sandgate is bash, and says what
+    // bash says.
+    if caller == Caller::Person {
+        let script = shell
+            .script()
+            .filter(|_| matches!(shell.source, Source::File(_)));
+        if let Some((name, program)) =
+            script.and_then(|n| Some((n, script_head::program_named(n.as_ref())?)))
+        {
+            let err = Error::Exec(ExecError::ProgramAsScript(program, name.to_owned()));
+            return finish(Err(err), mode_hint);
+        }
+    }
     let original = shell.command().map(|c| c.to_string_lossy().into_owned());
     // The model's command inside an agent's wrapper, where its directive is.
     let inner = original.as_deref().and_then(shell::inner_command);

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use serde_json::json;
 
-use super::{gather_env, Layers};
+use super::{finish, gather_env, Layers};
 use crate::cli;
 use crate::error::{EXIT_CONFIG, EXIT_INTERNAL, EXIT_USAGE};
 use crate::policy;
@@ -43,10 +43,7 @@ pub(super) fn presets(json: bool, knobs: &cli::Knobs, workspace: Option<&Path>) 
     });
     let current = match current {
         Ok(standing) => standing,
-        Err(err) => {
-            crate::say!("sandgate: {err}");
-            return ExitCode::from(err.exit_code());
-        }
+        Err(err) => return finish(Err(err), None),
     };
     let table = policy::preset::table();
     if json {
@@ -124,11 +121,18 @@ fn render_presets(table: &[policy::preset::Preset], current: &policy::Standing) 
 
 /// `sandgate audit verify`: checks the hash chain.
 pub(super) fn verify(log: Option<PathBuf>) -> ExitCode {
-    let path = log.or_else(|| {
-        let layers = Layers::load().ok()?;
-        let flag = std::env::var_os("SANDGATE_AUDIT_LOG").map(PathBuf::from);
-        layers.audit_log(flag).map(|l| l.path().to_path_buf())
-    });
+    // Without --log, the log a run would write: a configuration that cannot be read is
+    // said as a run says it, not taken for no log at all.
+    let path = match log {
+        Some(path) => Some(path),
+        None => match Layers::load() {
+            Ok(layers) => {
+                let flag = std::env::var_os("SANDGATE_AUDIT_LOG").map(PathBuf::from);
+                layers.audit_log(flag).map(|l| l.path().to_path_buf())
+            }
+            Err(err) => return finish(Err(err), None),
+        },
+    };
     let refused = |kind: &str, message: String, code: u8| {
         crate::say!("sandgate: {message}");
         crate::say!(
@@ -151,6 +155,15 @@ pub(super) fn verify(log: Option<PathBuf>) -> ExitCode {
         }
         // Both say the log cannot be vouched for: 1, the log's verdict, with a marker that
         // tells a log that could not be read from one that was edited.
+        Err(crate::audit::AuditError::Unreadable { path, source })
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            let message = format!(
+                "there is no audit log at {}: no escalation has been recorded there yet, or the log was removed",
+                path.display()
+            );
+            refused("audit_unreadable", message, 1)
+        }
         Err(e @ crate::audit::AuditError::Unreadable { .. }) => {
             refused("audit_unreadable", e.to_string(), 1)
         }
@@ -169,10 +182,7 @@ pub(super) fn tmp(workspace: Option<&Path>, clean: bool) -> ExitCode {
         });
     let workspace = match workspace {
         Ok(ws) => ws,
-        Err(err) => {
-            crate::say!("sandgate: {err}");
-            return ExitCode::from(err.exit_code());
-        }
+        Err(err) => return finish(Err(err), None),
     };
     if !clean {
         crate::out!("{}", private_temp::path_for(&workspace).display());
