@@ -89,7 +89,12 @@ pub enum Error {
     #[error("invalid escalation request: {0}")]
     Escalation(#[from] InvalidEscalation),
     #[error("{}", refusal.message(*to))]
-    NotGranted { to: Mode, refusal: Refusal },
+    NotGranted {
+        /// The standing mode the command would have run at.
+        from: Mode,
+        to: Mode,
+        refusal: Refusal,
+    },
     #[error("{0}; the command was not run")]
     Audit(#[from] AuditError),
     #[error(transparent)]
@@ -226,6 +231,7 @@ mod tests {
         });
         assert_eq!((locked.exit_code(), locked.kind()), (125, "audit_locked"));
         let nested = Error::NotGranted {
+            from: Mode::ReadOnly,
             to: Mode::FullAccess,
             refusal: Refusal::Nested { parent: None },
         };

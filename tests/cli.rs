@@ -203,7 +203,11 @@ fn bash_completes_the_values_of_every_closed_set_flag() {
     );
     // A value that is not a path is not completed as one.
     for flag in ["--approval-timeout", "--justification", "--keep-env"] {
-        assert_eq!(bash_completes(&["sandgate", flag, ""]), sorted(&[]), "{flag}");
+        assert_eq!(
+            bash_completes(&["sandgate", flag, ""]),
+            sorted(&[]),
+            "{flag}"
+        );
     }
     assert_eq!(
         bash_completes(&["sandgate", "--approval", ""]),
@@ -361,6 +365,9 @@ fn no_approval_channel_is_said_once_with_both_ways_to_get_one() {
     ]));
     let marker = refusal(&out, 77, "--approval-endpoint or --approver");
     assert_eq!(marker["kind"], "approval_unavailable");
+    // The mode the command would have run at, and the one it asked for.
+    assert_eq!(marker["mode"], "read-only");
+    assert_eq!(marker["requested"], "workspace-write");
     let message = marker["message"].as_str().unwrap_or_default();
     assert_eq!(
         message.matches("no approval channel is available").count(),

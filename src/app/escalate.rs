@@ -35,6 +35,7 @@ pub(super) fn decide(
 ) -> Result<Mode, Error> {
     if let Some(refusal) = nested(env) {
         return Err(Error::NotGranted {
+            from: request.from(),
             to: request.to(),
             refusal,
         });
@@ -75,7 +76,7 @@ pub(super) fn decide(
         // Nobody is asked without a record of the question: with no answer, nothing can be
         // granted (125), while a refusal already known stays that refusal (77).
         return match refusal_before_asking {
-            Some(refusal) => conclude(request.to(), Verdict::Refuse(refusal), Err(e)),
+            Some(refusal) => conclude(request, Verdict::Refuse(refusal), Err(e)),
             None => Err(Error::Audit(e)),
         };
     }
@@ -130,11 +131,7 @@ pub(super) fn decide(
             decided.insert("reason".into(), json!(refusal.kind()));
         }
     }
-    conclude(
-        request.to(),
-        verdict,
-        audit.append("approval/decided", decided),
-    )
+    conclude(request, verdict, audit.append("approval/decided", decided))
 }
 
 /// What the policy tier or the answerer said.
@@ -147,7 +144,12 @@ enum Verdict {
 /// The one place where a failed audit write meets the answer. It blocks a grant (the
 /// command does not run, exit 125), but never turns a refusal into anything else: the
 /// refusal stands (exit 77), with a warning that its record is missing.
-fn conclude(to: Mode, verdict: Verdict, audited: Result<(), AuditError>) -> Result<Mode, Error> {
+fn conclude(
+    request: &EscalationRequest,
+    verdict: Verdict,
+    audited: Result<(), AuditError>,
+) -> Result<Mode, Error> {
+    let (from, to) = (request.from(), request.to());
     match (verdict, audited) {
         (Verdict::Grant, Ok(())) => Ok(to),
         (Verdict::Grant, Err(e)) => Err(Error::Audit(e)),
@@ -155,7 +157,7 @@ fn conclude(to: Mode, verdict: Verdict, audited: Result<(), AuditError>) -> Resu
             if let Err(e) = audited {
                 crate::say!("sandgate: warning: {e}; the request is refused all the same");
             }
-            Err(Error::NotGranted { to, refusal })
+            Err(Error::NotGranted { from, to, refusal })
         }
     }
 }
@@ -220,14 +222,21 @@ mod tests {
 
     #[test]
     fn a_failed_audit_write_blocks_a_grant_but_never_changes_a_refusal() {
-        let to = Mode::FullAccess;
+        let request = crate::policy::escalation::validate(
+            Some("full-access"),
+            Some("t"),
+            Mode::WorkspaceWrite,
+        );
+        let Ok(Some(to)) = request else {
+            panic!("{request:?}");
+        };
         assert!(matches!(
-            conclude(to, Verdict::Grant, Ok(())),
+            conclude(&to, Verdict::Grant, Ok(())),
             Ok(Mode::FullAccess)
         ));
         let code = |r: Result<Mode, Error>| r.err().map(|e| e.exit_code());
         assert_eq!(
-            code(conclude(to, Verdict::Grant, failed())),
+            code(conclude(&to, Verdict::Grant, failed())),
             Some(EXIT_INTERNAL)
         );
         for refusal in [
@@ -240,7 +249,7 @@ mod tests {
         ] {
             for audited in [Ok(()), failed()] {
                 assert_eq!(
-                    code(conclude(to, Verdict::Refuse(refusal.clone()), audited)),
+                    code(conclude(&to, Verdict::Refuse(refusal.clone()), audited)),
                     Some(EXIT_NOT_GRANTED)
                 );
             }

@@ -162,7 +162,12 @@ fn finish(result: Result<Outcome, Error>, mode_hint: Option<Mode>) -> ExitCode {
                 }
                 _ => {}
             }
-            crate::say!("{}", marker(err.kind(), mode_hint, &err.to_string(), extra));
+            // A refused escalation knows the standing mode the command would have had.
+            let mode = match &err {
+                Error::NotGranted { from, .. } => Some(*from),
+                _ => mode_hint,
+            };
+            crate::say!("{}", marker(err.kind(), mode, &err.to_string(), extra));
             ExitCode::from(err.exit_code())
         }
     }
