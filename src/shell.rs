@@ -69,6 +69,8 @@ impl ShellCall {
 
 /// bash's long options that take no value.
 const SHELL_LONG: &[&str] = &[
+    "--debug",
+    "--pretty-print",
     "--login",
     "--noprofile",
     "--norc",
@@ -207,10 +209,22 @@ pub fn classify(
     let mut wants_command = false;
     // bash: with -s, operands are positional parameters and the script comes on stdin.
     let mut wants_stdin = false;
+    // bash reads its long options only before the first single-letter one, and there
+    // spelled with one dash as well as two (`-norc`, `-rcfile FILE`).
+    let mut short_seen = false;
     let mut i = 0;
     while i < rest.len() {
         let arg = &rest[i];
         let text = arg.to_string_lossy();
+        // bash: a lone `-` (or `+`) ends the shell's options as `--` does.
+        if text == "-" || text == "+" {
+            shell.args.push(arg.clone());
+            if i + 1 < rest.len() {
+                shell.source = first_operand(wants_command, wants_stdin, shell.args.len());
+            }
+            shell.args.extend(rest[i + 1..].iter().cloned());
+            break;
+        }
         if text == "--" {
             if as_shell || wants_command || !shell.args.is_empty() {
                 // bash: `--` ends the shell's options; what follows it is the first
@@ -242,13 +256,17 @@ pub fn classify(
                 continue;
             }
         }
-        if SHELL_LONG.contains(&text.as_ref()) {
-            shell.version |= text == "--version";
+        let long = match text.strip_prefix('-') {
+            Some(one) if !short_seen && !one.starts_with('-') => format!("--{one}"),
+            _ => text.to_string(),
+        };
+        if SHELL_LONG.contains(&long.as_str()) {
+            shell.version |= long == "--version";
             shell.args.push(arg.clone());
             i += 1;
             continue;
         }
-        if SHELL_LONG_VALUE.contains(&text.as_ref()) {
+        if SHELL_LONG_VALUE.contains(&long.as_str()) {
             shell
                 .args
                 .extend(rest[i..(i + 2).min(rest.len())].iter().cloned());
@@ -263,17 +281,17 @@ pub fn classify(
             && text.len() > 1
             && !text.starts_with("--");
         if is_cluster {
+            short_seen = true;
             shell.args.push(arg.clone());
-            let takes_option_name = text[1..].contains('o');
-            wants_command |= text.starts_with('-') && text[1..].contains('c');
-            wants_stdin |= text.starts_with('-') && text[1..].contains('s');
-            if takes_option_name {
-                if let Some(value) = rest.get(i + 1) {
-                    shell.args.push(value.clone());
-                    i += 1;
-                }
-            }
-            i += 1;
+            // bash: `c` and `s` mean the same after `+` as after `-`, and each `o` or `O`
+            // takes the next argument as an option name (`-oo errexit pipefail`).
+            let letters = &text[1..];
+            wants_command |= letters.contains('c');
+            wants_stdin |= letters.contains('s');
+            let names = letters.chars().filter(|c| matches!(c, 'o' | 'O')).count();
+            let values = &rest[(i + 1).min(rest.len())..(i + 1 + names).min(rest.len())];
+            shell.args.extend(values.iter().cloned());
+            i += 1 + values.len();
             continue;
         }
         // A subcommand's name after sandgate's own flags is that subcommand, and the flags
@@ -627,6 +645,46 @@ mod tests {
         assert_eq!(shell.source, Source::Stdin);
         let shell = call(&["sandgate-sh", "--"], true);
         assert_eq!(shell.source, Source::Stdin);
+    }
+
+    /// bash's own reading of its options decides what sandgate takes for the command
+    /// string or the script: a directive is honoured only where bash runs it.
+    #[test]
+    fn the_first_operand_is_where_bash_finds_it() {
+        let call = |args: &[&str], as_shell: bool| match split(args, as_shell) {
+            Invocation::Shell { shell, .. } => shell,
+            other => panic!("{other:?}"),
+        };
+        // `+c` and `+s` are `-c` and `-s` to bash.
+        let shell = call(&["sandgate-sh", "+s", "job.sh"], true);
+        assert_eq!(shell.source, Source::Stdin);
+        let shell = call(&["sandgate", "+c", "ls"], false);
+        assert_eq!(shell.command(), Some(OsStr::new("ls")));
+        // Each `o` or `O` takes an option name; `-O` too.
+        let shell = call(&["sandgate-sh", "-c", "-O", "extglob", "make"], true);
+        assert_eq!(shell.command(), Some(OsStr::new("make")));
+        let shell = call(
+            &["sandgate-sh", "-coo", "errexit", "pipefail", "make"],
+            true,
+        );
+        assert_eq!(shell.command(), Some(OsStr::new("make")));
+        // A lone `-` or `+` ends the options as `--` does.
+        let shell = call(&["sandgate-sh", "-", "job.sh"], true);
+        assert_eq!(shell.script(), Some(OsStr::new("job.sh")));
+        let shell = call(&["sandgate-sh", "-c", "+", "make"], true);
+        assert_eq!(shell.command(), Some(OsStr::new("make")));
+        let shell = call(&["sandgate", "-"], false);
+        assert_eq!(shell.source, Source::Stdin);
+        // Long options with one dash, before the first single-letter option; after it,
+        // bash reads the letters.
+        let shell = call(&["sandgate-sh", "-norc", "job.sh"], true);
+        assert_eq!(shell.script(), Some(OsStr::new("job.sh")));
+        let shell = call(&["sandgate-sh", "-rcfile", "rc", "-c", "make"], true);
+        assert_eq!(shell.command(), Some(OsStr::new("make")));
+        let shell = call(&["sandgate-sh", "--debug", "job.sh"], true);
+        assert_eq!(shell.script(), Some(OsStr::new("job.sh")));
+        let shell = call(&["sandgate-sh", "-e", "-norc", "errexit", "echo hi"], true);
+        assert_eq!(shell.command(), Some(OsStr::new("echo hi")));
     }
 
     #[test]

@@ -586,3 +586,59 @@ fn a_directive_after_double_dash_asks_as_without_it() {
     }
     assert_eq!(env.audit_records().len(), 4);
 }
+
+/// A directive is honoured only where bash runs it. `+s` is `-s` to bash (the script comes
+/// on stdin, `job.sh` is `$0`), `-O` takes a shopt name, a lone `-` ends the options: in
+/// each, a directive in what bash does not run asks for nothing.
+#[test]
+fn a_directive_where_bash_does_not_run_it_asks_for_nothing() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let sh = install_links(&env).join("sandgate-sh");
+    let approver = r#"id=$(sed -n 's/.*"id":"\([0-9a-f]*\)".*/\1/p'); printf '{"id":"%s","decision":"allowed-once"}' "$id""#;
+    let directive = "# sandgate: sandbox_permissions=full-access justification=\"publish\"";
+    let write = |name: &str| format!("echo done > '{}'", env.outside.join(name).display());
+    std::fs::write(
+        env.ws.join("job.sh"),
+        format!("{directive}\n{}\n", write("job")),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(env.ws.join("-"), format!("{directive}\n")).unwrap_or_else(|e| panic!("{e}"));
+    let shell = |args: &[String]| {
+        let mut cmd = env.command(&sh);
+        cmd.env("SANDGATE_APPROVER", approver).args(args);
+        cmd
+    };
+    let strings = |args: &[&str]| args.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>();
+    let out = run_with_stdin(
+        shell(&strings(&["+s", "job.sh"])),
+        write("stdin").as_bytes(),
+    );
+    assert_command_failed(&out);
+    let sneaked = format!("{directive}\nextglob");
+    let out = output(&mut shell(&strings(&[
+        "-c",
+        "-O",
+        &sneaked,
+        &write("shopt"),
+    ])));
+    assert_command_failed(&out);
+    let plain = std::fs::read_to_string(env.ws.join("job.sh")).unwrap_or_default();
+    std::fs::write(
+        env.ws.join("plain.sh"),
+        plain.lines().skip(1).collect::<Vec<_>>().join("\n"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let out = output(&mut shell(&strings(&["-", "plain.sh"])));
+    assert_command_failed(&out);
+    for name in ["stdin", "shopt", "job"] {
+        assert!(!env.outside.join(name).exists(), "{name}");
+    }
+    assert!(env.audit_records().is_empty(), "{:?}", env.audit_records());
+    // Control: where bash does run it, the same directive asks and is granted.
+    let out = output(&mut shell(&strings(&["job.sh"])));
+    assert_status(&out, 0);
+    assert!(env.outside.join("job").exists(), "{}", show(&out));
+}
