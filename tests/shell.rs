@@ -642,3 +642,45 @@ fn a_directive_where_bash_does_not_run_it_asks_for_nothing() {
     assert_status(&out, 0);
     assert!(env.outside.join("job").exists(), "{}", show(&out));
 }
+
+/// Removing the directive line leaves the rest of the `-c` string byte for byte, and never
+/// turns it into an option of the shell's (which would run a later argument, granted).
+#[test]
+fn what_follows_a_directive_runs_as_sent() {
+    use std::os::unix::ffi::OsStrExt;
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let sh = install_links(&env).join("sandgate-sh");
+    let approver = r#"id=$(sed -n 's/.*"id":"\([0-9a-f]*\)".*/\1/p'); printf '{"id":"%s","decision":"allowed-once"}' "$id""#;
+    let directive = "# sandgate: sandbox_permissions=workspace-write justification=\"build\"";
+    let shell = || {
+        let mut cmd = env.command(&sh);
+        cmd.env("SANDGATE_SANDBOX", "read-only")
+            .env("SANDGATE_APPROVER", approver);
+        cmd
+    };
+    let mut bytes = format!("{directive}\nprintf '").into_bytes();
+    bytes.extend_from_slice(b"\xff' > raw");
+    let out = output(shell().arg("-c").arg(std::ffi::OsStr::from_bytes(&bytes)));
+    assert_status(&out, 0);
+    assert_eq!(
+        std::fs::read(env.ws.join("raw")).unwrap_or_default(),
+        b"\xff",
+        "{}",
+        show(&out)
+    );
+    // What is left after the directive would be bash's option `-`: refused, nothing runs.
+    let out = output(
+        shell()
+            .arg("-c")
+            .arg(format!("{directive}\n-"))
+            .arg("echo done > granted"),
+    );
+    let marker = first_marker(&out);
+    assert_eq!(marker["kind"], "invalid_escalation", "{}", show(&out));
+    assert_status(&out, 64);
+    assert!(!env.ws.join("granted").exists());
+    assert_eq!(env.audit_records().len(), 2, "only the first call asked");
+}

@@ -63,10 +63,10 @@ pub(super) fn run_shell(mut args: RunArgs, mut shell: ShellCall, caller: Caller)
     let inner = original.as_deref().and_then(shell::inner_command);
     let found = match shell.source {
         Source::Command(at) => match shell::directive(original.as_deref().unwrap_or_default()) {
-            Ok(Some((directive, rest))) => {
-                shell.args[at] = rest.into();
-                Ok(Some(directive))
-            }
+            Ok(Some((directive, _))) => rest_after_directive(&shell.args[at]).map(|rest| {
+                shell.args[at] = rest;
+                Some(directive)
+            }),
             // Wrapped, the directive stays where it is: a comment to the shell there too.
             Ok(None) => inner.as_deref().map_or(Ok(None), |inner| {
                 shell::directive(inner).map(|found| found.map(|(directive, _)| directive))
@@ -114,4 +114,26 @@ pub(super) fn run_shell(mut args: RunArgs, mut shell: ShellCall, caller: Caller)
         form,
     };
     finish(run_inner(args, shellish, caller), mode_hint)
+}
+
+/// The `-c` string `command` without its directive line, byte for byte (the shell runs
+/// what the caller sent, not its UTF-8 rendering).
+///
+/// # Errors
+/// When what is left starts with `-` or `+`: bash would take it for an option rather than
+/// the command string, and run a later argument as the command under the mode granted.
+fn rest_after_directive(command: &std::ffi::OsStr) -> Result<OsString, String> {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let bytes = command.as_bytes();
+    let rest = bytes
+        .iter()
+        .position(|b| *b == b'\n')
+        .map_or(&[][..], |at| &bytes[at + 1..]);
+    if matches!(rest.first(), Some(b'-' | b'+')) {
+        return Err(
+            "the command after the directive line starts with `-` or `+`, which the shell would read as an option, not as the command: start it on a word that is not an option"
+                .into(),
+        );
+    }
+    Ok(OsString::from_vec(rest.to_vec()))
 }
