@@ -684,3 +684,45 @@ fn what_follows_a_directive_runs_as_sent() {
     assert!(!env.ws.join("granted").exists());
     assert_eq!(env.audit_records().len(), 2, "only the first call asked");
 }
+
+/// A retry's argv is JSON, which cannot carry bytes that are not UTF-8: a lossy copy would
+/// run another file. Such a call gets the hint and no argv.
+#[test]
+fn a_command_line_that_is_not_utf8_gets_no_retry_argv() {
+    use std::os::unix::ffi::OsStrExt;
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let sh = install_links(&env).join("sandgate-sh");
+    let name = std::ffi::OsStr::from_bytes(b"job\xff.sh");
+    let script = format!("echo done > '{}'\n", env.outside.join("x").display());
+    std::fs::write(env.ws.join(name), &script).unwrap_or_else(|e| panic!("{e}"));
+    // The file a lossy retry would run instead.
+    std::fs::write(env.ws.join("job\u{fffd}.sh"), &script).unwrap_or_else(|e| panic!("{e}"));
+    for cmd in [
+        env.command(&sh).arg(name),
+        env.command(sandgate_inside()).arg(name),
+        env.command(&sh).arg("-c").arg(std::ffi::OsStr::from_bytes(
+            b"echo \xff; echo done > ../outside/x",
+        )),
+    ] {
+        let out = output(cmd);
+        assert_command_failed(&out);
+        let marker = first_marker(&out);
+        assert!(marker["retry"].get("argv").is_none(), "{marker}");
+        // Nor a new command string with other bytes in it.
+        let directive = marker["retry"]["directive"].as_str().unwrap_or_default();
+        assert!(!directive.contains('\u{fffd}'), "{marker}");
+        assert!(
+            marker["retry"]["hint"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("not UTF-8"),
+            "{marker}"
+        );
+    }
+    // Control: a UTF-8 name gets its argv.
+    let out = output(env.command(&sh).arg("job\u{fffd}.sh"));
+    assert!(first_marker(&out)["retry"]["argv"].is_array());
+}

@@ -442,8 +442,8 @@ fn observer(
     let always = crate::approval::TtySetting::from_env() == crate::approval::TtySetting::Always;
     let real_shell = shell::real_shell().map(PathBuf::into_os_string);
     let argv = shell::retry_base(&args, &me, real_shell.as_deref(), always)
-        .iter()
-        .map(|a| a.to_string_lossy().into_owned())
+        .into_iter()
+        .map(|a| a.into_string().ok())
         .collect();
     let reporter = Reporter::new(plan.mode, argv, form, escalation, log);
     Ok(Some(Arc::new(Mutex::new(reporter))))

@@ -59,6 +59,7 @@ pub(super) fn run_shell(mut args: RunArgs, mut shell: ShellCall, caller: Caller)
         }
     }
     let original = shell.command().map(|c| c.to_string_lossy().into_owned());
+    let utf8 = shell.command().is_none_or(|c| c.to_str().is_some());
     // The model's command inside an agent's wrapper, where its directive is.
     let inner = original.as_deref().and_then(shell::inner_command);
     let found = match shell.source {
@@ -101,7 +102,8 @@ pub(super) fn run_shell(mut args: RunArgs, mut shell: ShellCall, caller: Caller)
         Err(message) => return finish(Err(PolicyError::Directive(message).into()), mode_hint),
     }
     let form = match (shell.source, original) {
-        (Source::Command(_), Some(command)) => Form::ShellCommand(inner.unwrap_or(command)),
+        // The retry's new command string, only when JSON can carry the command as it is.
+        (Source::Command(_), Some(command)) if utf8 => Form::ShellCommand(inner.unwrap_or(command)),
         (Source::File(_), _) => Form::Script,
         (Source::Stdin, _) if !shell.version && !std::io::stdin().is_terminal() => Form::Stdin,
         _ => Form::Argv,

@@ -31,8 +31,11 @@ pub struct Marker {
 /// How to ask for the mode a refused operation needs.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Retry {
-    /// sandgate's own argv with the request added.
-    pub argv: Vec<String>,
+    /// sandgate's own argv with the request added; `None` when the call's argv is not
+    /// UTF-8, which JSON cannot carry byte for byte: a lossy copy would run other bytes (a
+    /// different file, a different command) than the call that was refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub argv: Option<Vec<String>>,
     pub hint: String,
     /// The directive line (a script) or the whole new command string (`-c`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -47,8 +50,8 @@ pub struct Retry {
 /// only if the command failed.
 pub struct Reporter {
     mode: Mode,
-    /// sandgate's own argv, for the retry.
-    argv: Vec<String>,
+    /// sandgate's own argv, for the retry (`None`: not UTF-8).
+    argv: Option<Vec<String>>,
     form: Form,
     escalation: Escalation,
     log: Option<(std::fs::File, std::path::PathBuf)>,
@@ -64,7 +67,7 @@ impl Reporter {
     /// `log` (the open file and its path, for the closing note).
     pub fn new(
         mode: Mode,
-        argv: Vec<String>,
+        argv: Option<Vec<String>>,
         form: Form,
         escalation: Escalation,
         log: Option<(std::fs::File, std::path::PathBuf)>,
@@ -94,8 +97,8 @@ impl Reporter {
     }
 
     /// Returns the exact invocation that asks for `needed`.
-    fn retry_argv(&self, needed: Mode) -> Vec<String> {
-        let mut argv = self.argv.clone();
+    fn retry_argv(&self, needed: Mode) -> Option<Vec<String>> {
+        let mut argv = self.argv.clone()?;
         let at = usize::from(!argv.is_empty());
         let flags = [
             "--sandbox-permissions".to_owned(),
@@ -104,7 +107,7 @@ impl Reporter {
             WHY.to_owned(),
         ];
         argv.splice(at..at, flags);
-        argv
+        Some(argv)
     }
 
     /// The retry for an operation that `needed` allows; `protection` says why only
@@ -133,9 +136,15 @@ impl Reporter {
                 Some("the script must be fed again on stdin"),
             ),
         };
+        let argv = self.retry_argv(needed);
+        let spelled = if argv.is_some() {
+            ""
+        } else {
+            "; the command line is not UTF-8, so no argv is given: add the flags to it as it was"
+        };
         Retry {
-            argv: self.retry_argv(needed),
-            hint: format!("{why}{how} (replace {WHY} with the reason)"),
+            argv,
+            hint: format!("{why}{how} (replace {WHY} with the reason){spelled}"),
             directive,
             stdin,
         }
@@ -283,7 +292,7 @@ mod tests {
 
     fn reporter(escalation: Escalation, form: Form) -> Reporter {
         let argv = vec!["sandgate".into(), "--".into(), "true".into()];
-        Reporter::new(Mode::ReadOnly, argv, form, escalation, None)
+        Reporter::new(Mode::ReadOnly, Some(argv), form, escalation, None)
     }
 
     #[test]
@@ -299,7 +308,7 @@ mod tests {
         assert!(m.retry.is_none());
         let m = r.marker(&denial(Mode::WorkspaceWrite));
         assert_eq!(m.needed, Some(Mode::WorkspaceWrite));
-        let argv = m.retry.map(|r| r.argv).unwrap_or_default();
+        let argv = m.retry.and_then(|r| r.argv).unwrap_or_default();
         assert_eq!(argv[1..3], ["--sandbox-permissions", "workspace-write"]);
     }
 
