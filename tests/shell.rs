@@ -726,3 +726,51 @@ fn a_command_line_that_is_not_utf8_gets_no_retry_argv() {
     let out = output(env.command(&sh).arg("job\u{fffd}.sh"));
     assert!(first_marker(&out)["retry"]["argv"].is_array());
 }
+
+/// A script under the host's `/tmp` is not the one the shell runs: the sandbox has its own
+/// `/tmp`, where a command of an earlier call may have left a file of that name. Its
+/// directive is not read (the call runs at its standing mode), and the retry asks by flags.
+#[test]
+fn a_script_under_the_shared_temp_is_not_read_for_a_directive() {
+    if !require_full_enforcement() || !observing() {
+        return;
+    }
+    let env = TestEnv::new();
+    let approver = r#"id=$(sed -n 's/.*"id":"\([0-9a-f]*\)".*/\1/p'); printf '{"id":"%s","decision":"allowed-once"}' "$id""#;
+    let host_script = tempfile::Builder::new()
+        .prefix("sandgate-test-script-")
+        .suffix(".sh")
+        .tempfile_in("/tmp")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let target = env.outside.join("from-tmp");
+    std::fs::write(
+        host_script.path(),
+        format!(
+            "# sandgate: sandbox_permissions=full-access justification=\"host script\"\necho done > '{}'\n",
+            target.display()
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::set_permissions(
+        host_script.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o644),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut cmd = env.sandgate("workspace-write");
+    cmd.env("SANDGATE_APPROVER", approver)
+        .arg(host_script.path());
+    let out = output(&mut cmd);
+    // Inside, /tmp is the workspace's private temp: no such script there.
+    assert_status(&out, 127);
+    assert!(!target.exists(), "{}", show(&out));
+    assert!(env.audit_records().is_empty(), "{:?}", env.audit_records());
+
+    // The same script outside the shared temps asks, and runs widened.
+    let script = env.ws.join("job.sh");
+    std::fs::copy(host_script.path(), &script).unwrap_or_else(|e| panic!("{e}"));
+    let mut cmd = env.sandgate("workspace-write");
+    cmd.env("SANDGATE_APPROVER", approver).arg(&script);
+    let out = output(&mut cmd);
+    assert_status(&out, 0);
+    assert!(target.exists(), "{}", show(&out));
+}

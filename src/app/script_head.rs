@@ -26,13 +26,22 @@ const WAIT: Duration = Duration::from_secs(5);
 /// The head of the script file `name`, as the shell will find it from the cwd. Only a
 /// regular file is read: from a pipe (`/dev/stdin`, a process substitution's `/dev/fd/N`,
 /// a FIFO) reading would take the bytes the shell must run, and opening a FIFO could wait
-/// for a writer; there the shell alone reads, and no directive is honoured.
+/// for a writer; there the shell alone reads, and no directive is honoured. Nor is a file
+/// under the shared temps read: the sandbox has its own `/tmp` and `/dev/shm`, so the
+/// shell would run another file than the one read here.
 pub(super) fn of_file(name: &Path) -> Option<Vec<u8>> {
     // Looked at through an O_PATH handle, which opens nothing (a device planted under the
     // name — a watchdog, a tape — has no open to react to), and read through that same
-    // inode only once it is known to be a regular file.
+    // inode only once it is known to be a regular file outside the shared temps.
     let handle = nix::fcntl::open(name, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty()).ok()?;
     if !SFlag::from_bits_truncate(fstat(handle.as_fd()).ok()?.st_mode).contains(SFlag::S_IFREG) {
+        return None;
+    }
+    let at = std::fs::read_link(format!("/proc/self/fd/{}", handle.as_raw_fd())).ok()?;
+    if crate::policy::roots::SHARED_TEMPS
+        .iter()
+        .any(|temp| at.starts_with(temp))
+    {
         return None;
     }
     let file = nix::fcntl::open(
@@ -52,8 +61,7 @@ pub(super) fn of_file(name: &Path) -> Option<Vec<u8>> {
 /// The file bash would run for the script operand `name` when it is a compiled program,
 /// which bash refuses ("cannot execute binary file"): `sandgate ls` meant `sandgate -- ls`.
 /// bash looks for the script from the cwd and then, for a name without a slash, on PATH.
-/// Under the shared temps the sandbox sees other files than the host, so nothing there is
-/// judged.
+/// As [`of_file`], nothing under the shared temps is judged.
 pub(super) fn program_named(name: &Path) -> Option<PathBuf> {
     let found = if name.exists() {
         name.to_path_buf()
@@ -65,16 +73,7 @@ pub(super) fn program_named(name: &Path) -> Option<PathBuf> {
     } else {
         return None;
     };
-    let canonical = std::fs::canonicalize(&found).ok()?;
-    if crate::policy::roots::SHARED_TEMPS
-        .iter()
-        .any(|temp| canonical.starts_with(temp))
-    {
-        return None;
-    }
-    of_file(&canonical)?
-        .starts_with(b"\x7fELF")
-        .then_some(found)
+    of_file(&found)?.starts_with(b"\x7fELF").then_some(found)
 }
 
 /// The head of the script on stdin, left in place for the shell: read at the current

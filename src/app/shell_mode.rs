@@ -62,6 +62,13 @@ pub(super) fn run_shell(mut args: RunArgs, mut shell: ShellCall, caller: Caller)
     let utf8 = shell.command().is_none_or(|c| c.to_str().is_some());
     // The model's command inside an agent's wrapper, where its directive is.
     let inner = original.as_deref().and_then(shell::inner_command);
+    // The head of a script file, when sandgate can read the file the shell will run.
+    let file_head = match shell.source {
+        Source::File(_) => shell
+            .script()
+            .and_then(|name| script_head::of_file(name.as_ref())),
+        _ => None,
+    };
     let found = match shell.source {
         Source::Command(at) => match shell::directive(original.as_deref().unwrap_or_default()) {
             Ok(Some((directive, _))) => rest_after_directive(&shell.args[at]).map(|rest| {
@@ -74,10 +81,9 @@ pub(super) fn run_shell(mut args: RunArgs, mut shell: ShellCall, caller: Caller)
             }),
             Err(e) => Err(e),
         },
-        Source::File(_) => shell
-            .script()
-            .and_then(|name| script_head::of_file(name.as_ref()))
-            .map_or(Ok(None), |head| shell::script_directive(&head)),
+        Source::File(_) => file_head
+            .as_deref()
+            .map_or(Ok(None), shell::script_directive),
         Source::Stdin if shell.version => Ok(None),
         Source::Stdin => {
             script_head::of_stdin().map_or(Ok(None), |head| shell::script_directive(&head))
@@ -104,7 +110,8 @@ pub(super) fn run_shell(mut args: RunArgs, mut shell: ShellCall, caller: Caller)
     let form = match (shell.source, original) {
         // The retry's new command string, only when JSON can carry the command as it is.
         (Source::Command(_), Some(command)) if utf8 => Form::ShellCommand(inner.unwrap_or(command)),
-        (Source::File(_), _) => Form::Script,
+        // A directive works where sandgate can read the script; elsewhere, the flags.
+        (Source::File(_), _) if file_head.is_some() => Form::Script,
         (Source::Stdin, _) if !shell.version && !std::io::stdin().is_terminal() => Form::Stdin,
         _ => Form::Argv,
     };
