@@ -774,3 +774,74 @@ fn a_script_under_the_shared_temp_is_not_read_for_a_directive() {
     assert_status(&out, 0);
     assert!(target.exists(), "{}", show(&out));
 }
+
+/// A call that already asked for a wider mode — by its flags, or by a directive — and was
+/// granted it, then refused something that needs more: its retry asks once, for the
+/// larger mode, and run as given it does what was refused.
+#[test]
+fn the_retry_of_a_call_that_already_asked_asks_once() {
+    if !require_full_enforcement() || !observing() {
+        return;
+    }
+    let env = TestEnv::new();
+    let approver = r#"id=$(sed -n 's/.*"id":"\([0-9a-f]*\)".*/\1/p'); printf '{"id":"%s","decision":"allowed-once"}' "$id""#;
+    for (n, by_directive) in [false, true].into_iter().enumerate() {
+        let target = env.outside.join(format!("asked-{n}"));
+        let write = format!("echo done > '{}'", target.display());
+        let mut cmd = env.sandgate("read-only");
+        cmd.env("SANDGATE_APPROVER", approver);
+        if by_directive {
+            cmd.args([
+                "-c",
+                &format!(
+                    "# sandgate: sandbox_permissions=workspace-write justification=\"build\"\n{write}"
+                ),
+            ]);
+        } else {
+            cmd.args([
+                "--sandbox-permissions",
+                "workspace-write",
+                "--justification",
+                "build",
+                "--",
+                "/bin/sh",
+                "-c",
+                &write,
+            ]);
+        }
+        let out = output(&mut cmd);
+        assert_command_failed(&out);
+        let marker = first_marker(&out);
+        assert_eq!(marker["needed"], "full-access", "{marker}");
+        let argv: Vec<String> = marker["retry"]["argv"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|v| v.as_str().unwrap_or_default().replace("<why>", "retry"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert_eq!(
+            argv.iter()
+                .filter(|a| *a == "--sandbox-permissions")
+                .count(),
+            1,
+            "{argv:?}"
+        );
+        // The new directive replaces the old one in the command to send again.
+        if by_directive {
+            assert_eq!(
+                marker["retry"]["directive"],
+                format!(
+                    "# sandgate: sandbox_permissions=full-access justification=\"<why>\"\n{write}"
+                ),
+                "{marker}"
+            );
+        }
+        let mut retry = env.command(&argv[0]);
+        retry.args(&argv[1..]).env("SANDGATE_APPROVER", approver);
+        let out = output(&mut retry);
+        assert_status(&out, 0);
+        assert!(target.exists(), "{by_directive}: {}", show(&out));
+    }
+}

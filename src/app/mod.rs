@@ -11,7 +11,7 @@ use serde_json::{json, Map};
 
 use crate::audit::{AuditError, AuditLog};
 use crate::cli::{self, AuditAction, Cli, RunArgs, Sub};
-use crate::denial::{marker, Escalation, Form, Reporter};
+use crate::denial::{marker, Escalation, Reporter};
 use crate::doctor;
 use crate::error::{Error, EXIT_USAGE};
 use crate::exec::{self, ExecError, Launch, Outcome};
@@ -48,10 +48,7 @@ pub fn main() -> ExitCode {
         prefix_call(argv0, words.join(" "))
     } else {
         let command = <Cli as clap::CommandFactory>::command();
-        let long_flags: Vec<(String, bool)> = command
-            .get_arguments()
-            .filter_map(|a| Some((a.get_long()?.to_owned(), a.get_action().takes_values())))
-            .collect();
+        let long_flags = long_flags(&command);
         let subcommands: Vec<String> = command
             .get_subcommands()
             .map(|s| s.get_name().to_owned())
@@ -68,11 +65,50 @@ pub fn main() -> ExitCode {
         Invocation::Shell {
             sandgate_args,
             shell,
-        } => match Cli::try_parse_from(sandgate_args) {
-            Ok(cli) => run_shell(cli.run, shell, caller),
+        } => match Cli::try_parse_from(&sandgate_args) {
+            Ok(cli) => run_shell(cli.run, &sandgate_args, shell, caller),
             Err(e) => usage(&e),
         },
     }
+}
+
+/// sandgate's long flags, each with whether it takes a value.
+fn long_flags(command: &clap::Command) -> Vec<(String, bool)> {
+    command
+        .get_arguments()
+        .filter_map(|a| Some((a.get_long()?.to_owned(), a.get_action().takes_values())))
+        .collect()
+}
+
+/// `argv` without the escalation request it carried (`--sandbox-permissions` and
+/// `--justification`, each with its value): a retry adds the wider request, and clap takes
+/// each flag once. Only sandgate's flags are looked at: the first `--` or operand ends them.
+fn without_request(argv: Vec<OsString>) -> Vec<OsString> {
+    let flags = long_flags(&<Cli as clap::CommandFactory>::command());
+    let mut args = argv.into_iter();
+    let mut kept: Vec<OsString> = args.next().into_iter().collect();
+    while let Some(arg) = args.next() {
+        let text = arg.to_string_lossy().into_owned();
+        let Some(flag) = text.strip_prefix("--").filter(|f| !f.is_empty()) else {
+            kept.push(arg);
+            break;
+        };
+        let (name, inline_value) = flag
+            .split_once('=')
+            .map_or((flag, false), |(n, _)| (n, true));
+        let takes_value = flags.iter().any(|(f, value)| f == name && *value);
+        let value = if takes_value && !inline_value {
+            args.next()
+        } else {
+            None
+        };
+        if !matches!(name, "sandbox-permissions" | "justification") {
+            kept.push(arg);
+            kept.extend(value);
+        }
+    }
+    kept.extend(args);
+    kept
 }
 
 /// A command line clap refused (or `--help`/`--version`, which clap prints on stdout):
@@ -95,7 +131,7 @@ fn plain(args: Vec<OsString>, caller: Caller) -> ExitCode {
     // `--` asks for direct execution: with nothing after it, that is a usage error, not a
     // script on stdin.
     let explicit = args.iter().any(|a| a == "--");
-    let cli = match Cli::try_parse_from(args) {
+    let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(e) => return usage(&e),
     };
@@ -131,15 +167,18 @@ fn plain(args: Vec<OsString>, caller: Caller) -> ExitCode {
         Some(Sub::Tmp { workspace, clean }) => tmp(workspace.as_deref(), clean),
         // The subcommand is the prefix link's other spelling: an agent's call too.
         Some(Sub::Prefix { command }) => match prefix_call(argv0.clone(), command) {
-            Invocation::Shell { shell, .. } => match Cli::try_parse_from([argv0]) {
-                Ok(cli) => run_shell(cli.run, shell, Caller::AgentLink),
+            Invocation::Shell {
+                shell,
+                sandgate_args,
+            } => match Cli::try_parse_from(&sandgate_args) {
+                Ok(cli) => run_shell(cli.run, &sandgate_args, shell, Caller::AgentLink),
                 Err(e) => usage(&e),
             },
             Invocation::Plain(_) => ExitCode::from(EXIT_USAGE),
         },
         // No command and a script on stdin (a pipe, GitLab's form): the shell reads it.
         None if cli.run.command.is_empty() && !explicit && !std::io::stdin().is_terminal() => {
-            run_shell(cli.run, ShellCall::default(), caller)
+            run_shell(cli.run, &args, ShellCall::default(), caller)
         }
         None => finish(run_inner(cli.run, Shellish::default(), caller), None),
     }
@@ -356,7 +395,7 @@ fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Ou
         &plan,
         args.denial_log.as_deref(),
         &untrusted_roots,
-        shellish.form,
+        &shellish,
         escalation,
     )?;
     let outcome = loop {
@@ -404,7 +443,7 @@ fn observer(
     plan: &Plan,
     log: Option<&Path>,
     untrusted_roots: &[PathBuf],
-    form: Form,
+    shellish: &Shellish,
     escalation: Escalation,
 ) -> Result<Option<Arc<Mutex<Reporter>>>, Error> {
     let Confinement::Restricted(r) = &plan.confinement else {
@@ -437,15 +476,15 @@ fn observer(
         }
         return Ok(None);
     }
-    let args: Vec<OsString> = std::env::args_os().collect();
-    let me = std::env::current_exe().map_or_else(|_| "sandgate".into(), PathBuf::into_os_string);
-    let always = crate::approval::TtySetting::from_env() == crate::approval::TtySetting::Always;
-    let real_shell = shell::real_shell().map(PathBuf::into_os_string);
-    let argv = shell::retry_base(&args, &me, real_shell.as_deref(), always)
-        .into_iter()
-        .map(|a| a.into_string().ok())
-        .collect();
-    let reporter = Reporter::new(plan.mode, argv, form, escalation, log);
+    // A retry repeats the call as it came, with the request added; shell mode says how.
+    let argv = without_request(match &shellish.retry {
+        Some(base) => base.clone(),
+        None => std::env::args_os().collect(),
+    })
+    .into_iter()
+    .map(|a| a.into_string().ok())
+    .collect();
+    let reporter = Reporter::new(plan.mode, argv, shellish.form.clone(), escalation, log);
     Ok(Some(Arc::new(Mutex::new(reporter))))
 }
 
@@ -583,4 +622,49 @@ fn kernel_confined() -> Option<bool> {
             .any(|l| l.split_whitespace().eq(line.split_whitespace()))
     };
     Some(has("NoNewPrivs: 1") && has("Seccomp: 2"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(args: &[&str]) -> Vec<OsString> {
+        args.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn a_retry_drops_the_request_it_replaces_and_nothing_else() {
+        assert_eq!(
+            without_request(strings(&[
+                "sandgate",
+                "--sandbox",
+                "read-only",
+                "--sandbox-permissions",
+                "workspace-write",
+                "--justification=build it",
+                "--approver",
+                "--justification",
+                "--",
+                "sh",
+                "--justification",
+                "x",
+            ])),
+            strings(&[
+                "sandgate",
+                "--sandbox",
+                "read-only",
+                "--approver",
+                "--justification",
+                "--",
+                "sh",
+                "--justification",
+                "x",
+            ])
+        );
+        // A command's own arguments are never touched, with or without `--`.
+        assert_eq!(
+            without_request(strings(&["sandgate", "./job.sh", "--justification", "x"])),
+            strings(&["sandgate", "./job.sh", "--justification", "x"])
+        );
+    }
 }

@@ -3,9 +3,11 @@
 
 use std::ffi::OsString;
 use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use super::{finish, run_inner, script_head};
+use crate::approval::TtySetting;
 use crate::cli::RunArgs;
 use crate::denial::Form;
 use crate::error::Error;
@@ -33,10 +35,17 @@ pub(super) struct Shellish {
     pub(super) argv0: Option<OsString>,
     /// How the shell got its script, for the retry.
     pub(super) form: Form,
+    /// The invocation a retry starts from (see [`retry_base`]).
+    pub(super) retry: Option<Vec<OsString>>,
 }
 
 /// Runs the real shell with `shell`'s arguments, turning a directive into the request.
-pub(super) fn run_shell(mut args: RunArgs, mut shell: ShellCall, caller: Caller) -> ExitCode {
+pub(super) fn run_shell(
+    mut args: RunArgs,
+    sandgate_args: &[OsString],
+    mut shell: ShellCall,
+    caller: Caller,
+) -> ExitCode {
     let mode_hint = args.knobs.sandbox;
     let Some(real) = shell::real_shell() else {
         let err = Error::Exec(ExecError::NotFound(
@@ -58,6 +67,7 @@ pub(super) fn run_shell(mut args: RunArgs, mut shell: ShellCall, caller: Caller)
             return finish(Err(err), mode_hint);
         }
     }
+    let retry = retry_base(sandgate_args, caller, &real, &shell.args);
     let original = shell.command().map(|c| c.to_string_lossy().into_owned());
     let utf8 = shell.command().is_none_or(|c| c.to_str().is_some());
     // The model's command inside an agent's wrapper, where its directive is.
@@ -108,8 +118,15 @@ pub(super) fn run_shell(mut args: RunArgs, mut shell: ShellCall, caller: Caller)
         Err(message) => return finish(Err(PolicyError::Directive(message).into()), mode_hint),
     }
     let form = match (shell.source, original) {
-        // The retry's new command string, only when JSON can carry the command as it is.
-        (Source::Command(_), Some(command)) if utf8 => Form::ShellCommand(inner.unwrap_or(command)),
+        // The retry's new command string, only when JSON can carry the command as it is:
+        // the caller's own command, without the directive it may already carry.
+        (Source::Command(_), Some(command)) if utf8 => {
+            let command = inner.unwrap_or(command);
+            Form::ShellCommand(match shell::directive(&command) {
+                Ok(Some((_, rest))) => rest,
+                _ => command,
+            })
+        }
         // A directive works where sandgate can read the script; elsewhere, the flags.
         (Source::File(_), _) if file_head.is_some() => Form::Script,
         (Source::Stdin, _) if !shell.version && !std::io::stdin().is_terminal() => Form::Stdin,
@@ -121,8 +138,42 @@ pub(super) fn run_shell(mut args: RunArgs, mut shell: ShellCall, caller: Caller)
     let shellish = Shellish {
         argv0: real.file_name().map(OsString::from),
         form,
+        retry: Some(retry),
     };
     finish(run_inner(args, shellish, caller), mode_hint)
+}
+
+/// The invocation a retry of a shell-mode call starts from: sandgate with the caller's own
+/// flags (`sandgate_args`, its argv[0] first) executing the real shell directly with the
+/// shell's arguments as they came — `sandgate FLAGS -- SHELL ARGS…` — so that the request's
+/// flags can be added and nothing of the shell's is read again by sandgate (a `--` would
+/// run a program directly, a script could be named like a subcommand, a `-c` string may
+/// already carry a directive). Through a link or a prefix form, sandgate is named by its
+/// own path (a link takes no flags), and the link's answerer is kept: sandgate by its own
+/// name may prompt on the terminal, which behind a link is the agent's own pty, so the
+/// retry says `--no-tty` unless `SANDGATE_TTY=always`.
+fn retry_base(
+    sandgate_args: &[OsString],
+    caller: Caller,
+    real: &Path,
+    shell_args: &[OsString],
+) -> Vec<OsString> {
+    let argv0 = sandgate_args.first().cloned().unwrap_or_default();
+    let mut base = match caller {
+        Caller::Person => vec![argv0],
+        Caller::AgentLink => {
+            let me = std::env::current_exe().map_or(argv0, PathBuf::into_os_string);
+            let mut base = vec![me];
+            if TtySetting::from_env() != TtySetting::Always {
+                base.push("--no-tty".into());
+            }
+            base
+        }
+    };
+    base.extend(sandgate_args.iter().skip(1).cloned());
+    base.extend(["--".into(), real.as_os_str().to_owned()]);
+    base.extend_from_slice(shell_args);
+    base
 }
 
 /// The `-c` string `command` without its directive line, byte for byte (the shell runs
