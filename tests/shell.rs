@@ -845,3 +845,58 @@ fn the_retry_of_a_call_that_already_asked_asks_once() {
         assert!(target.exists(), "{by_directive}: {}", show(&out));
     }
 }
+
+/// A retry runs the command string the call ran: without the directive line, which the
+/// call took for its request and removed before the shell saw it. Left in, that line is a
+/// command to an interactive shell without `interactive_comments`: run as given, the retry
+/// would run, wider, a program named `#` that the refused call never ran.
+#[test]
+fn the_retry_runs_the_command_string_without_its_directive_line() {
+    if !require_full_enforcement() || !observing() {
+        return;
+    }
+    let env = TestEnv::new();
+    let approver = r#"id=$(sed -n 's/.*"id":"\([0-9a-f]*\)".*/\1/p'); printf '{"id":"%s","decision":"allowed-once"}' "$id""#;
+    let bin = env.root.join("hash-bin");
+    std::fs::create_dir(&bin).unwrap_or_else(|e| panic!("{e}"));
+    let ran = env.outside.join("hash-ran");
+    let hash = bin.join("#");
+    std::fs::write(&hash, format!("#!/bin/sh\ntouch '{}'\n", ran.display()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::set_permissions(&hash, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let target = env.outside.join("written");
+    let write = format!("echo done > '{}'", target.display());
+    let command =
+        format!("# sandgate: sandbox_permissions=workspace-write justification=\"build\"\n{write}");
+    let mut cmd = env.sandgate("read-only");
+    cmd.env("SANDGATE_APPROVER", approver)
+        .env("PATH", &path)
+        .args(["--norc", "-i", "+O", "interactive_comments", "-c", &command]);
+    let out = output(&mut cmd);
+    assert_command_failed(&out);
+    assert!(!ran.exists(), "{}", show(&out));
+    let argv: Vec<String> = first_marker(&out)["retry"]["argv"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|v| v.as_str().unwrap_or_default().to_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(argv.last(), Some(&write), "{argv:?}");
+    let mut retry = env.command(&argv[0]);
+    retry
+        .args(argv[1..].iter().map(|a| a.replace("<why>", "retry")))
+        .env("SANDGATE_APPROVER", approver)
+        .env("PATH", &path);
+    let out = output(&mut retry);
+    assert_status(&out, 0);
+    assert!(target.exists(), "{}", show(&out));
+    assert!(!ran.exists(), "{}", show(&out));
+}

@@ -67,7 +67,6 @@ pub(super) fn run_shell(
             return finish(Err(err), mode_hint);
         }
     }
-    let retry = retry_base(sandgate_args, caller, &real, &shell.args);
     let original = shell.command().map(|c| c.to_string_lossy().into_owned());
     let utf8 = shell.command().is_none_or(|c| c.to_str().is_some());
     // The model's command inside an agent's wrapper, where its directive is.
@@ -117,6 +116,8 @@ pub(super) fn run_shell(
         }
         Err(message) => return finish(Err(PolicyError::Directive(message).into()), mode_hint),
     }
+    // From the arguments the shell will run: a `-c` string without its directive line.
+    let retry = retry_base(sandgate_args, caller, &real, &shell.args);
     let form = match (shell.source, original) {
         // The retry's new command string, only when JSON can carry the command as it is:
         // the caller's own command, without the directive it may already carry.
@@ -145,7 +146,9 @@ pub(super) fn run_shell(
 
 /// The invocation a retry of a shell-mode call starts from: sandgate with the caller's own
 /// flags (`sandgate_args`, its argv[0] first) executing the real shell directly with the
-/// shell's arguments as they came — `sandgate FLAGS -- SHELL ARGS…` — so that the request's
+/// shell's arguments as it runs them — `sandgate FLAGS -- SHELL ARGS…`, a `-c` string
+/// without the directive line the call took for its request (to an interactive shell
+/// without `interactive_comments`, that line is a command) — so that the request's
 /// flags can be added and nothing of the shell's is read again by sandgate (a `--` would
 /// run a program directly, a script could be named like a subcommand, a `-c` string may
 /// already carry a directive). Through a link or a prefix form, sandgate is named by its
