@@ -35,6 +35,9 @@ pub struct ShellCall {
     pub source: Source,
     /// `--version`: the shell reports its version; nothing is sandboxed to speak of.
     pub version: bool,
+    /// `-i` (or `+i`): the shell may be interactive, where a `#` line is a comment only
+    /// while `interactive_comments` is on, which an option or a startup file can turn off.
+    pub interactive: bool,
 }
 
 /// Where the shell reads its commands from.
@@ -240,6 +243,7 @@ pub fn classify(
             let letters = &text[1..];
             wants_command |= letters.contains('c');
             wants_stdin |= letters.contains('s');
+            shell.interactive |= letters.contains('i');
             let names = letters.chars().filter(|c| matches!(c, 'o' | 'O')).count();
             let values = &rest[(i + 1).min(rest.len())..(i + 1 + names).min(rest.len())];
             shell.args.extend(values.iter().cloned());

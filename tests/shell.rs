@@ -900,3 +900,54 @@ fn the_retry_runs_the_command_string_without_its_directive_line() {
     assert!(target.exists(), "{}", show(&out));
     assert!(!ran.exists(), "{}", show(&out));
 }
+
+/// An interactive shell (`-i`) reads a `#` line as a comment only while
+/// `interactive_comments` is on, which `+O interactive_comments` or a startup file turns
+/// off: there a directive left in place (a script on stdin, an agent's wrapper) would run
+/// as a command — the substitution in its "justification" included — so it is no request.
+/// Control: the same calls without `-i` ask, and the granted call writes outside.
+#[test]
+fn a_directive_left_in_place_asks_nothing_of_an_interactive_shell() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let ep = TestEndpoint::http(|r, _| Reply::decision(r, "allowed-once"));
+    let hidden = env.outside.join("hidden");
+    let shown = env.outside.join("shown");
+    let directive = format!(
+        "# sandgate: sandbox_permissions=full-access justification=\"x $(touch '{}')\"",
+        hidden.display()
+    );
+    let script = format!("{directive}\ntouch '{}'\n", shown.display());
+    let quoted = format!("'{}'", script.replace('\'', r"'\''"));
+    let wrapped = format!("shopt -u extglob 2>/dev/null || true && eval {quoted} < /dev/null");
+    for interactive in [false, true] {
+        let options: &[&str] = if interactive {
+            &["--norc", "-i", "+O", "interactive_comments"]
+        } else {
+            &["--norc", "+O", "interactive_comments"]
+        };
+        for stdin in [true, false] {
+            let _ = std::fs::remove_file(&shown);
+            let asked = ep.requests().len();
+            let mut cmd = env.sandgate("workspace-write");
+            cmd.args(["--approval-endpoint", &ep.url]).args(options);
+            let out = if stdin {
+                cmd.arg("-s");
+                run_with_stdin(cmd, script.as_bytes())
+            } else {
+                output(cmd.args(["-c", &wrapped]))
+            };
+            let what = format!("interactive {interactive}, stdin {stdin}");
+            assert!(!hidden.exists(), "{what}: {}", show(&out));
+            if interactive {
+                assert_eq!(ep.requests().len(), asked, "{what}: {}", show(&out));
+                assert!(!shown.exists(), "{what}: {}", show(&out));
+            } else {
+                assert_eq!(ep.requests().len(), asked + 1, "{what}: {}", show(&out));
+                assert!(shown.exists(), "{what}: {}", show(&out));
+            }
+        }
+    }
+}

@@ -21,6 +21,7 @@ pub(super) fn prefix_call(argv0: OsString, command: String) -> Invocation {
         args: vec!["-c".into(), command.into()],
         source: Source::Command(1),
         version: false,
+        interactive: false,
     };
     Invocation::Shell {
         sandgate_args: vec![argv0],
@@ -71,9 +72,12 @@ pub(super) fn run_shell(
     let utf8 = shell.command().is_none_or(|c| c.to_str().is_some());
     // The model's command inside an agent's wrapper, where its directive is.
     let inner = original.as_deref().and_then(shell::inner_command);
+    // A directive left in place (a script's, one inside an agent's wrapper) asks only where
+    // the shell reads its line as a comment: an interactive shell may run it as a command.
+    let in_place = !shell.interactive;
     // The head of a script file, when sandgate can read the file the shell will run.
     let file_head = match shell.source {
-        Source::File(_) => shell
+        Source::File(_) if in_place => shell
             .script()
             .and_then(|name| script_head::of_file(name.as_ref())),
         _ => None,
@@ -85,6 +89,7 @@ pub(super) fn run_shell(
                 Some(directive)
             }),
             // Wrapped, the directive stays where it is: a comment to the shell there too.
+            Ok(None) if !in_place => Ok(None),
             Ok(None) => inner.as_deref().map_or(Ok(None), |inner| {
                 shell::directive(inner).map(|found| found.map(|(directive, _)| directive))
             }),
@@ -93,7 +98,7 @@ pub(super) fn run_shell(
         Source::File(_) => file_head
             .as_deref()
             .map_or(Ok(None), shell::script_directive),
-        Source::Stdin if shell.version => Ok(None),
+        Source::Stdin if shell.version || !in_place => Ok(None),
         Source::Stdin => {
             script_head::of_stdin().map_or(Ok(None), |head| shell::script_directive(&head))
         }
