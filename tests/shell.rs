@@ -951,3 +951,32 @@ fn a_directive_left_in_place_asks_nothing_of_an_interactive_shell() {
         }
     }
 }
+
+/// A retry names sandgate by its own path, whatever argv[0] the call was given: a relative
+/// one depends on the cwd of whoever runs the retry, and any name at all can be given.
+#[test]
+fn a_retry_names_sandgate_by_its_own_path() {
+    if !require_full_enforcement() || !observing() {
+        return;
+    }
+    use std::os::unix::process::CommandExt;
+    let env = TestEnv::new();
+    let target = env.outside.join("x");
+    for form in [&["--"][..], &["-c"]] {
+        let mut cmd = env.sandgate("workspace-write");
+        cmd.arg0("./evil").args(form);
+        if form == ["--"] {
+            cmd.args(["/bin/sh", "-c"]);
+        }
+        cmd.arg(format!("echo x > '{}'", target.display()));
+        let out = output(&mut cmd);
+        assert_command_failed(&out);
+        let marker = first_marker(&out);
+        let expected = std::fs::canonicalize(sandgate()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            marker["retry"]["argv"][0],
+            expected.display().to_string(),
+            "{marker}"
+        );
+    }
+}

@@ -477,13 +477,19 @@ fn observer(
         return Ok(None);
     }
     // A retry repeats the call as it came, with the request added; shell mode says how.
-    let argv = without_request(match &shellish.retry {
+    // It names sandgate by its own path: argv[0] is whatever the caller made it — a link,
+    // a relative path that depends on the cwd, any name at all.
+    let mut base = match &shellish.retry {
         Some(base) => base.clone(),
         None => std::env::args_os().collect(),
-    })
-    .into_iter()
-    .map(|a| a.into_string().ok())
-    .collect();
+    };
+    if let (Some(argv0), Ok(me)) = (base.first_mut(), std::env::current_exe()) {
+        *argv0 = me.into_os_string();
+    }
+    let argv = without_request(base)
+        .into_iter()
+        .map(|a| a.into_string().ok())
+        .collect();
     let reporter = Reporter::new(plan.mode, argv, shellish.form.clone(), escalation, log);
     Ok(Some(Arc::new(Mutex::new(reporter))))
 }

@@ -3,7 +3,7 @@
 
 use std::ffi::OsString;
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 use super::{finish, run_inner, script_head};
@@ -156,28 +156,20 @@ pub(super) fn run_shell(
 /// without `interactive_comments`, that line is a command) — so that the request's
 /// flags can be added and nothing of the shell's is read again by sandgate (a `--` would
 /// run a program directly, a script could be named like a subcommand, a `-c` string may
-/// already carry a directive). Through a link or a prefix form, sandgate is named by its
-/// own path (a link takes no flags), and the link's answerer is kept: sandgate by its own
-/// name may prompt on the terminal, which behind a link is the agent's own pty, so the
-/// retry says `--no-tty` unless `SANDGATE_TTY=always`.
+/// already carry a directive). Through a link or a prefix form the link's answerer is
+/// kept: sandgate by its own name may prompt on the terminal, which behind a link is the
+/// agent's own pty, so the retry says `--no-tty` unless `SANDGATE_TTY=always`.
 fn retry_base(
     sandgate_args: &[OsString],
     caller: Caller,
     real: &Path,
     shell_args: &[OsString],
 ) -> Vec<OsString> {
-    let argv0 = sandgate_args.first().cloned().unwrap_or_default();
-    let mut base = match caller {
-        Caller::Person => vec![argv0],
-        Caller::AgentLink => {
-            let me = std::env::current_exe().map_or(argv0, PathBuf::into_os_string);
-            let mut base = vec![me];
-            if TtySetting::from_env() != TtySetting::Always {
-                base.push("--no-tty".into());
-            }
-            base
-        }
-    };
+    // argv[0] is replaced by sandgate's own path where the retry is built.
+    let mut base: Vec<OsString> = sandgate_args.iter().take(1).cloned().collect();
+    if caller == Caller::AgentLink && TtySetting::from_env() != TtySetting::Always {
+        base.push("--no-tty".into());
+    }
     base.extend(sandgate_args.iter().skip(1).cloned());
     base.extend(["--".into(), real.as_os_str().to_owned()]);
     base.extend_from_slice(shell_args);
