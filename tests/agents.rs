@@ -68,11 +68,6 @@ fn sq(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\"'\"'"))
 }
 
-/// The approver program, answering `allowed-once` for the request id it reads.
-fn approver() -> String {
-    r#"id=$(sed -n 's/.*"id":"\([0-9a-f]*\)".*/\1/p'); printf '{"id":"%s","decision":"allowed-once"}' "$id""#.to_owned()
-}
-
 /// One agent set-up: where its links are and how it starts one command string.
 struct Agent<'a> {
     env: &'a TestEnv,
@@ -189,14 +184,14 @@ fn set_up() -> Option<(TestEnv, Links)> {
 fn detached(env: &TestEnv, program: &Path) -> Command {
     let mut cmd = env.command("setsid");
     cmd.arg("--wait").arg(program);
-    cmd.env("SANDGATE_APPROVER", approver());
+    cmd.env("SANDGATE_APPROVER", GRANTING_APPROVER);
     cmd
 }
 
 /// `program` started in the agent's own session.
 fn attached(env: &TestEnv, program: &Path) -> Command {
     let mut cmd = env.command(program);
-    cmd.env("SANDGATE_APPROVER", approver());
+    cmd.env("SANDGATE_APPROVER", GRANTING_APPROVER);
     cmd
 }
 
@@ -393,12 +388,7 @@ fn goose_shell_variable() {
 /// A GitHub Actions step with a custom `shell:`: the runner finds the first word on PATH,
 /// replaces `{0}` with the step's script (written to the runner's temp directory, outside
 /// the checkout), and closes stdin at once.
-fn github_step(
-    env: &TestEnv,
-    shell_args: &[&str],
-    script: &str,
-    extra: &[(&str, String)],
-) -> Output {
+fn github_step(env: &TestEnv, shell_args: &[&str], script: &str, extra: &[(&str, &str)]) -> Output {
     let temp = env.root.join("_temp");
     std::fs::create_dir_all(&temp).unwrap_or_else(|e| panic!("{e}"));
     let file = temp.join("7c9e6679-7425-40de-944b-e07fc1f90ae7");
@@ -472,7 +462,7 @@ fn github_actions_custom_shell() {
         "# sandgate: sandbox_permissions=full-access justification=\"publish\"\necho granted > {}\n",
         sq(&granted.to_string_lossy())
     );
-    let with_approver = [("SANDGATE_APPROVER", approver())];
+    let with_approver = [("SANDGATE_APPROVER", GRANTING_APPROVER)];
     let out = github_step(&env, &["-e", "{0}"], &script, &with_approver);
     assert_status(&out, 0);
     assert!(granted.exists(), "{}", show(&out));
@@ -593,7 +583,7 @@ fn gitlab_runner_escalation() {
     env.isolate(&mut cmd);
     cmd.current_dir(&env.ws)
         .env("SANDGATE_WORKSPACE", &env.ws)
-        .env("SANDGATE_APPROVER", approver())
+        .env("SANDGATE_APPROVER", GRANTING_APPROVER)
         .arg("-l");
     let before = env.audit_records().len();
     let script = gitlab_job(&format!(

@@ -392,18 +392,7 @@ fn the_retry_argv_with_an_approving_endpoint_succeeds() {
     let target = env.ws.join("report.txt").to_string_lossy().into_owned();
     let (verdict, markers, _) = observed(&env, "read-only", &["create", &target]);
     assert!(verdict.starts_with("err:"));
-    let retry: Vec<String> = markers[0]["retry"]["argv"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .map(|v| {
-                    v.as_str()
-                        .unwrap_or_default()
-                        .replace("<why>", "write the report")
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let retry = retry_argv(&markers[0], "write the report");
     assert!(
         retry
             .windows(2)

@@ -434,14 +434,7 @@ fn the_retry_of_a_link_call_keeps_the_terminal_out() {
     let out = output(env.command(bin.join("sandgate-sh")).args(["-c", &script]));
     assert_command_failed(&out);
     let marker = first_marker(&out);
-    let argv: Vec<String> = marker["retry"]["argv"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .map(|v| v.as_str().unwrap_or_default().replace("<why>", "retry"))
-                .collect()
-        })
-        .unwrap_or_default();
+    let argv = retry_argv(&marker, "retry");
     assert!(argv.iter().any(|a| a == "--no-tty"), "{marker}");
     let sq = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
     let on_a_pty = |argv: &[String]| {
@@ -483,7 +476,7 @@ fn the_retry_argv_of_a_call_through_a_link_runs_as_given() {
     }
     let env = TestEnv::new();
     let bin = install_links(&env);
-    let approver = r#"id=$(sed -n 's/.*"id":"\([0-9a-f]*\)".*/\1/p'); printf '{"id":"%s","decision":"allowed-once"}' "$id""#;
+    let approver = GRANTING_APPROVER;
     let forms = [
         "sandgate-sh -c",
         "sandgate-prefix",
@@ -527,14 +520,7 @@ fn the_retry_argv_of_a_call_through_a_link_runs_as_given() {
         assert_command_failed(&out);
         assert!(!target.exists(), "{form}: {}", show(&out));
         let marker = first_marker(&out);
-        let argv: Vec<String> = marker["retry"]["argv"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .map(|v| v.as_str().unwrap_or_default().replace("<why>", "retry"))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let argv = retry_argv(&marker, "retry");
         assert_eq!(
             argv.first(),
             Some(&sandgate_inside().display().to_string()),
@@ -562,7 +548,7 @@ fn a_directive_after_double_dash_asks_as_without_it() {
     }
     let env = TestEnv::new();
     let sh = install_links(&env).join("sandgate-sh");
-    let approver = r#"id=$(sed -n 's/.*"id":"\([0-9a-f]*\)".*/\1/p'); printf '{"id":"%s","decision":"allowed-once"}' "$id""#;
+    let approver = GRANTING_APPROVER;
     let write = |name: &str| {
         format!(
             "# sandgate: sandbox_permissions=full-access justification=\"publish\"\necho done > '{}'",
@@ -597,7 +583,7 @@ fn a_directive_where_bash_does_not_run_it_asks_for_nothing() {
     }
     let env = TestEnv::new();
     let sh = install_links(&env).join("sandgate-sh");
-    let approver = r#"id=$(sed -n 's/.*"id":"\([0-9a-f]*\)".*/\1/p'); printf '{"id":"%s","decision":"allowed-once"}' "$id""#;
+    let approver = GRANTING_APPROVER;
     let directive = "# sandgate: sandbox_permissions=full-access justification=\"publish\"";
     let write = |name: &str| format!("echo done > '{}'", env.outside.join(name).display());
     std::fs::write(
@@ -653,7 +639,7 @@ fn what_follows_a_directive_runs_as_sent() {
     }
     let env = TestEnv::new();
     let sh = install_links(&env).join("sandgate-sh");
-    let approver = r#"id=$(sed -n 's/.*"id":"\([0-9a-f]*\)".*/\1/p'); printf '{"id":"%s","decision":"allowed-once"}' "$id""#;
+    let approver = GRANTING_APPROVER;
     let directive = "# sandgate: sandbox_permissions=workspace-write justification=\"build\"";
     let shell = || {
         let mut cmd = env.command(&sh);
@@ -736,7 +722,7 @@ fn a_script_under_the_shared_temp_is_not_read_for_a_directive() {
         return;
     }
     let env = TestEnv::new();
-    let approver = r#"id=$(sed -n 's/.*"id":"\([0-9a-f]*\)".*/\1/p'); printf '{"id":"%s","decision":"allowed-once"}' "$id""#;
+    let approver = GRANTING_APPROVER;
     let host_script = tempfile::Builder::new()
         .prefix("sandgate-test-script-")
         .suffix(".sh")
@@ -784,7 +770,7 @@ fn the_retry_of_a_call_that_already_asked_asks_once() {
         return;
     }
     let env = TestEnv::new();
-    let approver = r#"id=$(sed -n 's/.*"id":"\([0-9a-f]*\)".*/\1/p'); printf '{"id":"%s","decision":"allowed-once"}' "$id""#;
+    let approver = GRANTING_APPROVER;
     for (n, by_directive) in [false, true].into_iter().enumerate() {
         let target = env.outside.join(format!("asked-{n}"));
         let write = format!("echo done > '{}'", target.display());
@@ -813,14 +799,7 @@ fn the_retry_of_a_call_that_already_asked_asks_once() {
         assert_command_failed(&out);
         let marker = first_marker(&out);
         assert_eq!(marker["needed"], "full-access", "{marker}");
-        let argv: Vec<String> = marker["retry"]["argv"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .map(|v| v.as_str().unwrap_or_default().replace("<why>", "retry"))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let argv = retry_argv(&marker, "retry");
         assert_eq!(
             argv.iter()
                 .filter(|a| *a == "--sandbox-permissions")
@@ -856,7 +835,7 @@ fn the_retry_runs_the_command_string_without_its_directive_line() {
         return;
     }
     let env = TestEnv::new();
-    let approver = r#"id=$(sed -n 's/.*"id":"\([0-9a-f]*\)".*/\1/p'); printf '{"id":"%s","decision":"allowed-once"}' "$id""#;
+    let approver = GRANTING_APPROVER;
     let bin = env.root.join("hash-bin");
     std::fs::create_dir(&bin).unwrap_or_else(|e| panic!("{e}"));
     let ran = env.outside.join("hash-ran");
@@ -881,18 +860,11 @@ fn the_retry_runs_the_command_string_without_its_directive_line() {
     let out = output(&mut cmd);
     assert_command_failed(&out);
     assert!(!ran.exists(), "{}", show(&out));
-    let argv: Vec<String> = first_marker(&out)["retry"]["argv"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .map(|v| v.as_str().unwrap_or_default().to_owned())
-                .collect()
-        })
-        .unwrap_or_default();
+    let argv = retry_argv(&first_marker(&out), "retry");
     assert_eq!(argv.last(), Some(&write), "{argv:?}");
     let mut retry = env.command(&argv[0]);
     retry
-        .args(argv[1..].iter().map(|a| a.replace("<why>", "retry")))
+        .args(&argv[1..])
         .env("SANDGATE_APPROVER", approver)
         .env("PATH", &path);
     let out = output(&mut retry);

@@ -351,6 +351,28 @@ pub fn install_links(env: &TestEnv) -> PathBuf {
     dir
 }
 
+/// An approver program that grants, once, the request it reads on stdin.
+pub const GRANTING_APPROVER: &str = r#"id=$(sed -n 's/.*"id":"\([0-9a-f]*\)".*/\1/p'); printf '{"id":"%s","decision":"allowed-once"}' "$id""#;
+
+/// The retry argv `marker` offers, with `reason` for the `<why>` placeholder: the value of
+/// its `--justification`, and only that (the command may hold the same text).
+pub fn retry_argv(marker: &serde_json::Value, reason: &str) -> Vec<String> {
+    let argv: Vec<String> = marker["retry"]["argv"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no retry argv: {marker}"))
+        .iter()
+        .map(|v| v.as_str().unwrap_or_default().to_owned())
+        .collect();
+    let mut filled = argv.clone();
+    for (i, pair) in argv.windows(2).enumerate() {
+        if pair[0] == "--justification" && pair[1] == "<why>" {
+            filled[i + 1] = reason.to_owned();
+            break;
+        }
+    }
+    filled
+}
+
 /// The `sandgate: denied` markers sandgate printed on stderr, each parsed (a marker that
 /// is not JSON fails the test).
 pub fn stderr_markers(out: &Output) -> Vec<serde_json::Value> {
