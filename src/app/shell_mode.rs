@@ -74,10 +74,10 @@ pub(super) fn run_shell(
     let inner = original.as_deref().and_then(shell::inner_command);
     // A directive left in place (a script's, one inside an agent's wrapper) asks only where
     // the shell reads its line as a comment: an interactive shell may run it as a command.
-    let in_place = !shell.interactive;
+    let in_place_asks = !shell.interactive;
     // The head of a script file, when sandgate can read the file the shell will run.
     let file_head = match shell.source {
-        Source::File(_) if in_place => shell
+        Source::File(_) if in_place_asks => shell
             .script()
             .and_then(|name| script_head::of_file(name.as_ref())),
         _ => None,
@@ -89,7 +89,7 @@ pub(super) fn run_shell(
                 Some(directive)
             }),
             // Wrapped, the directive stays where it is: a comment to the shell there too.
-            Ok(None) if !in_place => Ok(None),
+            Ok(None) if !in_place_asks => Ok(None),
             Ok(None) => inner.as_deref().map_or(Ok(None), |inner| {
                 shell::directive(inner).map(|found| found.map(|(directive, _)| directive))
             }),
@@ -98,7 +98,7 @@ pub(super) fn run_shell(
         Source::File(_) => file_head
             .as_deref()
             .map_or(Ok(None), shell::script_directive),
-        Source::Stdin if shell.version || !in_place => Ok(None),
+        Source::Stdin if shell.version || !in_place_asks => Ok(None),
         Source::Stdin => {
             script_head::of_stdin().map_or(Ok(None), |head| shell::script_directive(&head))
         }
