@@ -48,14 +48,13 @@ pub fn main() -> ExitCode {
         prefix_call(argv0, words.join(" "))
     } else {
         let command = <Cli as clap::CommandFactory>::command();
-        let long_flags = long_flags(&command);
         let subcommands: Vec<String> = command
             .get_subcommands()
             .map(|s| s.get_name().to_owned())
             .collect();
         shell::classify(
             args,
-            &long_flags,
+            LONG_FLAGS.get_or_init(|| long_flags(&command)),
             &subcommands,
             shell::is_shell_name(&argv0),
         )
@@ -72,7 +71,11 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// sandgate's long flags, each with whether it takes a value.
+/// sandgate's long flags, each with whether it takes a value: read from the clap
+/// definitions once per call (building them is not free, and sandgate runs before every
+/// command), by the first that needs them.
+static LONG_FLAGS: std::sync::OnceLock<Vec<(String, bool)>> = std::sync::OnceLock::new();
+
 fn long_flags(command: &clap::Command) -> Vec<(String, bool)> {
     command
         .get_arguments()
@@ -84,7 +87,7 @@ fn long_flags(command: &clap::Command) -> Vec<(String, bool)> {
 /// `--justification`, each with its value): a retry adds the wider request, and clap takes
 /// each flag once. Only sandgate's flags are looked at: the first `--` or operand ends them.
 fn without_request(argv: Vec<OsString>) -> Vec<OsString> {
-    let flags = long_flags(&<Cli as clap::CommandFactory>::command());
+    let flags = LONG_FLAGS.get_or_init(|| long_flags(&<Cli as clap::CommandFactory>::command()));
     let mut args = argv.into_iter();
     let mut kept: Vec<OsString> = args.next().into_iter().collect();
     while let Some(arg) = args.next() {
