@@ -21,6 +21,27 @@ const UNCONFINED_ECHO: [&str; 6] = [
     "echo ran",
 ];
 
+/// A home directory nobody may look into (mode 000), with a user configuration directory
+/// inside; opened again when dropped, so that the test directory can be removed even when
+/// the test fails.
+struct LockedHome(std::path::PathBuf);
+
+impl LockedHome {
+    fn new(env: &TestEnv, name: &str) -> LockedHome {
+        let home = env.root.join(name);
+        std::fs::create_dir_all(home.join(".config/sandgate")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o000))
+            .unwrap_or_else(|e| panic!("{e}"));
+        LockedHome(home)
+    }
+}
+
+impl Drop for LockedHome {
+    fn drop(&mut self) {
+        let _ = std::fs::set_permissions(&self.0, std::fs::Permissions::from_mode(0o755));
+    }
+}
+
 /// sandgate in a fresh test environment, with no flags of its own.
 fn bare(env: &TestEnv) -> Command {
     let mut cmd = Command::new(sandgate());
@@ -408,19 +429,15 @@ fn verifying_a_missing_audit_log_says_it_cannot_be_read() {
     let marker = refusal(&verify(&missing), 1, "is broken at line 1");
     assert_eq!(marker["kind"], "audit_broken");
     // Without --log, a configuration that cannot be read is said as a run says it.
-    let home = env.root.join("locked-home");
-    std::fs::create_dir_all(home.join(".config/sandgate")).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o000))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let locked = LockedHome::new(&env, "locked-home");
+    let home = &locked.0;
     let mut cmd = bare(&env);
     cmd.env_remove("SANDGATE_CONFIG_DIR")
         .env_remove("SANDGATE_AUDIT_LOG")
-        .env("HOME", &home)
+        .env("HOME", home)
         .args(["audit", "verify"]);
     let out = output(&mut bound_by_file_modes(cmd));
     refusal(&out, 78, &format!("HOME={}", home.display()));
-    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o755))
-        .unwrap_or_else(|e| panic!("{e}"));
 }
 
 #[test]
@@ -509,10 +526,8 @@ fn a_directory_is_named_as_the_sandbox_sees_it() {
 #[test]
 fn an_unreadable_home_names_home_and_the_way_around_it() {
     let env = TestEnv::new();
-    let home = env.root.join("someone-elses-home");
-    std::fs::create_dir_all(home.join(".config/sandgate")).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o000))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let locked = LockedHome::new(&env, "someone-elses-home");
+    let home = locked.0.clone();
     let call_with_home = |home: &std::path::Path, config_dir: Option<&std::path::Path>| {
         let mut cmd = bare(&env);
         // The workspace named: one derived from a repository around the test directory
@@ -543,8 +558,6 @@ fn an_unreadable_home_names_home_and_the_way_around_it() {
     let out = call(Some(&env.root.join("config")));
     assert_status(&out, 0);
     assert_eq!(String::from_utf8_lossy(&out.stdout), "ran\n");
-    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o755))
-        .unwrap_or_else(|e| panic!("{e}"));
 }
 
 /// `sandgate ls` reads `ls` as a script (bash's `bash ls`), which bash refuses as a binary:
