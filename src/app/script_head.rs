@@ -112,46 +112,57 @@ fn complete(head: &[u8]) -> bool {
     }
 }
 
-/// Duplicates what the pipe holds (without consuming it) until the head is complete, the
-/// writer is gone, or [`WAIT`] is over.
+/// Duplicates what the pipe holds (without consuming it) until the head is settled.
 fn peek_pipe(stdin: &OwnedFd) -> Option<Vec<u8>> {
     let (copy_r, copy_w) = pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK).ok()?;
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let head = match tee(stdin, &copy_w, HEAD, SpliceFFlags::SPLICE_F_NONBLOCK) {
+    settled(
+        || writer_gone(stdin),
+        || match tee(stdin, &copy_w, HEAD, SpliceFFlags::SPLICE_F_NONBLOCK) {
             Ok(n) => {
                 let mut head = vec![0u8; n];
                 let got = nix::unistd::read(&copy_r, &mut head).ok()?;
                 head.truncate(got);
-                head
+                Some(head)
             }
-            Err(Errno::EAGAIN | Errno::EINTR) => Vec::new(),
-            Err(_) => return None,
-        };
-        if complete(&head) || Instant::now() >= deadline || writer_gone(stdin) {
-            return Some(head);
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
+            Err(Errno::EAGAIN | Errno::EINTR) => Some(Vec::new()),
+            Err(_) => None,
+        },
+    )
 }
 
 /// Peeks at a socket on stdin the same way.
 fn peek_socket(stdin: &OwnedFd) -> Option<Vec<u8>> {
-    let deadline = Instant::now() + WAIT;
     let mut head = vec![0u8; HEAD];
+    settled(
+        || writer_gone(stdin),
+        || {
+            let n = match recv(
+                stdin.as_raw_fd(),
+                &mut head,
+                MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT,
+            ) {
+                Ok(n) => n,
+                Err(Errno::EAGAIN | Errno::EINTR) => 0,
+                Err(_) => return None,
+            };
+            Some(head[..n].to_vec())
+        },
+    )
+}
+
+/// Looks at what has arrived (`look`) until the head is complete, the writer is gone, or
+/// [`WAIT`] is over. Whether the writer is gone is asked before each look: one gone by
+/// then has sent all it will, while one that writes and hangs up just after a look would
+/// leave a head taken for final without its bytes.
+fn settled(
+    mut gone: impl FnMut() -> bool,
+    mut look: impl FnMut() -> Option<Vec<u8>>,
+) -> Option<Vec<u8>> {
+    let deadline = Instant::now() + WAIT;
     loop {
-        let n = match recv(
-            stdin.as_raw_fd(),
-            &mut head,
-            MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT,
-        ) {
-            Ok(n) => n,
-            Err(Errno::EAGAIN | Errno::EINTR) => 0,
-            Err(_) => return None,
-        };
-        let done = n == 0 && writer_gone(stdin);
-        if complete(&head[..n]) || Instant::now() >= deadline || done {
-            head.truncate(n);
+        let gone = gone();
+        let head = look()?;
+        if complete(&head) || Instant::now() >= deadline || gone {
             return Some(head);
         }
         std::thread::sleep(Duration::from_millis(2));
@@ -169,7 +180,28 @@ fn writer_gone(fd: &OwnedFd) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::complete;
+    use super::{complete, settled};
+
+    /// A writer that sends the whole script and hangs up right after a look found nothing:
+    /// the next look sees the script, rather than the empty head being taken for final.
+    #[test]
+    fn a_writer_that_hangs_up_right_after_a_look_leaves_its_head() {
+        let script = b"# sandgate: sandbox_permissions=full-access justification=\"x\"\ntrue\n";
+        let sent = std::cell::Cell::new(false);
+        let head = settled(
+            || sent.get(),
+            || {
+                let seen = if sent.get() {
+                    script.to_vec()
+                } else {
+                    Vec::new()
+                };
+                sent.set(true);
+                Some(seen)
+            },
+        );
+        assert_eq!(head.as_deref(), Some(&script[..]));
+    }
 
     #[test]
     fn the_head_is_complete_as_soon_as_no_directive_can_follow() {
