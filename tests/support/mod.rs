@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod endpoint;
+pub mod webdriver;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
