@@ -242,10 +242,76 @@ pub enum Sub {
         /// Where to put the links (a directory on PATH, say ~/.local/bin).
         dir: PathBuf,
     },
+    /// Answer approval questions: a server that holds each question until a person answers
+    /// it (in a browser panel, with `allow`/`reject`, or at the `watch` prompt), and its
+    /// clients.
+    Approvals {
+        #[command(subcommand)]
+        action: ApprovalsAction,
+    },
     /// Print a shell completion script.
     Completions {
         /// The shell to complete for.
         shell: clap_complete::Shell,
+    },
+}
+
+/// Where the approvals server listens.
+#[derive(Debug, Args)]
+pub struct ApprovalsSocket {
+    /// The server's socket (default: $XDG_RUNTIME_DIR/sandgate/approvals.sock, else
+    /// ~/.local/state/sandgate/approvals.sock).
+    #[arg(long, value_name = "PATH", value_hint = ValueHint::FilePath)]
+    pub socket: Option<PathBuf>,
+}
+
+/// What `sandgate approvals` does.
+#[derive(Debug, Subcommand)]
+pub enum ApprovalsAction {
+    /// Hold every question sandgate asks at the socket until it is answered, withdrawn (its
+    /// command gave up) or expired. A sandgate with no approval endpoint and no approver
+    /// program asks a server at the default socket by itself.
+    Serve {
+        #[command(flatten)]
+        socket: ApprovalsSocket,
+        /// Also serve the browser panel on this loopback address (port 0: any free one);
+        /// the first line printed is the panel's URL, with its token.
+        #[arg(long, value_name = "127.0.0.1:PORT")]
+        http: Option<std::net::SocketAddr>,
+        /// Run this shell command for each new question, with the question as JSON on its
+        /// stdin (to forward it to a desktop notification or a phone).
+        #[arg(long, value_name = "CMD", value_hint = ValueHint::CommandString)]
+        notify_cmd: Option<String>,
+    },
+    /// List the pending questions and the recent decisions.
+    List {
+        #[command(flatten)]
+        socket: ApprovalsSocket,
+        /// Print the board as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Let the command of question ID run once at the mode it asked for.
+    Allow {
+        #[command(flatten)]
+        socket: ApprovalsSocket,
+        /// The question's id, or the start of it (6 characters at least) if no other's
+        /// starts the same.
+        id: String,
+    },
+    /// Refuse question ID.
+    Reject {
+        #[command(flatten)]
+        socket: ApprovalsSocket,
+        /// The question's id, or the start of it (6 characters at least) if no other's
+        /// starts the same.
+        id: String,
+    },
+    /// Show each question as it arrives and take the answer here: typing the code shown
+    /// allows the call once, any other line rejects it.
+    Watch {
+        #[command(flatten)]
+        socket: ApprovalsSocket,
     },
 }
 

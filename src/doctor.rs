@@ -64,6 +64,8 @@ pub struct Report {
     pub seccomp: Value,
     pub namespaces: Value,
     pub profiles: Value,
+    /// Who a call without approval flags would ask, as a person's call and through a link.
+    pub answerer: Value,
 }
 
 /// Builds the report by querying the kernel.
@@ -100,6 +102,7 @@ pub fn report() -> Report {
         seccomp: json!({ "filter": features.seccomp, "user_notification": features.seccomp_user_notif }),
         namespaces: json!({ "user": user_ns, "mount": mount_ns }),
         profiles: Value::Object(profiles),
+        answerer: crate::app::answerers(),
     }
 }
 
@@ -134,6 +137,14 @@ pub fn render_text(r: &Report) -> String {
         "namespaces  user {}, mount {}\n",
         r.namespaces["user"], r.namespaces["mount"]
     ));
+    for (caller, key) in [("a person's call", "person"), ("through a link", "agent_link")] {
+        if let Some(who) = r.answerer[key].as_str() {
+            out.push_str(&format!("approvals   {caller} asks {who}\n"));
+        }
+    }
+    if let Some(e) = r.answerer["error"].as_str() {
+        out.push_str(&format!("approvals   unknown: {e}\n"));
+    }
     if let Value::Object(profiles) = &r.profiles {
         for (name, p) in profiles {
             let verdict = if p["enforceable"] == Value::Bool(true) {

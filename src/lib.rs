@@ -6,6 +6,7 @@
 
 pub mod app;
 pub mod approval;
+pub mod approvals;
 pub mod audit;
 pub mod cli;
 pub mod denial;

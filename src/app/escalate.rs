@@ -177,8 +177,9 @@ fn nested(env: &Env) -> Option<Refusal> {
     }
 }
 
-/// Chooses the one answerer: the endpoint (the managed one first), else the
-/// approver program, else the terminal if `TtyAnswerer::decide` lets it answer this caller.
+/// Chooses the one answerer: the endpoint (the managed one first), else the approver
+/// program, else a `sandgate approvals serve` of the caller's listening at the default
+/// socket, else the terminal if `TtyAnswerer::decide` lets it answer this caller.
 fn answerer(args: &RunArgs, caller: Caller, layers: &Layers) -> Answerer {
     let endpoint = layers
         .managed
@@ -204,8 +205,45 @@ fn answerer(args: &RunArgs, caller: Caller, layers: &Layers) -> Answerer {
     {
         return Answerer::Program { command };
     }
+    if let Some(socket) = crate::approvals::listening_default() {
+        return Answerer::Endpoint {
+            endpoint: approval::Endpoint::Unix { socket },
+            token_file: None,
+        };
+    }
     let in_ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty());
     TtyAnswerer::decide(caller, &TtySetting::from_env(), args.no_tty, in_ci).into()
+}
+
+/// Which answerer a call without approval flags would ask, through each kind of caller:
+/// what `sandgate doctor` reports.
+pub(crate) fn answerers() -> serde_json::Value {
+    use clap::Parser;
+    let (args, layers) = match (crate::cli::Cli::try_parse_from(["sandgate"]), Layers::load()) {
+        (Ok(cli), Ok(layers)) => (cli.run, layers),
+        (Err(e), _) => return serde_json::json!({ "error": e.to_string() }),
+        (_, Err(e)) => return serde_json::json!({ "error": e.to_string() }),
+    };
+    let say = |caller| match answerer(&args, caller, &layers) {
+        Answerer::Endpoint {
+            endpoint: approval::Endpoint::Unix { socket },
+            ..
+        } if Some(&socket) == crate::approvals::default_socket().as_ref() => {
+            format!("the approvals server at {}", socket.display())
+        }
+        Answerer::Endpoint {
+            endpoint: approval::Endpoint::Unix { socket },
+            ..
+        } => format!("the approval endpoint unix:{}", socket.display()),
+        Answerer::Endpoint {
+            endpoint: approval::Endpoint::Http { url },
+            ..
+        } => format!("the approval endpoint {url}"),
+        Answerer::Program { command } => format!("the approver program {command:?}"),
+        Answerer::Tty => "the terminal prompt".to_owned(),
+        Answerer::None { why } => format!("none: {why}"),
+    };
+    serde_json::json!({ "person": say(Caller::Person), "agent_link": say(Caller::AgentLink) })
 }
 
 #[cfg(test)]

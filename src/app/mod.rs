@@ -26,6 +26,7 @@ use crate::supervisor;
 use std::io::IsTerminal;
 
 mod escalate;
+pub(crate) use escalate::answerers;
 mod script_head;
 mod shell_mode;
 mod subcommands;
@@ -166,6 +167,7 @@ fn plain(args: Vec<OsString>, caller: Caller) -> ExitCode {
             crate::output::stdout_bytes(&script);
             ExitCode::SUCCESS
         }
+        Some(Sub::Approvals { action }) => crate::approvals::run(action),
         Some(Sub::InstallLinks { dir }) => install_links(&dir),
         Some(Sub::Tmp { workspace, clean }) => tmp(workspace.as_deref(), clean),
         // The subcommand is the prefix link's other spelling: an agent's call too.
@@ -620,7 +622,7 @@ fn parent_sandbox() -> Option<Parent> {
 /// sandgate sandbox leaves its command — facts no process can undo for itself, unlike the
 /// environment hint. `None` when the kernel cannot be asked (no `/proc`), so each caller
 /// decides which way is closed.
-fn kernel_confined() -> Option<bool> {
+pub(crate) fn kernel_confined() -> Option<bool> {
     if nix::sys::prctl::get_no_new_privs() == Ok(false) {
         return Some(false);
     }

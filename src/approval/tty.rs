@@ -120,7 +120,7 @@ const CODE_ALPHABET: &[u8] = b"ACDEFHJKMNPRTUVWXY3479";
 /// Returns a fresh code: `CODE_LEN` characters drawn uniformly from `CODE_ALPHABET` with
 /// bytes from the kernel's CSPRNG (bytes past the last whole multiple of the alphabet are
 /// dropped, so no character is likelier than another).
-fn fresh_code() -> std::io::Result<String> {
+pub(crate) fn fresh_code() -> std::io::Result<String> {
     let n = CODE_ALPHABET.len();
     let limit = 256 - 256 % n;
     let mut code = String::with_capacity(CODE_LEN);
@@ -137,7 +137,7 @@ fn fresh_code() -> std::io::Result<String> {
 }
 
 /// What a typed line means: only the code grants, whatever its case and surrounding blanks.
-fn judge(line: &str, code: &str) -> Outcome {
+pub(crate) fn judge(line: &str, code: &str) -> Outcome {
     if line.trim().eq_ignore_ascii_case(code) {
         Outcome::AllowedOnce
     } else {
