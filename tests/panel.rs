@@ -7,6 +7,7 @@ mod support;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
+use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -37,7 +38,13 @@ struct Server {
 
 impl Server {
     fn start(env: &TestEnv) -> Server {
-        let socket = env.root.join("approvals.sock");
+        // The server wants the socket's directory private to its user.
+        let dir = env.root.join("approvals");
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        let socket = dir.join("approvals.sock");
         let mut cmd = Command::new(sandgate());
         env.isolate(&mut cmd);
         let mut child = cmd
@@ -61,7 +68,7 @@ impl Server {
                 }
             }
         });
-        let mut next = || {
+        let next = || {
             rx.recv_timeout(SOON)
                 .unwrap_or_else(|e| panic!("the approvals server printed no line: {e}"))
         };
@@ -82,7 +89,8 @@ impl Server {
             child,
         };
         assert!(
-            server.addr.starts_with("127.0.0.1:") && server.url.ends_with(&format!("/?token={}", server.token)),
+            server.addr.starts_with("127.0.0.1:")
+                && server.url.ends_with(&format!("/?token={}", server.token)),
             "panel URL {:?}",
             server.url
         );
@@ -133,7 +141,10 @@ impl Server {
     fn board(&self) -> Value {
         let (status, _, body) = self.raw(
             &self.addr,
-            &format!("GET /api/questions HTTP/1.1\r\nX-Sandgate-Token: {}", self.token),
+            &format!(
+                "GET /api/questions HTTP/1.1\r\nX-Sandgate-Token: {}",
+                self.token
+            ),
             "",
         );
         assert_eq!(status, 200, "{body}");
@@ -156,6 +167,15 @@ impl Server {
             assert!(Instant::now() < deadline, "no pending question: {board}");
             std::thread::sleep(Duration::from_millis(100));
         }
+    }
+
+    /// The id of the pending question whose justification is `justification`.
+    fn pending_id(&self, justification: &str) -> String {
+        let question = self.pending(justification);
+        question["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no id: {question}"))
+            .to_owned()
     }
 
     /// The state the board gives question `id` now.
@@ -212,7 +232,11 @@ impl Asker {
         cmd.current_dir(workspace)
             .arg("--workspace")
             .arg(workspace)
-            .args(["--sandbox-permissions", "workspace-write", "--justification"])
+            .args([
+                "--sandbox-permissions",
+                "workspace-write",
+                "--justification",
+            ])
             .arg(justification)
             .arg("--approval-endpoint")
             .arg(server.endpoint())
@@ -232,20 +256,14 @@ impl Asker {
     fn finish(mut self) -> Output {
         let mut child = self.0.take().unwrap_or_else(|| panic!("finished twice"));
         let deadline = Instant::now() + SOON;
-        while child
-            .try_wait()
-            .unwrap_or_else(|e| panic!("{e}"))
-            .is_none()
-        {
+        while child.try_wait().unwrap_or_else(|e| panic!("{e}")).is_none() {
             if Instant::now() > deadline {
                 kill_group(&mut child);
                 panic!("the escalating call did not end after the panel's answer");
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        child
-            .wait_with_output()
-            .unwrap_or_else(|e| panic!("{e}"))
+        child.wait_with_output().unwrap_or_else(|e| panic!("{e}"))
     }
 }
 
@@ -304,10 +322,11 @@ fn allow_once_in_the_panel_runs_the_waiting_call_and_request_text_stays_text() {
         &[],
     );
     let id = id.as_str().unwrap_or_default().to_owned();
-    assert_eq!(server.pending(HOSTILE)["id"], id.as_str());
+    assert_eq!(server.pending_id(HOSTILE), id);
 
     // What the call asks, shown as text: the markup in the justification is its letters.
-    let field = |name: &str| browser.text(&browser.wait_for(&format!("{} .{name}", card(&id)), SOON));
+    let field =
+        |name: &str| browser.text(&browser.wait_for(&format!("{} .{name}", card(&id)), SOON));
     assert_eq!(field("justification"), HOSTILE);
     assert_eq!(field("command"), "sh -c 'echo hi > file'");
     assert_eq!(field("cwd"), env.ws.display().to_string());
@@ -346,7 +365,10 @@ fn allow_once_in_the_panel_runs_the_waiting_call_and_request_text_stays_text() {
         }
         let row = browser.wait_for(&decided_row(&id, "allowed-once"), SOON);
         let text = browser.text(&row);
-        assert!(text.contains("allowed-once") && text.contains("panel"), "{text}");
+        assert!(
+            text.contains("allowed-once") && text.contains("panel"),
+            "{text}"
+        );
         assert!(text.contains("sh -c 'echo hi > file'"), "{text}");
         browser.wait_gone("#pending .question", SOON);
     }
@@ -367,10 +389,7 @@ fn reject_in_the_panel_exits_77_and_a_late_answer_shows_an_error() {
         "write a file",
         &["sh", "-c", "echo hi > file"],
     );
-    let id = server.pending("write a file")["id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let id = server.pending_id("write a file");
     browser.click(&browser.wait_for(&format!("{} button.reject", card(&id)), SOON));
     assert_status(&asker.finish(), 77);
     assert!(!env.ws.join("file").exists(), "a rejected call ran");
@@ -387,10 +406,7 @@ fn reject_in_the_panel_exits_77_and_a_late_answer_shows_an_error() {
         "write it again",
         &["sh", "-c", "echo hi > file"],
     );
-    let id = server.pending("write it again")["id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let id = server.pending_id("write it again");
     browser.wait_for(&format!("{} button.allow", card(&id)), SOON);
     let first = browser.execute(
         "const [id, token] = arguments;
@@ -406,7 +422,10 @@ fn reject_in_the_panel_exits_77_and_a_late_answer_shows_an_error() {
     assert_eq!(first, 200);
     let error = browser.wait_for("#error:not([hidden])", SOON);
     let shown = browser.text(&error);
-    assert!(shown.contains("Could not allow") && shown.contains("409"), "{shown}");
+    assert!(
+        shown.contains("Could not allow") && shown.contains("409"),
+        "{shown}"
+    );
     assert_status(&asker.finish(), 77);
     assert!(!env.ws.join("file").exists(), "a rejected call ran");
     assert_eq!(server.state_of(&id), "rejected");
@@ -431,49 +450,67 @@ fn http_refuses_requests_without_the_token_with_a_foreign_host_or_deciding_by_ge
         "write a file",
         &["sh", "-c", "echo hi > file"],
     );
-    let id = server.pending("write a file")["id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let id = server.pending_id("write a file");
     let token = format!("X-Sandgate-Token: {}", server.token);
-    let port = server.addr.trim_start_matches("127.0.0.1:");
+    let home = server.addr.clone();
+    let evil = server.addr.replace("127.0.0.1", "evil.example");
+    let local = server.addr.replace("127.0.0.1", "localhost");
+    let board = "GET /api/questions HTTP/1.1";
+    let page_with = |token: &str| format!("GET /?token={token} HTTP/1.1");
     let decide = format!("POST /api/questions/{id} HTTP/1.1\r\nContent-Type: application/json");
+    let (read_ok, decide_ok) = (
+        format!("{board}\r\n{token}"),
+        format!("{decide}\r\n{token}"),
+    );
     let allow = r#"{"decision":"allowed-once"}"#;
 
-    // Controls: with the token and the loopback Host, the same reads are answered.
-    let (status, head, page) = server.raw(&server.addr, &format!("GET /?token={} HTTP/1.1", server.token), "");
+    // Controls: with the token and the loopback Host, the page and the board are served,
+    // the page with a fresh nonce in its CSP and on its script.
+    let (status, head, page) = server.raw(&home, &page_with(&server.token), "");
     assert_eq!(status, 200, "{head}");
-    let nonce = head
+    let csp = head
         .lines()
-        .find_map(|l| {
+        .find(|l| {
             l.to_ascii_lowercase()
                 .starts_with("content-security-policy:")
-                .then(|| l.split("'nonce-").nth(1).and_then(|n| n.split('\'').next()).map(str::to_owned))
         })
-        .flatten()
-        .unwrap_or_else(|| panic!("no script nonce in the CSP: {head}"));
-    assert!(!nonce.is_empty() && page.contains(&format!("<script nonce=\"{nonce}\">")), "{head}");
+        .unwrap_or_else(|| panic!("no CSP: {head}"));
+    let nonce = csp
+        .split("script-src 'nonce-")
+        .nth(1)
+        .and_then(|rest| rest.split('\'').next())
+        .unwrap_or_else(|| panic!("no script nonce in {csp}"));
+    assert!(
+        page.contains(&format!("<script nonce=\"{nonce}\">")),
+        "{csp}"
+    );
     assert!(!page.contains("{{NONCE}}"));
-    let (status, _, _) = server.raw(&server.addr, &format!("GET /api/questions HTTP/1.1\r\n{token}"), "");
-    assert_eq!(status, 200);
+    assert_eq!(server.raw(&home, &read_ok, "").0, 200);
 
-    let refused: Vec<(&str, String, String, &str)> = vec![
-        ("no token", server.addr.clone(), "GET /api/questions HTTP/1.1".into(), ""),
-        ("no token, page", server.addr.clone(), "GET / HTTP/1.1".into(), ""),
-        ("wrong token", server.addr.clone(), format!("GET /api/questions HTTP/1.1\r\nX-Sandgate-Token: {}", "0".repeat(32)), ""),
-        ("wrong token in the query", server.addr.clone(), format!("GET /?token={} HTTP/1.1", "0".repeat(32)), ""),
-        ("foreign Host", format!("evil.example:{port}"), format!("GET /api/questions HTTP/1.1\r\n{token}"), ""),
-        ("foreign Host, page", format!("evil.example:{port}"), format!("GET /?token={} HTTP/1.1", server.token), ""),
-        ("localhost Host", format!("localhost:{port}"), format!("GET /api/questions HTTP/1.1\r\n{token}"), ""),
-        ("decision without token", server.addr.clone(), decide.clone(), allow),
-        ("decision with a foreign Host", format!("evil.example:{port}"), format!("{decide}\r\n{token}"), allow),
+    let wrong = format!("X-Sandgate-Token: {}", "0".repeat(32));
+    let decide_wrong = format!("{decide}\r\n{wrong}");
+    let refused = [
+        ("no token", &home, board.to_owned(), ""),
+        ("no token, page", &home, "GET / HTTP/1.1".to_owned(), ""),
+        ("wrong token", &home, format!("{board}\r\n{wrong}"), ""),
+        ("wrong token, page", &home, page_with(&"0".repeat(32)), ""),
+        ("foreign Host", &evil, read_ok.clone(), ""),
+        ("foreign Host, page", &evil, page_with(&server.token), ""),
+        ("localhost as Host", &local, read_ok.clone(), ""),
+        ("decision without token", &home, decide, allow),
+        ("decision, wrong token", &home, decide_wrong, allow),
+        ("decision, foreign Host", &evil, decide_ok, allow),
     ];
     for (what, host, head, body) in &refused {
         let (status, _, reply) = server.raw(host, head, body);
         assert_eq!(status, 403, "{what}: {reply}");
         assert!(!reply.contains(&id), "{what} leaked the board: {reply}");
     }
-    let (status, _, reply) = server.raw(&server.addr, &format!("GET /api/questions/{id} HTTP/1.1\r\n{token}"), "");
+    let (status, _, reply) = server.raw(
+        &server.addr,
+        &format!("GET /api/questions/{id} HTTP/1.1\r\n{token}"),
+        "",
+    );
     assert_eq!(status, 405, "GET of a decision: {reply}");
     assert_eq!(server.state_of(&id), "pending", "a refused request decided");
 
@@ -508,21 +545,21 @@ fn screenshot_of_a_pending_question() {
     open_panel(&browser, &server);
 
     let earlier = "Delete the stale build cache";
-    let asker = Asker::start(&env, &server, &project, earlier, &["rm", "-rf", "target/cache"]);
-    let id = server.pending(earlier)["id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let asker = Asker::start(
+        &env,
+        &server,
+        &project,
+        earlier,
+        &["rm", "-rf", "target/cache"],
+    );
+    let id = server.pending_id(earlier);
     browser.click(&browser.wait_for(&format!("{} button.reject", card(&id)), SOON));
     assert_status(&asker.finish(), 77);
     browser.wait_for(&decided_row(&id, "rejected"), SOON);
 
     let why = "Build the release bundle into dist/ so the deploy step can pick it up";
     let asker = Asker::start(&env, &server, &project, why, &["make", "dist"]);
-    let id = server.pending(why)["id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let id = server.pending_id(why);
     browser.wait_for(&format!("{} button.allow", card(&id)), SOON);
     let png = browser.screenshot();
     assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "not a PNG");

@@ -1,11 +1,14 @@
 //! A small WebDriver client: Debian's chromedriver driving a headless Chromium, spoken to
 //! over ureq (sandgate's own HTTP client) and serde_json. The panel tests need seven
-//! commands (new session, navigate, find, click, text, execute, screenshot); a WebDriver
-//! crate would bring an async runtime and some seventy crates for them.
+//! commands (new session, navigate, find, click, text, execute, screenshot). fantoccini
+//! builds without TLS, but would add some sixty-five crates for them (two generations of
+//! ICU, a second `http`, `time`, two `cookie`s) and make every browser test async.
 //!
 //! chromedriver runs as the leader of its own process group, and Chromium inherits that
 //! group: dropping the [`Browser`] ends the session and then kills the group, so no browser
-//! process outlives a test, a failing one included.
+//! process outlives a test, a failing one included. (Chromium's crash handler starts a
+//! session of its own; it exits when the browser it watches is gone. Turning it off with
+//! `--disable-crashpad-for-testing` leaves the renderer hanging.)
 
 #![allow(dead_code)]
 
@@ -78,6 +81,9 @@ impl Browser {
         let profile = browser.dir.path().join("profile");
         let capabilities = json!({"capabilities": {"alwaysMatch": {
             "browserName": "chrome",
+            // A page that does not load fails the test in seconds, not chromedriver's five
+            // minutes.
+            "timeouts": {"pageLoad": 20000, "script": 20000},
             "goog:chromeOptions": {
                 "binary": CHROMIUM,
                 "args": [
@@ -96,7 +102,11 @@ impl Browser {
                 ],
             },
         }}});
-        let created = browser.request("POST", &format!("http://127.0.0.1:{port}/session"), Some(capabilities));
+        let created = browser.request(
+            "POST",
+            &format!("http://127.0.0.1:{port}/session"),
+            Some(capabilities),
+        );
         let id = created["sessionId"].as_str().unwrap_or_else(|| {
             panic!("no session from chromedriver: {created}\n{}", browser.log())
         });
@@ -137,7 +147,10 @@ impl Browser {
     /// Sends one WebDriver command and returns its `value`; a WebDriver error fails the test.
     fn request(&self, method: &str, url: &str, body: Option<Value>) -> Value {
         let (status, reply) = self.try_request(method, url, body);
-        assert!(status == 200, "WebDriver {method} {url}: HTTP {status}: {reply}");
+        assert!(
+            status == 200,
+            "WebDriver {method} {url}: HTTP {status}: {reply}"
+        );
         reply["value"].clone()
     }
 
@@ -186,7 +199,10 @@ impl Browser {
             .iter()
             .map(|e| {
                 // An element reference is an object with one member, the element's id.
-                let id = e.as_object().and_then(|o| o.values().next()).and_then(Value::as_str);
+                let id = e
+                    .as_object()
+                    .and_then(|o| o.values().next())
+                    .and_then(Value::as_str);
                 Element(id.unwrap_or_else(|| panic!("find {css}: {e}")).to_owned())
             })
             .collect()
