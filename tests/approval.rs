@@ -10,6 +10,7 @@ mod approval {
     mod endpoint;
     mod escalation;
     mod program;
+    mod server;
     mod single_threaded;
     mod terminal;
 }

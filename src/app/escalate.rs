@@ -219,7 +219,10 @@ fn answerer(args: &RunArgs, caller: Caller, layers: &Layers) -> Answerer {
 /// what `sandgate doctor` reports.
 pub(crate) fn answerers() -> serde_json::Value {
     use clap::Parser;
-    let (args, layers) = match (crate::cli::Cli::try_parse_from(["sandgate"]), Layers::load()) {
+    let (args, layers) = match (
+        crate::cli::Cli::try_parse_from(["sandgate"]),
+        Layers::load(),
+    ) {
         (Ok(cli), Ok(layers)) => (cli.run, layers),
         (Err(e), _) => return serde_json::json!({ "error": e.to_string() }),
         (_, Err(e)) => return serde_json::json!({ "error": e.to_string() }),

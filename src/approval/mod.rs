@@ -24,8 +24,8 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use serde_json::{json, Value};
 
 pub use transport::Endpoint;
-pub use tty::{neutralise, shell_quote, TtyAnswerer, TtySetting};
 pub(crate) use tty::{fresh_code, judge};
+pub use tty::{neutralise, shell_quote, TtyAnswerer, TtySetting};
 
 /// The largest reply accepted from an endpoint or approver program.
 pub const MAX_REPLY: usize = 64 * 1024;

@@ -85,7 +85,10 @@ pub enum Who {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fate {
     Pending,
-    Decided { decision: Decision, by: Who },
+    Decided {
+        decision: Decision,
+        by: Who,
+    },
     /// The asker hung up: interrupted, killed, or gave up waiting.
     Withdrawn,
     /// Its `expires_at` passed unanswered.
@@ -263,7 +266,10 @@ impl Board {
             });
         };
         let mut entry = self.pending.remove(at);
-        let delivered = entry.reply.take().is_some_and(|tx| tx.send(decision).is_ok());
+        let delivered = entry
+            .reply
+            .take()
+            .is_some_and(|tx| tx.send(decision).is_ok());
         // The asker's connection is the only way an answer takes effect: when it is gone,
         // the question was withdrawn, whatever was answered.
         entry.fate = if delivered {
@@ -423,13 +429,18 @@ mod tests {
     #[test]
     fn the_first_answer_wins_and_reaches_the_asker() {
         let mut board = Board::default();
-        let (mut rx, _) = board.ask(request("aaaaaaaa1"), now()).unwrap_or_else(|e| panic!("{e}"));
+        let (mut rx, _) = board
+            .ask(request("aaaaaaaa1"), now())
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
             board.answer("aaaaaaaa1", Decision::AllowedOnce, Who::Cli, now()),
             Ok("aaaaaaaa1".into())
         );
         assert_eq!(rx.try_recv(), Ok(Decision::AllowedOnce));
-        for (decision, by) in [(Decision::Rejected, Who::Panel), (Decision::AllowedOnce, Who::Watch)] {
+        for (decision, by) in [
+            (Decision::Rejected, Who::Panel),
+            (Decision::AllowedOnce, Who::Watch),
+        ] {
             assert_eq!(
                 board.answer("aaaaaaaa1", decision, by, now()),
                 Err(AnswerRefused::Answered {
@@ -448,8 +459,12 @@ mod tests {
     #[test]
     fn withdrawn_and_expired_questions_take_no_answer() {
         let mut board = Board::default();
-        let (_rx1, _) = board.ask(request("w1"), now()).unwrap_or_else(|e| panic!("{e}"));
-        let (_rx2, _) = board.ask(request("e1"), now()).unwrap_or_else(|e| panic!("{e}"));
+        let (_rx1, _) = board
+            .ask(request("w1"), now())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let (_rx2, _) = board
+            .ask(request("e1"), now())
+            .unwrap_or_else(|e| panic!("{e}"));
         board.withdraw("w1", now());
         board.expire("e1", now());
         // Ending twice, or in another way, changes nothing.
@@ -463,14 +478,21 @@ mod tests {
             board.answer("e1", Decision::AllowedOnce, Who::Cli, now()),
             Err(AnswerRefused::Expired("e1".into()))
         );
-        let states: Vec<_> = board.view(now()).decided.into_iter().map(|q| q.state).collect();
+        let states: Vec<_> = board
+            .view(now())
+            .decided
+            .into_iter()
+            .map(|q| q.state)
+            .collect();
         assert_eq!(states, ["expired", "withdrawn"]);
     }
 
     #[test]
     fn an_answer_whose_asker_is_gone_is_a_withdrawal() {
         let mut board = Board::default();
-        let (rx, _) = board.ask(request("gone1"), now()).unwrap_or_else(|e| panic!("{e}"));
+        let (rx, _) = board
+            .ask(request("gone1"), now())
+            .unwrap_or_else(|e| panic!("{e}"));
         drop(rx);
         assert_eq!(
             board.answer("gone1", Decision::AllowedOnce, Who::Panel, now()),
@@ -482,19 +504,30 @@ mod tests {
     #[test]
     fn ids_are_unique_and_prefixes_must_be_long_and_unambiguous() {
         let mut board = Board::default();
-        let _a = board.ask(request("abcdef01"), now()).unwrap_or_else(|e| panic!("{e}"));
-        let _b = board.ask(request("abcdef02"), now()).unwrap_or_else(|e| panic!("{e}"));
+        let _a = board
+            .ask(request("abcdef01"), now())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let _b = board
+            .ask(request("abcdef02"), now())
+            .unwrap_or_else(|e| panic!("{e}"));
         assert!(matches!(
             board.ask(request("abcdef01"), now()),
             Err(AskRefused::RepeatedId(_))
         ));
-        let answer = |board: &mut Board, id: &str| board.answer(id, Decision::Rejected, Who::Cli, now());
-        assert_eq!(answer(&mut board, "abcde"), Err(AnswerRefused::Unknown("abcde".into())));
+        let answer =
+            |board: &mut Board, id: &str| board.answer(id, Decision::Rejected, Who::Cli, now());
+        assert_eq!(
+            answer(&mut board, "abcde"),
+            Err(AnswerRefused::Unknown("abcde".into()))
+        );
         assert_eq!(
             answer(&mut board, "abcdef0"),
             Err(AnswerRefused::Ambiguous("abcdef0".into()))
         );
-        assert_eq!(answer(&mut board, "zzzzzzzz"), Err(AnswerRefused::Unknown("zzzzzzzz".into())));
+        assert_eq!(
+            answer(&mut board, "zzzzzzzz"),
+            Err(AnswerRefused::Unknown("zzzzzzzz".into()))
+        );
         assert_eq!(answer(&mut board, "abcdef02"), Ok("abcdef02".into()));
         // Still ambiguous: an ended question keeps its id.
         assert_eq!(
@@ -522,6 +555,9 @@ mod tests {
         for n in 1..MAX_PENDING {
             let _ = board.ask(request(&format!("p{n}")), now());
         }
-        assert_eq!(board.ask(request("one-more"), now()).err(), Some(AskRefused::Full));
+        assert_eq!(
+            board.ask(request("one-more"), now()).err(),
+            Some(AskRefused::Full)
+        );
     }
 }

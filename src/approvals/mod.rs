@@ -53,8 +53,9 @@ pub fn run(action: ApprovalsAction) -> ExitCode {
         ApprovalsAction::List { socket, json } => {
             socket_of(socket.socket).and_then(|socket| list(&socket, json))
         }
-        ApprovalsAction::Allow { socket, id } => socket_of(socket.socket)
-            .and_then(|socket| answer(&socket, &id, Decision::AllowedOnce)),
+        ApprovalsAction::Allow { socket, id } => {
+            socket_of(socket.socket).and_then(|socket| answer(&socket, &id, Decision::AllowedOnce))
+        }
         ApprovalsAction::Reject { socket, id } => {
             socket_of(socket.socket).and_then(|socket| answer(&socket, &id, Decision::Rejected))
         }
@@ -96,12 +97,7 @@ fn list(socket: &Path, json: bool) -> Result<(), String> {
         crate::out!("recent:");
     }
     for q in &board.decided {
-        crate::out!(
-            "  {:<12} {}  {}",
-            q.state,
-            q.id,
-            neutralise(&q.command)
-        );
+        crate::out!("  {:<12} {}  {}", q.state, q.id, neutralise(&q.command));
     }
     Ok(())
 }

@@ -68,7 +68,9 @@ fn check_private(path: &Path, socket: bool) -> Result<(), SocketError> {
         return Err(not_private("it is not a socket".into()));
     }
     if !socket && !kind.is_dir() {
-        return Err(not_private("it is not a directory (a link is not taken)".into()));
+        return Err(not_private(
+            "it is not a directory (a link is not taken)".into(),
+        ));
     }
     if meta.uid() != me() {
         return Err(not_private(format!(
@@ -101,8 +103,8 @@ pub struct Placed {
 
 impl Placed {
     pub fn remove(self) {
-        let same = std::fs::symlink_metadata(&self.path)
-            .is_ok_and(|m| (m.dev(), m.ino()) == self.inode);
+        let same =
+            std::fs::symlink_metadata(&self.path).is_ok_and(|m| (m.dev(), m.ino()) == self.inode);
         if same {
             let _ = std::fs::remove_file(&self.path);
         }
