@@ -3,7 +3,8 @@
 //! call: nothing is persisted.
 //!
 //! The answerer is chosen by configuration, in this order: the approval endpoint, else the
-//! approver program, else the terminal, else none (`Unavailable`). A failing answerer never
+//! approver program, else a `sandgate approvals serve` of the caller's at the default
+//! socket (asked as an endpoint), else the terminal, else none (`Unavailable`). A failing answerer never
 //! falls through to the next one. The policy tier (`never`, nesting, the managed ceiling) is
 //! decided before this stage and never reaches an answerer.
 

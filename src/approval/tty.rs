@@ -55,6 +55,10 @@ impl TtySetting {
     }
 }
 
+/// Where an answer can come from when the terminal is not asked.
+const ELSEWHERE: &str =
+    "configure --approval-endpoint or --approver, or start `sandgate approvals serve`";
+
 /// Who may answer an approval question on the terminal, decided once per call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TtyAnswerer {
@@ -70,17 +74,14 @@ impl TtyAnswerer {
     pub fn decide(caller: Caller, setting: &TtySetting, no_tty: bool, in_ci: bool) -> TtyAnswerer {
         let nobody = |why: String| TtyAnswerer::Nobody { why };
         if no_tty || *setting == TtySetting::Never {
-            return nobody(
-                "the terminal prompt is disabled (--no-tty or SANDGATE_TTY=never): configure \
-                 --approval-endpoint or --approver"
-                    .into(),
-            );
+            return nobody(format!(
+                "the terminal prompt is disabled (--no-tty or SANDGATE_TTY=never): {ELSEWHERE}"
+            ));
         }
         if in_ci {
-            return nobody(
-                "CI is set, so nobody can answer a prompt: configure --approval-endpoint or --approver"
-                    .into(),
-            );
+            return nobody(format!(
+                "CI is set, so nobody can answer a prompt: {ELSEWHERE}"
+            ));
         }
         match (caller, setting) {
             (Caller::Person, _) | (Caller::AgentLink, TtySetting::Always) => TtyAnswerer::Person,
@@ -92,9 +93,10 @@ impl TtyAnswerer {
                 nobody(format!(
                     "sandgate was started through a link (sandgate-sh, a bash link, \
                      sandgate-prefix), where the terminal is not asked: the agent that owns it \
-                     could answer its own request{ignored}. Configure an approval endpoint \
-                     (SANDGATE_APPROVAL_ENDPOINT) or an approver program (SANDGATE_APPROVER), \
-                     or set SANDGATE_TTY=always if a person owns this terminal"
+                     could answer its own request{ignored}. Start `sandgate approvals serve`, \
+                     configure an approval endpoint (SANDGATE_APPROVAL_ENDPOINT) or an \
+                     approver program (SANDGATE_APPROVER), or set SANDGATE_TTY=always if a \
+                     person owns this terminal"
                 ))
             }
         }
@@ -187,15 +189,14 @@ pub fn ask(question: &Question, interrupt: Interrupt<'_>) -> Outcome {
         .write(true)
         .open("/dev/tty")
     else {
-        return unavailable(
-            "there is no terminal to ask: configure --approval-endpoint or --approver",
-        );
+        return unavailable(&format!("there is no terminal to ask: {ELSEWHERE}"));
     };
     let foreground = nix::unistd::tcgetpgrp(tty.as_fd()).ok() == Some(nix::unistd::getpgrp());
     if !foreground {
-        return unavailable(
-            "sandgate is not in the terminal's foreground process group, so it will not prompt there: configure --approval-endpoint or --approver",
-        );
+        return unavailable(&format!(
+            "sandgate is not in the terminal's foreground process group, so it will not \
+             prompt there: {ELSEWHERE}"
+        ));
     }
     let d = &question.display;
     let argv: Vec<String> = d.argv.iter().map(|a| neutralise(&shell_quote(a))).collect();
