@@ -354,6 +354,21 @@ fn a_socket_others_could_reach_is_not_asked_and_not_served() {
         Some(0),
         "{board:#}"
     );
+    // A server does not start in a directory others can enter.
+    let open = env.root.join("open");
+    std::fs::create_dir(&open).unwrap_or_else(|e| panic!("{e}"));
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755))
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let sock = open.join("approvals.sock");
+    let out = output(&mut env_command(
+        &env,
+        &["approvals", "serve", "--socket", &sock.to_string_lossy()],
+    ));
+    refused_with(&out, "is not private to this user");
+    assert!(!sock.exists());
     // A second server at a socket where one listens is refused.
     let out = output(&mut env_command(&env, &["approvals", "serve"]));
     refused_with(&out, "already listens");
@@ -487,4 +502,41 @@ fn a_sandboxed_peer_on_a_socket_it_can_reach_is_refused() {
     assert_status(&server.client(&env, &["reject", &id]), 0);
     assert_status(&ended(asker), 77);
     assert!(!env.ws.join("granted").exists());
+}
+
+#[test]
+fn a_question_that_times_out_leaves_the_list_and_takes_no_answer() {
+    let env = TestEnv::new();
+    let server = ApprovalsServer::start(&env, &[]);
+    let mut cmd = env.sandgate("read-only");
+    cmd.args([
+        "--sandbox-permissions",
+        "workspace-write",
+        "--justification",
+        "write",
+    ])
+    .args(["--approval-timeout", "1", "--", "touch"])
+    .arg(env.ws.join("late"));
+    let out = output(&mut cmd);
+    assert_status(&out, 77);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("escalation_cancelled"),
+        "{}",
+        show(&out)
+    );
+    let board = server.board_until(&env, |b| b["pending"].as_array().is_some_and(Vec::is_empty));
+    let id = board["decided"][0]["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let state = board["decided"][0]["state"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        ["withdrawn", "expired"].contains(&state.as_str()),
+        "{board:#}"
+    );
+    refused_with(&server.client(&env, &["allow", &id]), &state);
+    assert!(!env.ws.join("late").exists());
 }
