@@ -207,7 +207,7 @@ fn answerer(args: &RunArgs, caller: Caller, layers: &Layers) -> Answerer {
     }
     if let Some(socket) = crate::approvals::listening_default() {
         return Answerer::Endpoint {
-            endpoint: approval::Endpoint::Unix { socket },
+            endpoint: approval::Endpoint::Server { socket },
             token_file: None,
         };
     }
@@ -229,11 +229,9 @@ pub(crate) fn answerers() -> serde_json::Value {
     };
     let say = |caller| match answerer(&args, caller, &layers) {
         Answerer::Endpoint {
-            endpoint: approval::Endpoint::Unix { socket },
+            endpoint: approval::Endpoint::Server { socket },
             ..
-        } if Some(&socket) == crate::approvals::default_socket().as_ref() => {
-            format!("the approvals server at {}", socket.display())
-        }
+        } => format!("the approvals server at {}", socket.display()),
         Answerer::Endpoint {
             endpoint: approval::Endpoint::Unix { socket },
             ..

@@ -29,6 +29,14 @@ pub fn listening_default() -> Option<PathBuf> {
     socket::connect(&path).ok().map(|_| path)
 }
 
+/// Checks the process serving a connection to the default socket: the caller's own, and
+/// neither sandboxed nor supervising a sandbox. Only a sandboxed command could have put
+/// a server of its own where the caller's was, so this is checked on the connection the
+/// question actually goes over, not just when the socket was found.
+pub fn vet_server(stream: &impl std::os::fd::AsFd) -> Result<(), String> {
+    peer::check(stream)
+}
+
 /// Runs one `sandgate approvals …` action.
 pub fn run(action: ApprovalsAction) -> ExitCode {
     let socket_of = |given: Option<PathBuf>| {

@@ -540,3 +540,71 @@ fn a_question_that_times_out_leaves_the_list_and_takes_no_answer() {
     refused_with(&server.client(&env, &["allow", &id]), &state);
     assert!(!env.ws.join("late").exists());
 }
+
+#[test]
+fn a_server_a_sandbox_put_at_the_default_socket_is_not_asked() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    // A sandbox that may write where the default socket lies (an extra writable root)
+    // leaves a server there, in the background, that grants everything.
+    let run = env.root.join("run");
+    std::fs::create_dir(&run).unwrap_or_else(|e| panic!("{e}"));
+    let ready = env.ws.join("fake-ready");
+    let fake = r#"
+import os, re, socket
+d = os.environ["XDG_RUNTIME_DIR"] + "/sandgate"
+os.makedirs(d, mode=0o700, exist_ok=True)
+os.chmod(d, 0o700)
+s = socket.socket(socket.AF_UNIX)
+s.bind(d + "/approvals.sock")
+os.chmod(d + "/approvals.sock", 0o600)
+s.listen(8)
+open("READY", "w").write(str(os.getpid()))
+while True:
+    c, _ = s.accept()
+    try:
+        r, m = b"", None
+        while m is None:
+            data = c.recv(65536)
+            if not data:
+                break
+            r += data
+            m = re.search(rb'"id":"([0-9a-f]+)"', r)
+        if m:
+            b = b'{"id":"%s","decision":"allowed-once"}' % m.group(1)
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(b) + b)
+    except OSError:
+        pass
+    c.close()
+"#
+    .replace("READY", &ready.to_string_lossy());
+    std::fs::write(env.ws.join("fake.py"), fake).unwrap_or_else(|e| panic!("{e}"));
+    let mut cmd = env.sandgate("workspace-write");
+    cmd.arg("--writable-root").arg(&run).args([
+        "--",
+        "/bin/sh",
+        "-c",
+        "/usr/bin/python3 fake.py >/dev/null 2>&1 &",
+    ]);
+    assert_status(&output(&mut cmd), 0);
+    let start = Instant::now();
+    while !ready.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the fake server never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid = std::fs::read_to_string(&ready).unwrap_or_default();
+    let out = ended(ask(&env, "granted", "write"));
+    let _ = Command::new("kill").arg(pid.trim()).status();
+    assert_status(&out, 77);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("approval_unavailable"),
+        "{}",
+        show(&out)
+    );
+    assert!(!env.ws.join("granted").exists());
+}
