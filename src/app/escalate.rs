@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde_json::{json, Map};
 
 use super::Layers;
+use crate::approval::request::{CommandLine, Request, Requested};
 use crate::approval::{self, Answerer, Outcome, TtyAnswerer, TtySetting};
 use crate::audit::{AuditError, AuditLog};
 use crate::cli::RunArgs;
@@ -86,28 +87,24 @@ pub(super) fn decide(
         Some(refusal) => (Verdict::Refuse(refusal), None),
         None => {
             let question = approval::Question {
-                body: approval::request_body(
+                request: Request::new(
                     &id,
-                    &argv,
-                    &cwd,
+                    CommandLine {
+                        argv: argv.clone(),
+                        cwd: cwd.clone(),
+                    },
                     &workspace.to_string_lossy(),
-                    (
-                        standing.mode.as_str(),
-                        standing.approval.as_str(),
-                        &standing.preset,
-                    ),
-                    (request.to().as_str(), request.justification()),
+                    approval::request::Standing {
+                        mode: standing.mode.to_string(),
+                        approval: standing.approval.to_string(),
+                        preset: standing.preset.clone(),
+                    },
+                    Requested {
+                        mode: request.to().to_string(),
+                        justification: request.justification().to_owned(),
+                    },
                     timeout,
                 ),
-                display: approval::Display {
-                    argv: argv.clone(),
-                    cwd: cwd.clone(),
-                    workspace: workspace.to_string_lossy().into_owned(),
-                    standing: standing.mode.to_string(),
-                    requested: request.to().to_string(),
-                    justification: request.justification().to_owned(),
-                },
-                id: id.clone(),
                 timeout,
             };
             let (outcome, guard) = approval::ask(&answerer(args, caller, layers), &question);

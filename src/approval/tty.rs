@@ -198,16 +198,21 @@ pub fn ask(question: &Question, interrupt: Interrupt<'_>) -> Outcome {
              prompt there: {ELSEWHERE}"
         ));
     }
-    let d = &question.display;
-    let argv: Vec<String> = d.argv.iter().map(|a| neutralise(&shell_quote(a))).collect();
+    let r = &question.request;
+    let argv: Vec<String> = r
+        .command
+        .argv
+        .iter()
+        .map(|a| neutralise(&shell_quote(a)))
+        .collect();
     let question_text = format!(
         "\nsandgate: a command asks to run with a wider sandbox\n  command:       {}\n  cwd:           {}\n  workspace:     {}\n  sandbox:       {} -> {}\n  justification: {}\n",
         argv.join(" "),
-        neutralise(&d.cwd),
-        neutralise(&d.workspace),
-        d.standing,
-        d.requested,
-        neutralise(&d.justification),
+        neutralise(&r.command.cwd),
+        neutralise(&r.workspace),
+        r.standing.mode,
+        r.requested.mode,
+        neutralise(&r.requested.justification),
     );
     // The code exists only from here on, and only on the terminal.
     let Ok(code) = fresh_code() else {

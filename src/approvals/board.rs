@@ -9,6 +9,8 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
+use crate::approval::request::{self, Request, Requested, Standing};
+
 /// How many pending questions one server holds at once; more are refused (the asker
 /// reports its question as unavailable).
 pub const MAX_PENDING: usize = 64;
@@ -21,39 +23,6 @@ const SHOWN_ENDED: usize = 20;
 const MAX_WAIT: Duration = Duration::from_secs(86_400);
 /// The shortest id prefix `answer` accepts in place of the whole id.
 pub const MIN_PREFIX: usize = 6;
-
-/// The escalation request as the asking sandgate sends it (the approval endpoint protocol).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Request {
-    pub version: u32,
-    pub id: String,
-    pub kind: String,
-    pub command: CommandLine,
-    pub workspace: String,
-    pub standing: Standing,
-    pub requested: Requested,
-    pub options: Vec<String>,
-    pub expires_at: String,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct CommandLine {
-    pub argv: Vec<String>,
-    pub cwd: String,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Standing {
-    pub mode: String,
-    pub approval: String,
-    pub preset: Option<String>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Requested {
-    pub mode: String,
-    pub justification: String,
-}
 
 /// The two answers a question can get. Nothing else is ever sent back to an asker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -179,36 +148,34 @@ pub struct BoardView {
     pub decided: Vec<QuestionView>,
 }
 
-impl Request {
-    /// Checks what the server relies on and returns when the question expires, capped at
-    /// the longest wait an asker can ask for.
-    pub fn validate(&self, now: SystemTime) -> Result<SystemTime, AskRefused> {
-        let invalid = |why: &str| Err(AskRefused::Invalid(why.to_owned()));
-        if self.version != 1 {
-            return invalid("unknown version");
-        }
-        if self.kind != "sandbox_escalation" {
-            return invalid("kind is not sandbox_escalation");
-        }
-        let id_ok = (1..=64).contains(&self.id.len())
-            && self
-                .id
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-        if !id_ok {
-            return invalid("the id must be 1 to 64 letters, digits, - or _");
-        }
-        if !["allowed-once", "rejected"]
-            .iter()
-            .all(|o| self.options.iter().any(|x| x == o))
-        {
-            return invalid("options must offer allowed-once and rejected");
-        }
-        let Ok(expires) = humantime::parse_rfc3339(&self.expires_at) else {
-            return invalid("expires_at is not an RFC 3339 time");
-        };
-        Ok(expires.min(now + MAX_WAIT))
+/// Checks what the server relies on and returns when the question expires, capped at the
+/// longest wait an asker can ask for.
+fn validate(request: &Request, now: SystemTime) -> Result<SystemTime, AskRefused> {
+    let invalid = |why: &str| Err(AskRefused::Invalid(why.to_owned()));
+    if request.version != request::VERSION {
+        return invalid("unknown version");
     }
+    if request.kind != request::KIND {
+        return invalid("kind is not sandbox_escalation");
+    }
+    let id_ok = (1..=64).contains(&request.id.len())
+        && request
+            .id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if !id_ok {
+        return invalid("the id must be 1 to 64 letters, digits, - or _");
+    }
+    if !["allowed-once", "rejected"]
+        .iter()
+        .all(|o| request.options.iter().any(|x| x == o))
+    {
+        return invalid("options must offer allowed-once and rejected");
+    }
+    let Ok(expires) = humantime::parse_rfc3339(&request.expires_at) else {
+        return invalid("expires_at is not an RFC 3339 time");
+    };
+    Ok(expires.min(now + MAX_WAIT))
 }
 
 impl Board {
@@ -224,7 +191,7 @@ impl Board {
         request: Request,
         now: SystemTime,
     ) -> Result<(oneshot::Receiver<Decision>, SystemTime), AskRefused> {
-        let expires = request.validate(now)?;
+        let expires = validate(&request, now)?;
         if self.find(&request.id).is_some() {
             return Err(AskRefused::RepeatedId(request.id));
         }
@@ -397,29 +364,27 @@ fn rfc3339(t: SystemTime) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::approval::request::CommandLine;
 
     fn request(id: &str) -> Request {
-        Request {
-            version: 1,
-            id: id.into(),
-            kind: "sandbox_escalation".into(),
-            command: CommandLine {
+        Request::new(
+            id,
+            CommandLine {
                 argv: vec!["make".into(), "it's".into()],
                 cwd: "/w".into(),
             },
-            workspace: "/w".into(),
-            standing: Standing {
+            "/w",
+            Standing {
                 mode: "read-only".into(),
                 approval: "on-request".into(),
-                preset: None,
+                preset: "read-only".into(),
             },
-            requested: Requested {
+            Requested {
                 mode: "workspace-write".into(),
                 justification: "build".into(),
             },
-            options: vec!["allowed-once".into(), "rejected".into()],
-            expires_at: rfc3339(SystemTime::now() + Duration::from_secs(60)),
-        }
+            Duration::from_secs(60),
+        )
     }
 
     fn now() -> SystemTime {

@@ -375,7 +375,7 @@ impl Drop for Withdraw {
 
 /// An asker's question: held until it is answered or expires, or the asker hangs up.
 async fn ask(shared: Arc<Shared>, bytes: &[u8]) -> Reply {
-    let request: super::board::Request = match serde_json::from_slice(bytes) {
+    let request: crate::approval::request::Request = match serde_json::from_slice(bytes) {
         Ok(request) => request,
         Err(e) => return error(StatusCode::BAD_REQUEST, &format!("not a question: {e}")),
     };
