@@ -11,6 +11,7 @@ mod approval {
     mod escalation;
     mod program;
     mod server;
+    mod server_attacks;
     mod single_threaded;
     mod terminal;
 }

@@ -161,9 +161,13 @@ pub fn neutralise(s: &str) -> String {
         .collect()
 }
 
-/// Unicode bidirectional overrides can reorder what a person reads.
+/// Unicode bidirectional overrides can reorder what a person reads: every character with
+/// the Bidi_Control property (embeddings, overrides, isolates and the three marks).
 fn is_bidi_control(c: char) -> bool {
-    matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}')
+    matches!(
+        c,
+        '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{061c}'
+    )
 }
 
 /// Quotes one argument for display as a POSIX shell word.

@@ -34,8 +34,7 @@ pub fn check(stream: &impl AsFd) -> Result<(), String> {
         Some(fd) => pid_of(fd).ok_or("the peer has exited")?,
         None => creds.pid(),
     };
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .map_err(|e| format!("cannot read the status of the peer (pid {pid}): {e}"))?;
+    let status = status_of(pid)?;
     let has = |line: &str| {
         status
             .lines()
@@ -50,12 +49,26 @@ pub fn check(stream: &impl AsFd) -> Result<(), String> {
              sandboxed command"
         ));
     }
+    // An exiting process has closed every fd, its listener too, and an exited one that is
+    // not reaped yet still has its pid: a supervisor whose connect waited in the backlog
+    // until then would list no listener. The kernel releases a process's memory before its
+    // files, so memory still there after the look means the fds were looked at whole.
+    if !status_of(pid)?.lines().any(|l| l.starts_with("VmSize:")) {
+        return Err(format!(
+            "the peer (pid {pid}) is exiting: what it held can no longer be seen"
+        ));
+    }
     if let Some(fd) = &pidfd {
         if pid_of(fd) != Some(pid) {
             return Err("the peer exited while it was looked at".into());
         }
     }
     Ok(())
+}
+
+fn status_of(pid: i32) -> Result<String, String> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .map_err(|e| format!("cannot read the status of the peer (pid {pid}): {e}"))
 }
 
 /// Whether `pid` holds a seccomp user-notification listener. Unreadable counts as yes.

@@ -105,6 +105,11 @@ impl ApprovalsServer {
         }
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// What the server said on stderr.
     pub fn errors(&self) -> String {
         std::fs::read_to_string(&self.stderr).unwrap_or_default()
