@@ -147,18 +147,62 @@ pub(crate) fn judge(line: &str, code: &str) -> Outcome {
     }
 }
 
-/// Returns `s` with every control character shown as an escape (`\u{1b}`), so it cannot
-/// move the cursor, change colours or clear the screen.
+/// Returns `s` made safe to show a person: every control character, bidirectional
+/// control and invisible character is shown as an escape (`\u{1b}`), so nothing can move
+/// the cursor, change colours, clear the screen, reorder the text or hide in it; and a
+/// run of [`LONG_BLANK`] or more spaces is shown as its count, so padding cannot push the
+/// start of a command off the screen while its harmless end stays in view.
 pub fn neutralise(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_control() || is_bidi_control(c) {
-                c.escape_unicode().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
+    let mut shown = String::with_capacity(s.len());
+    let mut spaces = 0usize;
+    let flush = |shown: &mut String, spaces: &mut usize| {
+        if *spaces >= LONG_BLANK {
+            shown.push_str(&format!("\\u{{20}}×{spaces}"));
+        } else {
+            shown.extend(std::iter::repeat_n(' ', *spaces));
+        }
+        *spaces = 0;
+    };
+    for c in s.chars() {
+        if c == ' ' {
+            spaces += 1;
+            continue;
+        }
+        flush(&mut shown, &mut spaces);
+        if c.is_control() || is_bidi_control(c) || is_invisible(c) {
+            shown.extend(c.escape_unicode());
+        } else {
+            shown.push(c);
+        }
+    }
+    flush(&mut shown, &mut spaces);
+    shown
+}
+
+/// The shortest run of spaces [`neutralise`] shows as a count.
+const LONG_BLANK: usize = 8;
+
+/// Characters that show as nothing, or as a line break: two different texts could look
+/// the same, or one line look like two.
+fn is_invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00ad}'
+            | '\u{034f}'
+            | '\u{115f}'
+            | '\u{1160}'
+            | '\u{180b}'..='\u{180f}'
+            | '\u{200b}'..='\u{200d}'
+            | '\u{2028}'
+            | '\u{2029}'
+            | '\u{2060}'..='\u{206f}'
+            | '\u{3164}'
+            | '\u{fe00}'..='\u{fe0f}'
+            | '\u{feff}'
+            | '\u{ffa0}'
+            | '\u{fff0}'..='\u{fffb}'
+            | '\u{e0000}'..='\u{e0fff}'
+    )
 }
 
 /// Unicode bidirectional overrides can reorder what a person reads: every character with
@@ -307,6 +351,18 @@ mod tests {
             "{shown}"
         );
         assert!(shown.contains("\\u{1b}[2J"));
+    }
+
+    #[test]
+    fn nothing_hides_in_what_is_shown() {
+        let shown = neutralise("rm -rf ~\u{200b}x\u{2028}y\u{feff}\u{e0041}");
+        for hidden in ["\u{200b}", "\u{2028}", "\u{feff}", "\u{e0041}"] {
+            assert!(!shown.contains(hidden), "{shown:?}");
+        }
+        let padded = format!("curl x|sh #{}make test", " ".repeat(4000));
+        assert_eq!(neutralise(&padded), "curl x|sh #\\u{20}×4000make test");
+        assert_eq!(neutralise("a  b       c"), "a  b       c");
+        assert_eq!(neutralise("tail        "), "tail\\u{20}×8");
     }
 
     #[test]
