@@ -137,7 +137,10 @@ pub fn render_text(r: &Report) -> String {
         "namespaces  user {}, mount {}\n",
         r.namespaces["user"], r.namespaces["mount"]
     ));
-    for (caller, key) in [("a person's call", "person"), ("through a link", "agent_link")] {
+    for (caller, key) in [
+        ("a person's call", "person"),
+        ("through a link", "agent_link"),
+    ] {
         if let Some(who) = r.answerer[key].as_str() {
             out.push_str(&format!("approvals   {caller} asks {who}\n"));
         }

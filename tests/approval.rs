@@ -10,6 +10,8 @@ mod approval {
     mod endpoint;
     mod escalation;
     mod program;
+    mod server;
+    mod server_attacks;
     mod single_threaded;
     mod terminal;
 }

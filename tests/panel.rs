@@ -5,17 +5,16 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
+use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use support::server::ApprovalsServer;
 use support::webdriver::Browser;
 use support::*;
 
@@ -24,88 +23,44 @@ const HOSTILE: &str = r#"<script>window.pwned=1</script><img src=x onerror="wind
 
 const SOON: Duration = Duration::from_secs(20);
 
-/// A running `sandgate approvals serve --http 127.0.0.1:0`, killed (with its process
-/// group) when dropped.
+/// A running `sandgate approvals serve --http 127.0.0.1:0` (at the test's default socket),
+/// with what its panel URL says.
 struct Server {
-    child: Child,
+    server: ApprovalsServer,
     /// The panel URL it printed first, token included.
     url: String,
     /// `127.0.0.1:PORT`.
     addr: String,
     token: String,
-    socket: PathBuf,
 }
 
 impl Server {
     fn start(env: &TestEnv) -> Server {
-        // The server wants the socket's directory private to its user.
-        let dir = env.root.join("approvals");
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&dir)
-            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-        let socket = dir.join("approvals.sock");
-        let mut cmd = Command::new(sandgate());
-        env.isolate(&mut cmd);
-        let mut child = cmd
-            .args(["approvals", "serve", "--socket"])
-            .arg(&socket)
-            .args(["--http", "127.0.0.1:0"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .process_group(0)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start the approvals server: {e}"));
-        // Lines arrive on a thread, which keeps draining stdout so the server never blocks.
-        let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
-        let (lines, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { return };
-                if lines.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        let next = || {
-            rx.recv_timeout(SOON)
-                .unwrap_or_else(|e| panic!("the approvals server printed no line: {e}"))
-        };
-        let url = next();
-        let socket_line = next();
-        let server = Server {
-            addr: url
-                .strip_prefix("http://")
-                .and_then(|rest| rest.split_once('/'))
-                .map(|(addr, _)| addr.to_owned())
-                .unwrap_or_else(|| panic!("first line is not the panel URL: {url:?}")),
-            token: url
-                .split_once("?token=")
-                .map(|(_, token)| token.to_owned())
-                .unwrap_or_else(|| panic!("no token in {url:?}")),
+        let server = ApprovalsServer::start(env, &["--http", "127.0.0.1:0"]);
+        let url = server
+            .url
+            .clone()
+            .unwrap_or_else(|| panic!("no panel URL: {}", server.errors()));
+        let (addr, token) = url
+            .strip_prefix("http://")
+            .and_then(|rest| rest.split_once("/?token="))
+            .unwrap_or_else(|| panic!("first line is not the panel URL: {url:?}"));
+        assert!(addr.starts_with("127.0.0.1:"), "panel URL {url:?}");
+        assert!(
+            token.len() == 32 && token.bytes().all(|b| b.is_ascii_hexdigit()),
+            "token {token:?}"
+        );
+        Server {
+            addr: addr.to_owned(),
+            token: token.to_owned(),
             url,
-            socket,
-            child,
-        };
-        assert!(
-            server.addr.starts_with("127.0.0.1:")
-                && server.url.ends_with(&format!("/?token={}", server.token)),
-            "panel URL {:?}",
-            server.url
-        );
-        assert!(
-            server.token.len() == 32 && server.token.bytes().all(|b| b.is_ascii_hexdigit()),
-            "token {:?}",
-            server.token
-        );
-        assert_eq!(socket_line, format!("socket: {}", server.socket.display()));
-        server
+            server,
+        }
     }
 
     /// The endpoint an escalating call is pointed at.
     fn endpoint(&self) -> String {
-        format!("unix:{}", self.socket.display())
+        format!("unix:{}", self.server.socket.display())
     }
 
     /// A raw HTTP/1.1 request to the panel port: `head` is the request line and any
@@ -200,12 +155,6 @@ impl Server {
             &json!({ "decision": decision }).to_string(),
         );
         (status, body)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        kill_group(&mut self.child);
     }
 }
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde_json::{json, Map};
 
 use super::Layers;
+use crate::approval::request::{CommandLine, Request, Requested};
 use crate::approval::{self, Answerer, Outcome, TtyAnswerer, TtySetting};
 use crate::audit::{AuditError, AuditLog};
 use crate::cli::RunArgs;
@@ -86,28 +87,24 @@ pub(super) fn decide(
         Some(refusal) => (Verdict::Refuse(refusal), None),
         None => {
             let question = approval::Question {
-                body: approval::request_body(
+                request: Request::new(
                     &id,
-                    &argv,
-                    &cwd,
+                    CommandLine {
+                        argv: argv.clone(),
+                        cwd: cwd.clone(),
+                    },
                     &workspace.to_string_lossy(),
-                    (
-                        standing.mode.as_str(),
-                        standing.approval.as_str(),
-                        &standing.preset,
-                    ),
-                    (request.to().as_str(), request.justification()),
+                    approval::request::Standing {
+                        mode: standing.mode.to_string(),
+                        approval: standing.approval.to_string(),
+                        preset: standing.preset.clone(),
+                    },
+                    Requested {
+                        mode: request.to().to_string(),
+                        justification: request.justification().to_owned(),
+                    },
                     timeout,
                 ),
-                display: approval::Display {
-                    argv: argv.clone(),
-                    cwd: cwd.clone(),
-                    workspace: workspace.to_string_lossy().into_owned(),
-                    standing: standing.mode.to_string(),
-                    requested: request.to().to_string(),
-                    justification: request.justification().to_owned(),
-                },
-                id: id.clone(),
                 timeout,
             };
             let (outcome, guard) = approval::ask(&answerer(args, caller, layers), &question);
@@ -207,7 +204,7 @@ fn answerer(args: &RunArgs, caller: Caller, layers: &Layers) -> Answerer {
     }
     if let Some(socket) = crate::approvals::listening_default() {
         return Answerer::Endpoint {
-            endpoint: approval::Endpoint::Unix { socket },
+            endpoint: approval::Endpoint::Server { socket },
             token_file: None,
         };
     }
@@ -219,18 +216,19 @@ fn answerer(args: &RunArgs, caller: Caller, layers: &Layers) -> Answerer {
 /// what `sandgate doctor` reports.
 pub(crate) fn answerers() -> serde_json::Value {
     use clap::Parser;
-    let (args, layers) = match (crate::cli::Cli::try_parse_from(["sandgate"]), Layers::load()) {
+    let (args, layers) = match (
+        crate::cli::Cli::try_parse_from(["sandgate"]),
+        Layers::load(),
+    ) {
         (Ok(cli), Ok(layers)) => (cli.run, layers),
         (Err(e), _) => return serde_json::json!({ "error": e.to_string() }),
         (_, Err(e)) => return serde_json::json!({ "error": e.to_string() }),
     };
     let say = |caller| match answerer(&args, caller, &layers) {
         Answerer::Endpoint {
-            endpoint: approval::Endpoint::Unix { socket },
+            endpoint: approval::Endpoint::Server { socket },
             ..
-        } if Some(&socket) == crate::approvals::default_socket().as_ref() => {
-            format!("the approvals server at {}", socket.display())
-        }
+        } => format!("the approvals server at {}", socket.display()),
         Answerer::Endpoint {
             endpoint: approval::Endpoint::Unix { socket },
             ..

@@ -23,7 +23,7 @@ pub fn ask(
             };
         }
     };
-    let body = question.body.to_string().into_bytes();
+    let body = serde_json::to_vec(&question.request).unwrap_or_default();
     match post_json(
         endpoint,
         &body,
@@ -32,7 +32,9 @@ pub fn ask(
         MAX_REPLY,
         Some(interrupt.fd()),
     ) {
-        Ok((status, reply)) if (200..300).contains(&status) => parse_reply(&reply, &question.id),
+        Ok((status, reply)) if (200..300).contains(&status) => {
+            parse_reply(&reply, &question.request.id)
+        }
         Ok((status, _)) => Outcome::Unavailable {
             why: format!("the approval endpoint answered HTTP {status}"),
         },

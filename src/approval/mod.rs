@@ -3,13 +3,15 @@
 //! call: nothing is persisted.
 //!
 //! The answerer is chosen by configuration, in this order: the approval endpoint, else the
-//! approver program, else the terminal, else none (`Unavailable`). A failing answerer never
+//! approver program, else a `sandgate approvals serve` of the caller's at the default
+//! socket (asked as an endpoint), else the terminal, else none (`Unavailable`). A failing answerer never
 //! falls through to the next one. The policy tier (`never`, nesting, the managed ceiling) is
 //! decided before this stage and never reaches an answerer.
 
 mod endpoint;
 mod name_lookup;
 mod program;
+pub mod request;
 mod strict_json;
 pub mod transport;
 mod tty;
@@ -21,11 +23,11 @@ use std::os::fd::{AsFd, BorrowedFd};
 
 use nix::sys::signal::{SigSet, SigmaskHow, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 pub use transport::Endpoint;
-pub use tty::{neutralise, shell_quote, TtyAnswerer, TtySetting};
 pub(crate) use tty::{fresh_code, judge};
+pub use tty::{neutralise, shell_quote, TtyAnswerer, TtySetting};
 
 /// The largest reply accepted from an endpoint or approver program.
 pub const MAX_REPLY: usize = 64 * 1024;
@@ -75,23 +77,9 @@ pub enum Answerer {
 /// One question, as sent to every kind of answerer.
 #[derive(Debug, Clone)]
 pub struct Question {
-    pub id: String,
-    /// The request JSON the endpoint and the approver program receive.
-    pub body: Value,
-    /// What the terminal prompt shows.
-    pub display: Display,
+    /// What the endpoint and the approver program receive, and the terminal shows.
+    pub request: request::Request,
     pub timeout: Duration,
-}
-
-/// The facts a person needs to decide, for the terminal prompt.
-#[derive(Debug, Clone)]
-pub struct Display {
-    pub argv: Vec<String>,
-    pub cwd: String,
-    pub workspace: String,
-    pub standing: String,
-    pub requested: String,
-    pub justification: String,
 }
 
 /// Returns a fresh, unguessable request id (128 random bits, hex).
@@ -247,32 +235,6 @@ pub fn parse_reply(body: &[u8], id: &str) -> Outcome {
         Some(_) => Outcome::Rejected,
         None => unavailable("the reply has no decision"),
     }
-}
-
-/// Builds the request JSON the endpoint and the approver program receive.
-#[allow(clippy::too_many_arguments)]
-pub fn request_body(
-    id: &str,
-    argv: &[String],
-    cwd: &str,
-    workspace: &str,
-    standing: (&str, &str, &str),
-    requested: (&str, &str),
-    timeout: Duration,
-) -> Value {
-    let expires = std::time::SystemTime::now() + timeout;
-    json!({
-        "version": 1,
-        "id": id,
-        "kind": "sandbox_escalation",
-        "command": { "argv": argv, "cwd": cwd },
-        "workspace": workspace,
-        "standing": { "mode": standing.0, "approval": standing.1, "preset": standing.2 },
-        "requested": { "mode": requested.0, "justification": requested.1 },
-        "reason": format!("the command asks to run under {} instead of {}", requested.0, standing.0),
-        "options": ["allowed-once", "rejected"],
-        "expires_at": humantime::format_rfc3339_seconds(expires).to_string(),
-    })
 }
 
 #[cfg(test)]

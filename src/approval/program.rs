@@ -60,7 +60,7 @@ pub fn ask(command: &str, question: &Question, interrupt: Interrupt<'_>) -> Outc
     if !status.success() {
         return unavailable(format!("the approver program failed ({status})"));
     }
-    parse_reply(&reply, &question.id)
+    parse_reply(&reply, &question.request.id)
 }
 
 /// How the exchange with the program ended.
@@ -95,7 +95,7 @@ fn talk(
     }
     // Without a pidfd (kernels before 5.3) the program's exit is looked at every tick.
     let pidfd: Option<OwnedFd> = sys::pidfd_open(child.id() as i32, false).ok();
-    let body = question.body.to_string().into_bytes();
+    let body = serde_json::to_vec(&question.request).unwrap_or_default();
     let mut sent = 0;
     let mut reply = Vec::new();
     loop {

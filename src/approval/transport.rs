@@ -55,6 +55,10 @@ pub enum Endpoint {
     Http { url: String },
     /// `unix:/PATH/TO/SOCKET` — HTTP over a unix stream socket; the request path is `/`.
     Unix { socket: PathBuf },
+    /// The caller's own `sandgate approvals serve`, found at the default socket rather
+    /// than configured: a unix endpoint whose server must, on the very connection the
+    /// question goes over, be the caller's and outside any sandbox.
+    Server { socket: PathBuf },
 }
 
 /// The accepted spellings, repeated in every parse error so the user can fix it in one go.
@@ -211,12 +215,13 @@ pub fn post_json(
             url.as_str(),
         ),
         // The host in the URL only ends up in the `Host` header: the connector ignores it.
-        Endpoint::Unix { socket } => (
+        Endpoint::Unix { socket } | Endpoint::Server { socket } => (
             Agent::with_parts(
                 config,
                 UnixConnector {
                     socket: socket.clone(),
                     watch,
+                    vet_server: matches!(endpoint, Endpoint::Server { .. }),
                 },
                 NoResolver,
             ),
@@ -439,6 +444,8 @@ fn connect_tcp(
 struct UnixConnector {
     socket: PathBuf,
     watch: Watch,
+    /// Check the server process behind the connection (see [`Endpoint::Server`]).
+    vet_server: bool,
 }
 
 impl Connector for UnixConnector {
@@ -450,6 +457,14 @@ impl Connector for UnixConnector {
         _chained: Option<()>,
     ) -> Result<Option<Self::Out>, ureq::Error> {
         let stream = connect_unix(&self.socket, details.timeout, &self.watch)?;
+        if self.vet_server {
+            crate::approvals::vet_server(&stream).map_err(|why| {
+                io::Error::other(format!(
+                    "the approvals server at {} is not to be trusted: {why}",
+                    self.socket.display()
+                ))
+            })?;
+        }
         Ok(Some(SocketTransport::new(
             stream,
             details.config,

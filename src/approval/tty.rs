@@ -55,6 +55,10 @@ impl TtySetting {
     }
 }
 
+/// Where an answer can come from when the terminal is not asked.
+const ELSEWHERE: &str =
+    "configure --approval-endpoint or --approver, or start `sandgate approvals serve`";
+
 /// Who may answer an approval question on the terminal, decided once per call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TtyAnswerer {
@@ -70,17 +74,14 @@ impl TtyAnswerer {
     pub fn decide(caller: Caller, setting: &TtySetting, no_tty: bool, in_ci: bool) -> TtyAnswerer {
         let nobody = |why: String| TtyAnswerer::Nobody { why };
         if no_tty || *setting == TtySetting::Never {
-            return nobody(
-                "the terminal prompt is disabled (--no-tty or SANDGATE_TTY=never): configure \
-                 --approval-endpoint or --approver"
-                    .into(),
-            );
+            return nobody(format!(
+                "the terminal prompt is disabled (--no-tty or SANDGATE_TTY=never): {ELSEWHERE}"
+            ));
         }
         if in_ci {
-            return nobody(
-                "CI is set, so nobody can answer a prompt: configure --approval-endpoint or --approver"
-                    .into(),
-            );
+            return nobody(format!(
+                "CI is set, so nobody can answer a prompt: {ELSEWHERE}"
+            ));
         }
         match (caller, setting) {
             (Caller::Person, _) | (Caller::AgentLink, TtySetting::Always) => TtyAnswerer::Person,
@@ -92,9 +93,10 @@ impl TtyAnswerer {
                 nobody(format!(
                     "sandgate was started through a link (sandgate-sh, a bash link, \
                      sandgate-prefix), where the terminal is not asked: the agent that owns it \
-                     could answer its own request{ignored}. Configure an approval endpoint \
-                     (SANDGATE_APPROVAL_ENDPOINT) or an approver program (SANDGATE_APPROVER), \
-                     or set SANDGATE_TTY=always if a person owns this terminal"
+                     could answer its own request{ignored}. Start `sandgate approvals serve`, \
+                     configure an approval endpoint (SANDGATE_APPROVAL_ENDPOINT) or an \
+                     approver program (SANDGATE_APPROVER), or set SANDGATE_TTY=always if a \
+                     person owns this terminal"
                 ))
             }
         }
@@ -145,23 +147,71 @@ pub(crate) fn judge(line: &str, code: &str) -> Outcome {
     }
 }
 
-/// Returns `s` with every control character shown as an escape (`\u{1b}`), so it cannot
-/// move the cursor, change colours or clear the screen.
+/// Returns `s` made safe to show a person: every control character, bidirectional
+/// control and invisible character is shown as an escape (`\u{1b}`), so nothing can move
+/// the cursor, change colours, clear the screen, reorder the text or hide in it; and a
+/// run of [`LONG_BLANK`] or more spaces is shown as its count, so padding cannot push the
+/// start of a command off the screen while its harmless end stays in view.
 pub fn neutralise(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_control() || is_bidi_control(c) {
-                c.escape_unicode().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
+    let mut shown = String::with_capacity(s.len());
+    let mut spaces = 0usize;
+    let flush = |shown: &mut String, spaces: &mut usize| {
+        if *spaces >= LONG_BLANK {
+            shown.push_str(&format!("\\u{{20}}×{spaces}"));
+        } else {
+            shown.extend(std::iter::repeat_n(' ', *spaces));
+        }
+        *spaces = 0;
+    };
+    for c in s.chars() {
+        if c == ' ' {
+            spaces += 1;
+            continue;
+        }
+        flush(&mut shown, &mut spaces);
+        if c.is_control() || is_bidi_control(c) || is_invisible(c) {
+            shown.extend(c.escape_unicode());
+        } else {
+            shown.push(c);
+        }
+    }
+    flush(&mut shown, &mut spaces);
+    shown
 }
 
-/// Unicode bidirectional overrides can reorder what a person reads.
+/// The shortest run of spaces [`neutralise`] shows as a count.
+const LONG_BLANK: usize = 8;
+
+/// Characters that show as nothing, or as a line break: two different texts could look
+/// the same, or one line look like two.
+fn is_invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00ad}'
+            | '\u{034f}'
+            | '\u{115f}'
+            | '\u{1160}'
+            | '\u{180b}'..='\u{180f}'
+            | '\u{200b}'..='\u{200d}'
+            | '\u{2028}'
+            | '\u{2029}'
+            | '\u{2060}'..='\u{206f}'
+            | '\u{3164}'
+            | '\u{fe00}'..='\u{fe0f}'
+            | '\u{feff}'
+            | '\u{ffa0}'
+            | '\u{fff0}'..='\u{fffb}'
+            | '\u{e0000}'..='\u{e0fff}'
+    )
+}
+
+/// Unicode bidirectional overrides can reorder what a person reads: every character with
+/// the Bidi_Control property (embeddings, overrides, isolates and the three marks).
 fn is_bidi_control(c: char) -> bool {
-    matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}')
+    matches!(
+        c,
+        '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{061c}'
+    )
 }
 
 /// Quotes one argument for display as a POSIX shell word.
@@ -187,26 +237,30 @@ pub fn ask(question: &Question, interrupt: Interrupt<'_>) -> Outcome {
         .write(true)
         .open("/dev/tty")
     else {
-        return unavailable(
-            "there is no terminal to ask: configure --approval-endpoint or --approver",
-        );
+        return unavailable(&format!("there is no terminal to ask: {ELSEWHERE}"));
     };
     let foreground = nix::unistd::tcgetpgrp(tty.as_fd()).ok() == Some(nix::unistd::getpgrp());
     if !foreground {
-        return unavailable(
-            "sandgate is not in the terminal's foreground process group, so it will not prompt there: configure --approval-endpoint or --approver",
-        );
+        return unavailable(&format!(
+            "sandgate is not in the terminal's foreground process group, so it will not \
+             prompt there: {ELSEWHERE}"
+        ));
     }
-    let d = &question.display;
-    let argv: Vec<String> = d.argv.iter().map(|a| neutralise(&shell_quote(a))).collect();
+    let r = &question.request;
+    let argv: Vec<String> = r
+        .command
+        .argv
+        .iter()
+        .map(|a| neutralise(&shell_quote(a)))
+        .collect();
     let question_text = format!(
         "\nsandgate: a command asks to run with a wider sandbox\n  command:       {}\n  cwd:           {}\n  workspace:     {}\n  sandbox:       {} -> {}\n  justification: {}\n",
         argv.join(" "),
-        neutralise(&d.cwd),
-        neutralise(&d.workspace),
-        d.standing,
-        d.requested,
-        neutralise(&d.justification),
+        neutralise(&r.command.cwd),
+        neutralise(&r.workspace),
+        r.standing.mode,
+        r.requested.mode,
+        neutralise(&r.requested.justification),
     );
     // The code exists only from here on, and only on the terminal.
     let Ok(code) = fresh_code() else {
@@ -297,6 +351,18 @@ mod tests {
             "{shown}"
         );
         assert!(shown.contains("\\u{1b}[2J"));
+    }
+
+    #[test]
+    fn nothing_hides_in_what_is_shown() {
+        let shown = neutralise("rm -rf ~\u{200b}x\u{2028}y\u{feff}\u{e0041}");
+        for hidden in ["\u{200b}", "\u{2028}", "\u{feff}", "\u{e0041}"] {
+            assert!(!shown.contains(hidden), "{shown:?}");
+        }
+        let padded = format!("curl x|sh #{}make test", " ".repeat(4000));
+        assert_eq!(neutralise(&padded), "curl x|sh #\\u{20}×4000make test");
+        assert_eq!(neutralise("a  b       c"), "a  b       c");
+        assert_eq!(neutralise("tail        "), "tail\\u{20}×8");
     }
 
     #[test]

@@ -9,6 +9,8 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
+use crate::approval::request::{self, Request, Requested, Standing};
+
 /// How many pending questions one server holds at once; more are refused (the asker
 /// reports its question as unavailable).
 pub const MAX_PENDING: usize = 64;
@@ -21,39 +23,6 @@ const SHOWN_ENDED: usize = 20;
 const MAX_WAIT: Duration = Duration::from_secs(86_400);
 /// The shortest id prefix `answer` accepts in place of the whole id.
 pub const MIN_PREFIX: usize = 6;
-
-/// The escalation request as the asking sandgate sends it (the approval endpoint protocol).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Request {
-    pub version: u32,
-    pub id: String,
-    pub kind: String,
-    pub command: CommandLine,
-    pub workspace: String,
-    pub standing: Standing,
-    pub requested: Requested,
-    pub options: Vec<String>,
-    pub expires_at: String,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct CommandLine {
-    pub argv: Vec<String>,
-    pub cwd: String,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Standing {
-    pub mode: String,
-    pub approval: String,
-    pub preset: Option<String>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Requested {
-    pub mode: String,
-    pub justification: String,
-}
 
 /// The two answers a question can get. Nothing else is ever sent back to an asker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -85,7 +54,10 @@ pub enum Who {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fate {
     Pending,
-    Decided { decision: Decision, by: Who },
+    Decided {
+        decision: Decision,
+        by: Who,
+    },
     /// The asker hung up: interrupted, killed, or gave up waiting.
     Withdrawn,
     /// Its `expires_at` passed unanswered.
@@ -176,36 +148,34 @@ pub struct BoardView {
     pub decided: Vec<QuestionView>,
 }
 
-impl Request {
-    /// Checks what the server relies on and returns when the question expires, capped at
-    /// the longest wait an asker can ask for.
-    pub fn validate(&self, now: SystemTime) -> Result<SystemTime, AskRefused> {
-        let invalid = |why: &str| Err(AskRefused::Invalid(why.to_owned()));
-        if self.version != 1 {
-            return invalid("unknown version");
-        }
-        if self.kind != "sandbox_escalation" {
-            return invalid("kind is not sandbox_escalation");
-        }
-        let id_ok = (1..=64).contains(&self.id.len())
-            && self
-                .id
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-        if !id_ok {
-            return invalid("the id must be 1 to 64 letters, digits, - or _");
-        }
-        if !["allowed-once", "rejected"]
-            .iter()
-            .all(|o| self.options.iter().any(|x| x == o))
-        {
-            return invalid("options must offer allowed-once and rejected");
-        }
-        let Ok(expires) = humantime::parse_rfc3339(&self.expires_at) else {
-            return invalid("expires_at is not an RFC 3339 time");
-        };
-        Ok(expires.min(now + MAX_WAIT))
+/// Checks what the server relies on and returns when the question expires, capped at the
+/// longest wait an asker can ask for.
+fn validate(request: &Request, now: SystemTime) -> Result<SystemTime, AskRefused> {
+    let invalid = |why: &str| Err(AskRefused::Invalid(why.to_owned()));
+    if request.version != request::VERSION {
+        return invalid("unknown version");
     }
+    if request.kind != request::KIND {
+        return invalid("kind is not sandbox_escalation");
+    }
+    let id_ok = (1..=64).contains(&request.id.len())
+        && request
+            .id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if !id_ok {
+        return invalid("the id must be 1 to 64 letters, digits, - or _");
+    }
+    if !["allowed-once", "rejected"]
+        .iter()
+        .all(|o| request.options.iter().any(|x| x == o))
+    {
+        return invalid("options must offer allowed-once and rejected");
+    }
+    let Ok(expires) = humantime::parse_rfc3339(&request.expires_at) else {
+        return invalid("expires_at is not an RFC 3339 time");
+    };
+    Ok(expires.min(now + MAX_WAIT))
 }
 
 impl Board {
@@ -221,7 +191,7 @@ impl Board {
         request: Request,
         now: SystemTime,
     ) -> Result<(oneshot::Receiver<Decision>, SystemTime), AskRefused> {
-        let expires = request.validate(now)?;
+        let expires = validate(&request, now)?;
         if self.find(&request.id).is_some() {
             return Err(AskRefused::RepeatedId(request.id));
         }
@@ -263,7 +233,10 @@ impl Board {
             });
         };
         let mut entry = self.pending.remove(at);
-        let delivered = entry.reply.take().is_some_and(|tx| tx.send(decision).is_ok());
+        let delivered = entry
+            .reply
+            .take()
+            .is_some_and(|tx| tx.send(decision).is_ok());
         // The asker's connection is the only way an answer takes effect: when it is gone,
         // the question was withdrawn, whatever was answered.
         entry.fate = if delivered {
@@ -391,29 +364,27 @@ fn rfc3339(t: SystemTime) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::approval::request::CommandLine;
 
     fn request(id: &str) -> Request {
-        Request {
-            version: 1,
-            id: id.into(),
-            kind: "sandbox_escalation".into(),
-            command: CommandLine {
+        Request::new(
+            id,
+            CommandLine {
                 argv: vec!["make".into(), "it's".into()],
                 cwd: "/w".into(),
             },
-            workspace: "/w".into(),
-            standing: Standing {
+            "/w",
+            Standing {
                 mode: "read-only".into(),
                 approval: "on-request".into(),
-                preset: None,
+                preset: "read-only".into(),
             },
-            requested: Requested {
+            Requested {
                 mode: "workspace-write".into(),
                 justification: "build".into(),
             },
-            options: vec!["allowed-once".into(), "rejected".into()],
-            expires_at: rfc3339(SystemTime::now() + Duration::from_secs(60)),
-        }
+            Duration::from_secs(60),
+        )
     }
 
     fn now() -> SystemTime {
@@ -423,13 +394,18 @@ mod tests {
     #[test]
     fn the_first_answer_wins_and_reaches_the_asker() {
         let mut board = Board::default();
-        let (mut rx, _) = board.ask(request("aaaaaaaa1"), now()).unwrap_or_else(|e| panic!("{e}"));
+        let (mut rx, _) = board
+            .ask(request("aaaaaaaa1"), now())
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
             board.answer("aaaaaaaa1", Decision::AllowedOnce, Who::Cli, now()),
             Ok("aaaaaaaa1".into())
         );
         assert_eq!(rx.try_recv(), Ok(Decision::AllowedOnce));
-        for (decision, by) in [(Decision::Rejected, Who::Panel), (Decision::AllowedOnce, Who::Watch)] {
+        for (decision, by) in [
+            (Decision::Rejected, Who::Panel),
+            (Decision::AllowedOnce, Who::Watch),
+        ] {
             assert_eq!(
                 board.answer("aaaaaaaa1", decision, by, now()),
                 Err(AnswerRefused::Answered {
@@ -448,8 +424,12 @@ mod tests {
     #[test]
     fn withdrawn_and_expired_questions_take_no_answer() {
         let mut board = Board::default();
-        let (_rx1, _) = board.ask(request("w1"), now()).unwrap_or_else(|e| panic!("{e}"));
-        let (_rx2, _) = board.ask(request("e1"), now()).unwrap_or_else(|e| panic!("{e}"));
+        let (_rx1, _) = board
+            .ask(request("w1"), now())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let (_rx2, _) = board
+            .ask(request("e1"), now())
+            .unwrap_or_else(|e| panic!("{e}"));
         board.withdraw("w1", now());
         board.expire("e1", now());
         // Ending twice, or in another way, changes nothing.
@@ -463,14 +443,21 @@ mod tests {
             board.answer("e1", Decision::AllowedOnce, Who::Cli, now()),
             Err(AnswerRefused::Expired("e1".into()))
         );
-        let states: Vec<_> = board.view(now()).decided.into_iter().map(|q| q.state).collect();
+        let states: Vec<_> = board
+            .view(now())
+            .decided
+            .into_iter()
+            .map(|q| q.state)
+            .collect();
         assert_eq!(states, ["expired", "withdrawn"]);
     }
 
     #[test]
     fn an_answer_whose_asker_is_gone_is_a_withdrawal() {
         let mut board = Board::default();
-        let (rx, _) = board.ask(request("gone1"), now()).unwrap_or_else(|e| panic!("{e}"));
+        let (rx, _) = board
+            .ask(request("gone1"), now())
+            .unwrap_or_else(|e| panic!("{e}"));
         drop(rx);
         assert_eq!(
             board.answer("gone1", Decision::AllowedOnce, Who::Panel, now()),
@@ -482,19 +469,30 @@ mod tests {
     #[test]
     fn ids_are_unique_and_prefixes_must_be_long_and_unambiguous() {
         let mut board = Board::default();
-        let _a = board.ask(request("abcdef01"), now()).unwrap_or_else(|e| panic!("{e}"));
-        let _b = board.ask(request("abcdef02"), now()).unwrap_or_else(|e| panic!("{e}"));
+        let _a = board
+            .ask(request("abcdef01"), now())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let _b = board
+            .ask(request("abcdef02"), now())
+            .unwrap_or_else(|e| panic!("{e}"));
         assert!(matches!(
             board.ask(request("abcdef01"), now()),
             Err(AskRefused::RepeatedId(_))
         ));
-        let answer = |board: &mut Board, id: &str| board.answer(id, Decision::Rejected, Who::Cli, now());
-        assert_eq!(answer(&mut board, "abcde"), Err(AnswerRefused::Unknown("abcde".into())));
+        let answer =
+            |board: &mut Board, id: &str| board.answer(id, Decision::Rejected, Who::Cli, now());
+        assert_eq!(
+            answer(&mut board, "abcde"),
+            Err(AnswerRefused::Unknown("abcde".into()))
+        );
         assert_eq!(
             answer(&mut board, "abcdef0"),
             Err(AnswerRefused::Ambiguous("abcdef0".into()))
         );
-        assert_eq!(answer(&mut board, "zzzzzzzz"), Err(AnswerRefused::Unknown("zzzzzzzz".into())));
+        assert_eq!(
+            answer(&mut board, "zzzzzzzz"),
+            Err(AnswerRefused::Unknown("zzzzzzzz".into()))
+        );
         assert_eq!(answer(&mut board, "abcdef02"), Ok("abcdef02".into()));
         // Still ambiguous: an ended question keeps its id.
         assert_eq!(
@@ -522,6 +520,9 @@ mod tests {
         for n in 1..MAX_PENDING {
             let _ = board.ask(request(&format!("p{n}")), now());
         }
-        assert_eq!(board.ask(request("one-more"), now()).err(), Some(AskRefused::Full));
+        assert_eq!(
+            board.ask(request("one-more"), now()).err(),
+            Some(AskRefused::Full)
+        );
     }
 }

@@ -61,8 +61,14 @@ impl Client {
 
     /// Answers the question `id` (or the one whose id starts with it); returns its whole id.
     pub fn answer(&self, id: &str, decision: Decision, by: Who) -> Result<String, ClientError> {
-        if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
-            return Err(ClientError::Refused(format!("no question has the id {id:?}")));
+        if id.is_empty()
+            || !id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return Err(ClientError::Refused(format!(
+                "no question has the id {id:?}"
+            )));
         }
         let body = json!({ "decision": decision, "by": by });
         let reply = self.request(Method::POST, &format!("/questions/{id}"), Some(body))?;
@@ -81,7 +87,12 @@ impl Client {
     }
 
     /// One exchange; a 4xx/5xx with an `error` message is the server's refusal.
-    fn request(&self, method: Method, path: &str, body: Option<Value>) -> Result<Value, ClientError> {
+    fn request(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Value, ClientError> {
         let stream = socket::connect(&self.socket)?;
         let (status, bytes) = self
             .runtime
@@ -119,7 +130,10 @@ async fn exchange(
         .header("content-type", "application/json")
         .body(Full::new(Bytes::from(body)))
         .map_err(|e| e.to_string())?;
-    let reply = sender.send_request(request).await.map_err(|e| e.to_string())?;
+    let reply = sender
+        .send_request(request)
+        .await
+        .map_err(|e| e.to_string())?;
     let status = reply.status();
     let bytes = Limited::new(reply.into_body(), MAX_REPLY)
         .collect()

@@ -29,6 +29,14 @@ pub fn listening_default() -> Option<PathBuf> {
     socket::connect(&path).ok().map(|_| path)
 }
 
+/// Checks the process serving a connection to the default socket: the caller's own, and
+/// neither sandboxed nor supervising a sandbox. Only a sandboxed command could have put
+/// a server of its own where the caller's was, so this is checked on the connection the
+/// question actually goes over, not just when the socket was found.
+pub fn vet_server(stream: &impl std::os::fd::AsFd) -> Result<(), String> {
+    peer::check(stream)
+}
+
 /// Runs one `sandgate approvals …` action.
 pub fn run(action: ApprovalsAction) -> ExitCode {
     let socket_of = |given: Option<PathBuf>| {
@@ -53,8 +61,9 @@ pub fn run(action: ApprovalsAction) -> ExitCode {
         ApprovalsAction::List { socket, json } => {
             socket_of(socket.socket).and_then(|socket| list(&socket, json))
         }
-        ApprovalsAction::Allow { socket, id } => socket_of(socket.socket)
-            .and_then(|socket| answer(&socket, &id, Decision::AllowedOnce)),
+        ApprovalsAction::Allow { socket, id } => {
+            socket_of(socket.socket).and_then(|socket| answer(&socket, &id, Decision::AllowedOnce))
+        }
         ApprovalsAction::Reject { socket, id } => {
             socket_of(socket.socket).and_then(|socket| answer(&socket, &id, Decision::Rejected))
         }
@@ -96,12 +105,7 @@ fn list(socket: &Path, json: bool) -> Result<(), String> {
         crate::out!("recent:");
     }
     for q in &board.decided {
-        crate::out!(
-            "  {:<12} {}  {}",
-            q.state,
-            q.id,
-            neutralise(&q.command)
-        );
+        crate::out!("  {:<12} {}  {}", q.state, q.id, neutralise(&q.command));
     }
     Ok(())
 }

@@ -1,6 +1,11 @@
 //! Who is on the other end of a connection to the server's socket. Only the caller's own
 //! processes outside any sandbox may ask or answer: a sandboxed command that reached the
 //! socket (one placed beneath a workspace, say) must not answer its own question.
+//!
+//! A sandboxed command's unix connects are performed by its supervisor, an unconfined
+//! sandgate, so the kernel names the supervisor as the peer. The supervisor is recognised
+//! by the seccomp listener it holds (sandgate keeps it open until it exits, and the
+//! detached supervisor holds it for life); nothing else of the caller's holds one.
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
@@ -13,7 +18,10 @@ pub fn check(stream: &impl AsFd) -> Result<(), String> {
     let creds = getsockopt(stream, sockopt::PeerCredentials)
         .map_err(|e| format!("cannot read the peer's credentials: {e}"))?;
     if creds.uid() != nix::unistd::geteuid().as_raw() {
-        return Err(format!("the peer is uid {}, not this server's user", creds.uid()));
+        return Err(format!(
+            "the peer is uid {}, not this server's user",
+            creds.uid()
+        ));
     }
     // A pidfd pins the process, so its pid cannot be reused while it is looked at. Kernels
     // before 6.5 have none; there the pid from the credentials is the best there is.
@@ -26,8 +34,7 @@ pub fn check(stream: &impl AsFd) -> Result<(), String> {
         Some(fd) => pid_of(fd).ok_or("the peer has exited")?,
         None => creds.pid(),
     };
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .map_err(|e| format!("cannot read the status of the peer (pid {pid}): {e}"))?;
+    let status = status_of(pid)?;
     let has = |line: &str| {
         status
             .lines()
@@ -36,12 +43,42 @@ pub fn check(stream: &impl AsFd) -> Result<(), String> {
     if has("NoNewPrivs: 1") && has("Seccomp: 2") {
         return Err(format!("the peer (pid {pid}) runs in a sandbox"));
     }
+    if holds_a_seccomp_listener(pid)? {
+        return Err(format!(
+            "the peer (pid {pid}) supervises a sandbox: its connects are made for a \
+             sandboxed command"
+        ));
+    }
+    // An exiting process has closed every fd, its listener too, and an exited one that is
+    // not reaped yet still has its pid: a supervisor whose connect waited in the backlog
+    // until then would list no listener. The kernel releases a process's memory before its
+    // files, so memory still there after the look means the fds were looked at whole.
+    if !status_of(pid)?.lines().any(|l| l.starts_with("VmSize:")) {
+        return Err(format!(
+            "the peer (pid {pid}) is exiting: what it held can no longer be seen"
+        ));
+    }
     if let Some(fd) = &pidfd {
         if pid_of(fd) != Some(pid) {
             return Err("the peer exited while it was looked at".into());
         }
     }
     Ok(())
+}
+
+fn status_of(pid: i32) -> Result<String, String> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .map_err(|e| format!("cannot read the status of the peer (pid {pid}): {e}"))
+}
+
+/// Whether `pid` holds a seccomp user-notification listener. Unreadable counts as yes.
+fn holds_a_seccomp_listener(pid: i32) -> Result<bool, String> {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map_err(|e| format!("cannot list the fds of the peer (pid {pid}): {e}"))?;
+    Ok(fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path())
+            .is_ok_and(|target| target.as_os_str() == "anon_inode:seccomp notify")
+    }))
 }
 
 /// The pid behind a pidfd, or None once the process has exited.

@@ -85,7 +85,9 @@ struct Shared {
 
 impl Shared {
     fn board(&self) -> MutexGuard<'_, Board> {
-        self.board.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.board
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Changes the board and wakes every watcher when its version moved.
@@ -112,7 +114,8 @@ pub fn serve(options: Options) -> Result<(), ServeError> {
     let panel_listener = match options.http {
         Some(addr) if !addr.ip().is_loopback() => return Err(ServeError::NotLoopback(addr)),
         Some(addr) => Some(
-            std::net::TcpListener::bind(addr).map_err(|source| ServeError::Http { addr, source })?,
+            std::net::TcpListener::bind(addr)
+                .map_err(|source| ServeError::Http { addr, source })?,
         ),
         None => None,
     };
@@ -120,12 +123,10 @@ pub fn serve(options: Options) -> Result<(), ServeError> {
 
     let panel = match &panel_listener {
         Some(listener) => {
-            let addr = listener
-                .local_addr()
-                .map_err(|source| ServeError::Http {
-                    addr: options.http.unwrap_or(([127, 0, 0, 1], 0).into()),
-                    source,
-                })?;
+            let addr = listener.local_addr().map_err(|source| ServeError::Http {
+                addr: options.http.unwrap_or(([127, 0, 0, 1], 0).into()),
+                source,
+            })?;
             let panel = Panel {
                 token: crate::approval::fresh_id(),
                 host: addr.to_string(),
@@ -247,7 +248,10 @@ async fn on_panel(shared: Arc<Shared>, req: Request<Incoming>) -> Reply {
         );
     }
     if !carries_token(&req, &panel.token) {
-        return error(StatusCode::FORBIDDEN, "the panel's token is missing or wrong");
+        return error(
+            StatusCode::FORBIDDEN,
+            "the panel's token is missing or wrong",
+        );
     }
     let path = req.uri().path().to_owned();
     match (req.method(), path.as_str()) {
@@ -323,7 +327,10 @@ fn page() -> Reply {
 fn secure(mut reply: Reply) -> Reply {
     let headers = reply.headers_mut();
     headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    headers.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    headers.insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
     headers.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
     headers.insert("x-frame-options", HeaderValue::from_static("DENY"));
     reply
@@ -368,7 +375,7 @@ impl Drop for Withdraw {
 
 /// An asker's question: held until it is answered or expires, or the asker hangs up.
 async fn ask(shared: Arc<Shared>, bytes: &[u8]) -> Reply {
-    let request: super::board::Request = match serde_json::from_slice(bytes) {
+    let request: crate::approval::request::Request = match serde_json::from_slice(bytes) {
         Ok(request) => request,
         Err(e) => return error(StatusCode::BAD_REQUEST, &format!("not a question: {e}")),
     };

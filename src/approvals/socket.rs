@@ -6,8 +6,6 @@ use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt}
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 
-use nix::sys::socket::{getsockopt, sockopt};
-
 /// Why the socket cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum SocketError {
@@ -68,7 +66,9 @@ fn check_private(path: &Path, socket: bool) -> Result<(), SocketError> {
         return Err(not_private("it is not a socket".into()));
     }
     if !socket && !kind.is_dir() {
-        return Err(not_private("it is not a directory (a link is not taken)".into()));
+        return Err(not_private(
+            "it is not a directory (a link is not taken)".into(),
+        ));
     }
     if meta.uid() != me() {
         return Err(not_private(format!(
@@ -101,8 +101,8 @@ pub struct Placed {
 
 impl Placed {
     pub fn remove(self) {
-        let same = std::fs::symlink_metadata(&self.path)
-            .is_ok_and(|m| (m.dev(), m.ino()) == self.inode);
+        let same =
+            std::fs::symlink_metadata(&self.path).is_ok_and(|m| (m.dev(), m.ino()) == self.inode);
         if same {
             let _ = std::fs::remove_file(&self.path);
         }
@@ -149,7 +149,7 @@ pub fn bind(path: &Path) -> Result<(UnixListener, Placed), SocketError> {
 }
 
 /// Connects to the server at `path`, which must be private to the caller and served by a
-/// process of the caller's uid.
+/// process of the caller's outside any sandbox.
 pub fn connect(path: &Path) -> Result<UnixStream, SocketError> {
     let not_listening = |why: String| SocketError::NotListening {
         path: path.to_owned(),
@@ -158,13 +158,6 @@ pub fn connect(path: &Path) -> Result<UnixStream, SocketError> {
     check_private(parent(path), false).map_err(|e| not_listening(e.to_string()))?;
     check_private(path, true).map_err(|e| not_listening(e.to_string()))?;
     let stream = UnixStream::connect(path).map_err(|e| not_listening(e.to_string()))?;
-    let server = getsockopt(&stream, sockopt::PeerCredentials)
-        .map_err(|e| not_listening(format!("cannot tell who serves it: {e}")))?;
-    if server.uid() != me() {
-        return Err(not_listening(format!(
-            "it is served by uid {}, not by this user",
-            server.uid()
-        )));
-    }
+    super::peer::check(&stream).map_err(|why| not_listening(format!("its server: {why}")))?;
     Ok(stream)
 }

@@ -86,7 +86,10 @@ pub fn watch(socket: &Path) -> ExitCode {
                         .iter()
                         .find(|q| q.id == on_screen.id)
                         .map_or("ended", |q| q.state.as_str());
-                    crate::out!("The question {} ended before an answer here: {state}", on_screen.id);
+                    crate::out!(
+                        "The question {} ended before an answer here: {state}",
+                        on_screen.id
+                    );
                     shown = None;
                 }
             }

@@ -298,6 +298,10 @@ impl Running {
         let Ok((served, listener, context, workers)) = self.handle.join() else {
             return;
         };
+        // Held until sandgate exits, never closed before: a process holding a seccomp
+        // listener is how an approvals server recognises one that connects on behalf of a
+        // sandboxed command (see `approvals::peer`), and it may check after the connect.
+        let listener = std::mem::ManuallyDrop::new(listener);
         let Some(handed_back) = workers.stop(|| pause.wait()) else {
             return;
         };

@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod endpoint;
+pub mod server;
 pub mod webdriver;
 
 use std::ffi::OsStr;
@@ -149,7 +150,8 @@ impl TestEnv {
     }
 
     /// Clears inherited SANDGATE_*, XDG_*, TMPDIR and CI, so the host cannot steer the
-    /// call, and points configuration and the audit log at this test's own files.
+    /// call, and points configuration, the runtime directory and the audit log at this
+    /// test's own files.
     pub fn isolate(&self, cmd: &mut Command) {
         for (key, _) in std::env::vars_os() {
             let k = key.to_string_lossy();
@@ -157,7 +159,10 @@ impl TestEnv {
                 cmd.env_remove(&key);
             }
         }
-        cmd.env("SANDGATE_CONFIG_DIR", self.root.join("config"))
+        // A runtime directory of the test's own: no approvals server of the host's is
+        // found at the default socket.
+        cmd.env("XDG_RUNTIME_DIR", self.root.join("run"))
+            .env("SANDGATE_CONFIG_DIR", self.root.join("config"))
             .env("SANDGATE_MANAGED_CONFIG", self.root.join("managed.json"))
             .env("SANDGATE_AUDIT_LOG", self.audit_log());
     }

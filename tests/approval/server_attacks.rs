@@ -1,0 +1,351 @@
+//! `sandgate approvals` under attack: what a sandboxed command (and what it leaves running)
+//! can do against the server, its discovery and its clients.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use crate::support::server::ApprovalsServer;
+use crate::support::*;
+
+/// A stand-in for an approvals server that answers every question `allowed-once` and
+/// notes its id in `log`: binds `socket` (directory 0700, socket 0600, as the real one),
+/// then leaves itself running in the background and returns. It stops when `<log>.stop`
+/// appears, or after a minute.
+const FAKE_SERVER: &str = r#"
+import json, os, socket, sys, time
+path, log = sys.argv[1], sys.argv[2]
+os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+os.chmod(os.path.dirname(path), 0o700)
+try:
+    os.unlink(path)
+except FileNotFoundError:
+    pass
+if os.fork() > 0:
+    # Returns once the server listens (the process that listens is the one that serves).
+    start = time.time()
+    while not os.path.exists(path) and time.time() - start < 10:
+        time.sleep(0.01)
+    os._exit(0)
+os.setsid()
+os.umask(0o177)
+s = socket.socket(socket.AF_UNIX)
+s.bind(path + '.new')
+s.listen(16)
+os.rename(path + '.new', path)
+null = os.open('/dev/null', os.O_RDWR)
+for fd in (0, 1, 2):
+    os.dup2(null, fd)
+s.settimeout(0.2)
+start = time.time()
+while not os.path.exists(log + '.stop') and time.time() - start < 60:
+    try:
+        c, _ = s.accept()
+    except socket.timeout:
+        continue
+    c.settimeout(5)
+    try:
+        data = b''
+        while b'\r\n\r\n' not in data:
+            chunk = c.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        head, _, body = data.partition(b'\r\n\r\n')
+        length = 0
+        for line in head.split(b'\r\n')[1:]:
+            k, _, v = line.partition(b':')
+            if k.strip().lower() == b'content-length':
+                length = int(v)
+        while len(body) < length:
+            chunk = c.recv(65536)
+            if not chunk:
+                break
+            body += chunk
+        if body:
+            qid = json.loads(body)['id']
+            with open(log, 'a') as f:
+                f.write(qid + '\n')
+            reply = json.dumps({'id': qid, 'decision': 'allowed-once'}).encode()
+            c.sendall(b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n'
+                      b'Content-Length: %d\r\nConnection: close\r\n\r\n' % len(reply) + reply)
+    except Exception:
+        pass
+    c.close()
+"#;
+
+/// Asks, from read-only, to `touch ws/<file>` at workspace-write, with the runtime
+/// directory (so the default socket) at `runtime`.
+fn ask_with_runtime(env: &TestEnv, runtime: &Path, file: &str) -> std::process::Output {
+    let mut cmd = env.sandgate("read-only");
+    cmd.env("XDG_RUNTIME_DIR", runtime)
+        .args([
+            "--sandbox-permissions",
+            "workspace-write",
+            "--justification",
+            "write",
+            "--approval-timeout",
+            "10",
+            "--",
+            "touch",
+        ])
+        .arg(env.ws.join(file))
+        .stdin(Stdio::null());
+    output(&mut cmd)
+}
+
+/// Stops the fake servers that note questions in `log`, and waits for them to go.
+fn stop_fakes(log: &Path) {
+    let stop = log.with_extension("log.stop");
+    std::fs::write(&stop, "").unwrap_or_else(|e| panic!("{e}"));
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let _ = std::fs::remove_file(&stop);
+}
+
+#[test]
+fn a_fake_server_left_by_a_sandbox_at_the_default_socket_is_not_asked() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    // The runtime directory lies beneath the workspace, where sandboxed commands write (as
+    // ~/.local/state does for an agent working in its home without XDG_RUNTIME_DIR).
+    let runtime = env.ws.join("run");
+    let socket = runtime.join("sandgate/approvals.sock");
+    let log = env.ws.join("asked.log");
+    let socket_arg = socket.to_string_lossy().into_owned();
+    let log_arg = log.to_string_lossy().into_owned();
+
+    // An earlier call, at workspace-write, leaves a fake server running there.
+    let out = env.run(
+        "workspace-write",
+        &["/usr/bin/python3", "-c", FAKE_SERVER, &socket_arg, &log_arg],
+    );
+    assert_status(&out, 0);
+    let out = ask_with_runtime(&env, &runtime, "granted");
+    let asked = std::fs::read_to_string(&log).unwrap_or_default();
+    stop_fakes(&log);
+    assert!(
+        !env.ws.join("granted").exists(),
+        "a server inside the sandbox answered the question: {}",
+        show(&out)
+    );
+    assert_status(&out, 77);
+    assert!(asked.is_empty(), "the question was sent to it: {asked}");
+
+    // The control: the same program run outside any sandbox is the user's own answerer,
+    // and is asked.
+    let _ = std::fs::remove_file(&socket);
+    let out = output(
+        Command::new("/usr/bin/python3")
+            .args(["-c", FAKE_SERVER, &socket_arg, &log_arg])
+            .stdin(Stdio::null()),
+    );
+    assert_status(&out, 0);
+    let out = ask_with_runtime(&env, &runtime, "control");
+    stop_fakes(&log);
+    assert_status(&out, 0);
+    assert!(env.ws.join("control").exists(), "{}", show(&out));
+}
+
+/// The state letter of `pid` (`R`, `S`, `Z`, …) from /proc, or None once it is reaped.
+fn state_of(pid: u32) -> Option<char> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("State:"))
+        .and_then(|s| s.trim().chars().next())
+}
+
+fn signal(pid: u32, name: &str) {
+    let status = Command::new("kill")
+        .args([name, &pid.to_string()])
+        .status()
+        .unwrap_or_else(|e| panic!("kill: {e}"));
+    assert!(status.success(), "kill {name} {pid}");
+}
+
+/// Waits (at most 20 s) until `done` holds.
+fn wait_until(what: &str, done: impl Fn() -> bool) {
+    let start = std::time::Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(20),
+            "never: {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_connect_made_by_a_supervisor_that_has_exited_but_is_not_reaped_is_refused() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    // A socket beneath the workspace, where sandboxed commands may connect.
+    let socket = env.ws.join("private/approvals.sock");
+    let socket_arg = socket.to_string_lossy().into_owned();
+    let server = ApprovalsServer::start(&env, &["--socket", &socket_arg]);
+    let mut cmd = env.sandgate("read-only");
+    cmd.args([
+        "--sandbox-permissions",
+        "workspace-write",
+        "--justification",
+        "write",
+    ])
+    .args(["--approval-endpoint", &format!("unix:{socket_arg}")])
+    .args(["--approval-timeout", "60", "--", "touch"])
+    .arg(env.ws.join("granted"))
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
+    let mut asker = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
+    let id = server.pending(&env, 1)[0]["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+
+    // Connects, then leaves a process in the background that holds the connection and,
+    // once `go` appears, answers the question on it; the foreground exits at once.
+    let go = env.ws.join("go");
+    let reply = env.ws.join("reply");
+    let script = format!(
+        "import os,socket,time\n\
+         s=socket.socket(socket.AF_UNIX)\n\
+         s.connect({socket_arg:?})\n\
+         if os.fork()==0:\n\
+         \x20os.setsid()\n\
+         \x20null=os.open('/dev/null',os.O_RDWR)\n\
+         \x20[os.dup2(null,fd) for fd in (0,1,2)]\n\
+         \x20start=time.time()\n\
+         \x20while not os.path.exists({go:?}) and time.time()-start<30: time.sleep(0.02)\n\
+         \x20b=b'{{\"decision\":\"allowed-once\"}}'\n\
+         \x20r=b''\n\
+         \x20try:\n\
+         \x20 s.sendall(b'POST /questions/{id} HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: %d\\r\\n\\r\\n' % len(b) + b)\n\
+         \x20 s.settimeout(5)\n\
+         \x20 r=s.recv(4096)\n\
+         \x20except OSError:\n\
+         \x20 pass\n\
+         \x20open({reply:?},'wb').write(r or b'nothing')\n\
+         \x20os._exit(0)\n",
+        go = go.to_string_lossy(),
+        reply = reply.to_string_lossy(),
+    );
+
+    // The server is held up (as a busy one is) while the sandbox's supervisor makes the
+    // connect, which waits in the socket's backlog; the supervisor's sandgate then exits,
+    // and its parent has not reaped it yet when the server gets to the connection.
+    signal(server.pid(), "-STOP");
+    let mut attacker = env.sandgate("workspace-write");
+    attacker
+        .args(["--", "/usr/bin/python3", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut attacker = attacker.spawn().unwrap_or_else(|e| panic!("{e}"));
+    let pid = attacker.id();
+    wait_until("the attacking sandgate exits", || {
+        state_of(pid) == Some('Z')
+    });
+    signal(server.pid(), "-CONT");
+    std::fs::write(&go, "").unwrap_or_else(|e| panic!("{e}"));
+    wait_until("the background process reports", || reply.exists());
+    let _ = attacker.wait();
+    let answered = std::fs::read_to_string(&reply).unwrap_or_default();
+    assert!(
+        !answered.contains("200 OK"),
+        "the sandbox answered its own question: {answered}\nserver: {}",
+        server.errors()
+    );
+    assert!(
+        server.errors().contains("refused a connection"),
+        "{}",
+        server.errors()
+    );
+    assert_eq!(server.board(&env)["pending"][0]["id"], id.as_str());
+    assert!(!env.ws.join("granted").exists());
+
+    // The control: the same program outside any sandbox is the user's own, and answers.
+    std::fs::remove_file(&reply).unwrap_or_else(|e| panic!("{e}"));
+    let out = env.run("full-access", &["/usr/bin/python3", "-c", &script]);
+    assert_status(&out, 0);
+    wait_until("the background process reports", || reply.exists());
+    let answered = std::fs::read_to_string(&reply).unwrap_or_default();
+    assert!(answered.contains("200 OK"), "{answered}");
+    let status = asker.wait().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(status.code(), Some(0));
+    assert!(env.ws.join("granted").exists());
+}
+
+#[test]
+fn list_shows_every_bidirectional_control_as_an_escape() {
+    let env = TestEnv::new();
+    let server = ApprovalsServer::start(&env, &[]);
+    // U+061C (ARABIC LETTER MARK) is a bidirectional control like U+200F: in a terminal or
+    // a page that lays out bidirectional text it reorders what a person reads.
+    let name = "notes\u{61c}\u{202e}txt.sh";
+    let mut cmd = env.sandgate("read-only");
+    cmd.args([
+        "--sandbox-permissions",
+        "workspace-write",
+        "--justification",
+        "tidy \u{61c}the notes",
+        "--approval-timeout",
+        "60",
+        "--",
+        "touch",
+    ])
+    .arg(env.ws.join(name))
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
+    let mut asker = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
+    let id = server.pending(&env, 1)[0]["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let out = server.client(&env, &["list"]);
+    assert_status(&out, 0);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(shown.contains("\\u{202e}"), "{shown}");
+    assert!(
+        !shown.contains('\u{61c}') && shown.contains("\\u{61c}"),
+        "{shown}"
+    );
+    assert_status(&server.client(&env, &["reject", &id]), 0);
+    let _ = asker.wait();
+}
+
+#[test]
+fn the_socket_is_out_of_reach_through_proc_too() {
+    let env = TestEnv::new();
+    let server = ApprovalsServer::start(&env, &[]);
+    let pid = server.pid();
+    let socket = server.socket.to_string_lossy().into_owned();
+    let fds: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.path().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut routes = vec![
+        format!("/proc/{pid}/root{socket}"),
+        format!("/proc/{pid}/cwd/../../../../../../..{socket}"),
+        format!("/proc/1/root{socket}"),
+    ];
+    routes.extend(fds);
+    for mode in ["read-only", "workspace-write"] {
+        for route in &routes {
+            let got = env.probe(mode, &["unix-connect", route]);
+            assert_ne!(got, "ok", "{mode}: connected through {route}");
+        }
+    }
+    // The control: outside any sandbox the first route reaches it.
+    assert_eq!(
+        env.probe("full-access", &["unix-connect", &routes[0]]),
+        "ok"
+    );
+    assert!(!server.errors().contains("refused"), "{}", server.errors());
+}
