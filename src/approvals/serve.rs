@@ -175,7 +175,10 @@ async fn run(
             _ = interrupt.recv() => return Ok(()),
             _ = terminate.recv() => return Ok(()),
             accepted = unix.accept() => {
-                let Ok((stream, _)) = accepted else { continue };
+                let Ok((stream, _)) = accepted else {
+                    pause_after_failed_accept().await;
+                    continue;
+                };
                 if let Err(why) = peer::check(&stream) {
                     crate::say!("sandgate approvals: refused a connection on the socket: {why}");
                     continue;
@@ -189,12 +192,21 @@ async fn run(
                     None => std::future::pending().await,
                 }
             } => {
-                let Ok((stream, _)) = accepted else { continue };
+                let Ok((stream, _)) = accepted else {
+                    pause_after_failed_accept().await;
+                    continue;
+                };
                 let shared = shared.clone();
                 connection(stream, move |req| on_panel(shared.clone(), req));
             }
         }
     }
+}
+
+/// A failed accept (out of fds, say) fails again at once: a short pause keeps the loop
+/// from spinning while the condition lasts.
+async fn pause_after_failed_accept() {
+    tokio::time::sleep(Duration::from_millis(50)).await;
 }
 
 type Reply = Response<Full<Bytes>>;
