@@ -461,6 +461,16 @@ fn http_refuses_requests_without_the_token_with_a_foreign_host_or_deciding_by_ge
         "",
     );
     assert_eq!(status, 405, "GET of a decision: {reply}");
+    // The panel names a question by its whole id, at exactly its route; and only the two
+    // decisions exist.
+    for (what, path, decision) in [
+        ("the start of the id", id[..8].to_owned(), "allowed-once"),
+        ("a longer path", format!("x/{id}"), "allowed-once"),
+        ("another decision", id.clone(), "allow_always"),
+    ] {
+        let (status, reply) = server.decide(&path, decision);
+        assert!([400, 404].contains(&status), "{what}: {status} {reply}");
+    }
     assert_eq!(server.state_of(&id), "pending", "a refused request decided");
 
     // Control: the proper POST decides, and the call runs.

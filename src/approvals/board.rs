@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
 use crate::approval::request::{self, Request, Requested, Standing};
+use crate::approval::{neutralise, shell_quote};
 
 /// How many pending questions one server holds at once; more are refused (the asker
 /// reports its question as unavailable).
@@ -48,6 +49,16 @@ pub enum Who {
     Panel,
     Cli,
     Watch,
+}
+
+/// How an answer names its question.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Naming {
+    /// By its whole id (the panel, which has it).
+    Whole,
+    /// By its whole id, or by a start of it of at least [`MIN_PREFIX`] characters that no
+    /// other id shares (a person typing `approvals allow`).
+    WholeOrStart,
 }
 
 /// Where a question stands.
@@ -125,8 +136,6 @@ pub struct QuestionView {
     pub id: String,
     pub state: String,
     pub argv: Vec<String>,
-    /// `argv`, shell-quoted into one line.
-    pub command: String,
     pub cwd: String,
     pub workspace: String,
     pub standing: Standing,
@@ -137,6 +146,19 @@ pub struct QuestionView {
     pub expires_in_s: u64,
     pub decided_at: Option<String>,
     pub decided_by: Option<Who>,
+    /// What a person is shown: the same facts with nothing that can hide or repaint (see
+    /// `approval::neutralise`), for the panel and the terminal clients alike.
+    pub shown: Shown,
+}
+
+/// A question's facts as a person sees them.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Shown {
+    /// `argv`, each argument a shell word.
+    pub command: String,
+    pub cwd: String,
+    pub workspace: String,
+    pub justification: String,
 }
 
 /// The whole board at one version.
@@ -211,16 +233,21 @@ impl Board {
         Ok((rx, expires))
     }
 
-    /// Answers the question whose id is `id`, or starts with `id` (at least
-    /// [`MIN_PREFIX`] characters) and no other's does. Returns the whole id.
+    /// Answers the question whose id is `id`. A person typing at `allow`/`reject` may give
+    /// the start of an id instead (see [`Naming`]). Returns the whole id.
     pub fn answer(
         &mut self,
         id: &str,
+        naming: Naming,
         decision: Decision,
         by: Who,
         now: SystemTime,
     ) -> Result<String, AnswerRefused> {
-        let whole = self.resolve(id)?;
+        let whole = match naming {
+            Naming::Whole if self.find(id).is_some() => id.to_owned(),
+            Naming::Whole => return Err(AnswerRefused::Unknown(id.to_owned())),
+            Naming::WholeOrStart => self.resolve(id)?,
+        };
         let Some(at) = self.pending.iter().position(|e| e.request.id == whole) else {
             let state = self.find(&whole).map_or(Fate::Expired, |e| e.fate);
             return Err(match state {
@@ -333,13 +360,6 @@ impl Entry {
             id: r.id.clone(),
             state: self.fate.as_str().to_owned(),
             argv: r.command.argv.clone(),
-            command: r
-                .command
-                .argv
-                .iter()
-                .map(|a| crate::approval::shell_quote(a))
-                .collect::<Vec<_>>()
-                .join(" "),
             cwd: r.command.cwd.clone(),
             workspace: r.workspace.clone(),
             standing: r.standing.clone(),
@@ -352,6 +372,18 @@ impl Entry {
             decided_by: match self.fate {
                 Fate::Decided { by, .. } => Some(by),
                 _ => None,
+            },
+            shown: Shown {
+                command: r
+                    .command
+                    .argv
+                    .iter()
+                    .map(|a| neutralise(&shell_quote(a)))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                cwd: neutralise(&r.command.cwd),
+                workspace: neutralise(&r.workspace),
+                justification: neutralise(&r.requested.justification),
             },
         }
     }
@@ -398,7 +430,13 @@ mod tests {
             .ask(request("aaaaaaaa1"), now())
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
-            board.answer("aaaaaaaa1", Decision::AllowedOnce, Who::Cli, now()),
+            board.answer(
+                "aaaaaaaa1",
+                Naming::WholeOrStart,
+                Decision::AllowedOnce,
+                Who::Cli,
+                now()
+            ),
             Ok("aaaaaaaa1".into())
         );
         assert_eq!(rx.try_recv(), Ok(Decision::AllowedOnce));
@@ -407,7 +445,7 @@ mod tests {
             (Decision::AllowedOnce, Who::Watch),
         ] {
             assert_eq!(
-                board.answer("aaaaaaaa1", decision, by, now()),
+                board.answer("aaaaaaaa1", Naming::WholeOrStart, decision, by, now()),
                 Err(AnswerRefused::Answered {
                     id: "aaaaaaaa1".into(),
                     state: "allowed-once"
@@ -418,7 +456,7 @@ mod tests {
         assert!(view.pending.is_empty());
         assert_eq!(view.decided[0].state, "allowed-once");
         assert_eq!(view.decided[0].decided_by, Some(Who::Cli));
-        assert_eq!(view.decided[0].command, "make 'it'\\''s'");
+        assert_eq!(view.decided[0].shown.command, "make 'it'\\''s'");
     }
 
     #[test]
@@ -436,11 +474,23 @@ mod tests {
         board.expire("w1", now());
         board.withdraw("e1", now());
         assert_eq!(
-            board.answer("w1", Decision::AllowedOnce, Who::Cli, now()),
+            board.answer(
+                "w1",
+                Naming::WholeOrStart,
+                Decision::AllowedOnce,
+                Who::Cli,
+                now()
+            ),
             Err(AnswerRefused::Withdrawn("w1".into()))
         );
         assert_eq!(
-            board.answer("e1", Decision::AllowedOnce, Who::Cli, now()),
+            board.answer(
+                "e1",
+                Naming::WholeOrStart,
+                Decision::AllowedOnce,
+                Who::Cli,
+                now()
+            ),
             Err(AnswerRefused::Expired("e1".into()))
         );
         let states: Vec<_> = board
@@ -460,7 +510,13 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         drop(rx);
         assert_eq!(
-            board.answer("gone1", Decision::AllowedOnce, Who::Panel, now()),
+            board.answer(
+                "gone1",
+                Naming::WholeOrStart,
+                Decision::AllowedOnce,
+                Who::Panel,
+                now()
+            ),
             Err(AnswerRefused::Withdrawn("gone1".into()))
         );
         assert_eq!(board.view(now()).decided[0].state, "withdrawn");
@@ -479,8 +535,15 @@ mod tests {
             board.ask(request("abcdef01"), now()),
             Err(AskRefused::RepeatedId(_))
         ));
-        let answer =
-            |board: &mut Board, id: &str| board.answer(id, Decision::Rejected, Who::Cli, now());
+        let answer = |board: &mut Board, id: &str| {
+            board.answer(
+                id,
+                Naming::WholeOrStart,
+                Decision::Rejected,
+                Who::Cli,
+                now(),
+            )
+        };
         assert_eq!(
             answer(&mut board, "abcde"),
             Err(AnswerRefused::Unknown("abcde".into()))

@@ -15,7 +15,7 @@ mod watch;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use crate::approval::{neutralise, shell_quote};
+use crate::approval::neutralise;
 use crate::cli::ApprovalsAction;
 use board::{Decision, QuestionView, Who};
 use client::Client;
@@ -105,7 +105,7 @@ fn list(socket: &Path, json: bool) -> Result<(), String> {
         crate::out!("recent:");
     }
     for q in &board.decided {
-        crate::out!("  {:<12} {}  {}", q.state, q.id, neutralise(&q.command));
+        crate::out!("  {:<12} {}  {}", q.state, q.id, q.shown.command);
     }
     Ok(())
 }
@@ -118,20 +118,19 @@ fn answer(socket: &Path, id: &str, decision: Decision) -> Result<(), String> {
     Ok(())
 }
 
-/// A question for a terminal: every field from the request neutralised, so nothing in it
-/// can repaint the screen.
+/// A question for a terminal, from the facts as they are shown to a person.
 fn describe(q: &QuestionView) -> String {
-    let argv: Vec<String> = q.argv.iter().map(|a| neutralise(&shell_quote(a))).collect();
+    let shown = &q.shown;
     format!(
         "question {}  (asked {} s ago, {} s left)\n  command:       {}\n  cwd:           {}\n  workspace:     {}\n  sandbox:       {} -> {}\n  justification: {}",
         q.id,
         q.age_s,
         q.expires_in_s,
-        argv.join(" "),
-        neutralise(&q.cwd),
-        neutralise(&q.workspace),
+        shown.command,
+        shown.cwd,
+        shown.workspace,
         neutralise(&q.standing.mode),
         neutralise(&q.requested.mode),
-        neutralise(&q.requested.justification),
+        shown.justification,
     )
 }

@@ -31,7 +31,7 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::watch;
 
-use super::board::{AnswerRefused, AskRefused, Board, Decision, Who};
+use super::board::{AnswerRefused, AskRefused, Board, Decision, Naming, Who};
 use super::{notify, peer, socket};
 
 /// The largest request body taken (a question, or an answer).
@@ -243,7 +243,7 @@ async fn on_socket(shared: Arc<Shared>, req: Request<Incoming>) -> Reply {
             Err(reply) => reply,
         },
         (&Method::GET, "/questions") => board(shared, since(&req)).await,
-        (_, p) if p.starts_with("/questions/") => answer(shared, req, None).await,
+        (_, p) if p.starts_with("/questions/") => answer(shared, req, "/questions/", None).await,
         _ => error(StatusCode::NOT_FOUND, "no such route"),
     }
 }
@@ -270,7 +270,7 @@ async fn on_panel(shared: Arc<Shared>, req: Request<Incoming>) -> Reply {
         (&Method::GET, "/") => page(),
         (&Method::GET, "/api/questions") => board(shared.clone(), since(&req)).await,
         (&Method::POST, p) if p.starts_with("/api/questions/") => {
-            answer(shared.clone(), req, Some(Who::Panel)).await
+            answer(shared.clone(), req, "/api/questions/", Some(Who::Panel)).await
         }
         (_, p) if p.starts_with("/api/questions/") => error(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -453,19 +453,26 @@ struct Answer {
     by: Option<Who>,
 }
 
-/// An answer to `/questions/ID`. The panel's answers are the panel's whatever they say;
-/// on the socket a client names itself (`cli` unless it says `watch`).
-async fn answer(shared: Arc<Shared>, req: Request<Incoming>, by: Option<Who>) -> Reply {
+/// An answer to `ROUTE<id>`. The panel's answers are the panel's whatever they say, and
+/// name their question by its whole id; on the socket a client names itself (`cli` unless
+/// it says `watch`) and may give the start of an id.
+async fn answer(
+    shared: Arc<Shared>,
+    req: Request<Incoming>,
+    route: &str,
+    by: Option<Who>,
+) -> Reply {
     if req.method() != Method::POST {
         return error(StatusCode::METHOD_NOT_ALLOWED, "a decision is a POST");
     }
-    let id = req
-        .uri()
-        .path()
-        .rsplit('/')
-        .next()
-        .unwrap_or_default()
-        .to_owned();
+    let id = match req.uri().path().strip_prefix(route) {
+        Some(id) if !id.is_empty() && !id.contains('/') => id.to_owned(),
+        _ => return error(StatusCode::NOT_FOUND, "no such route"),
+    };
+    let naming = match by {
+        Some(_) => Naming::Whole,
+        None => Naming::WholeOrStart,
+    };
     let bytes = match body(req).await {
         Ok(bytes) => bytes,
         Err(reply) => return reply,
@@ -485,7 +492,7 @@ async fn answer(shared: Arc<Shared>, req: Request<Incoming>, by: Option<Who>) ->
         (None, _) => Who::Cli,
     };
     let decision = answer.decision;
-    match shared.change(|b| b.answer(&id, decision, by, SystemTime::now())) {
+    match shared.change(|b| b.answer(&id, naming, decision, by, SystemTime::now())) {
         Ok(id) => reply_json(
             StatusCode::OK,
             &json!({ "id": id, "decision": decision.as_str() }),
