@@ -96,6 +96,15 @@ pub fn fresh_id() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Returns a fresh secret (128 random bits, hex), or why the kernel's randomness cannot be
+/// read. Unlike [`fresh_id`], it never falls back to time and pid: a secret that can be
+/// guessed from a process's start time is no secret.
+pub fn fresh_secret() -> std::io::Result<String> {
+    let mut bytes = [0u8; 16];
+    random_bytes(&mut bytes)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
 /// Fills `buf` from the kernel's CSPRNG. Only the character device counts: a regular file
 /// at `/dev/urandom` (a broken container image) would give the same bytes every time.
 fn random_bytes(buf: &mut [u8]) -> std::io::Result<()> {

@@ -66,6 +66,11 @@ pub enum ServeError {
          would let sandboxed commands answer their own questions"
     )]
     Confined,
+    #[error(
+        "cannot make the panel's token: no randomness ({0}); a token that could be guessed \
+         would let anyone on this machine answer"
+    )]
+    NoRandomness(std::io::Error),
     #[error("cannot start the server: {0}")]
     Runtime(std::io::Error),
 }
@@ -111,6 +116,10 @@ pub fn serve(options: Options) -> Result<(), ServeError> {
         return Err(ServeError::Confined);
     }
     crate::sys::ignore_sigpipe();
+    let token = match options.http {
+        Some(_) => Some(crate::approval::fresh_secret().map_err(ServeError::NoRandomness)?),
+        None => None,
+    };
     let panel_listener = match options.http {
         Some(addr) if !addr.ip().is_loopback() => return Err(ServeError::NotLoopback(addr)),
         Some(addr) => Some(
@@ -121,20 +130,20 @@ pub fn serve(options: Options) -> Result<(), ServeError> {
     };
     let (unix_listener, placed) = socket::bind(&options.socket)?;
 
-    let panel = match &panel_listener {
-        Some(listener) => {
+    let panel = match (&panel_listener, token) {
+        (Some(listener), Some(token)) => {
             let addr = listener.local_addr().map_err(|source| ServeError::Http {
                 addr: options.http.unwrap_or(([127, 0, 0, 1], 0).into()),
                 source,
             })?;
             let panel = Panel {
-                token: crate::approval::fresh_id(),
+                token,
                 host: addr.to_string(),
             };
             crate::out!("http://{}/?token={}", panel.host, panel.token);
             Some(panel)
         }
-        None => None,
+        _ => None,
     };
     crate::out!("socket: {}", options.socket.display());
 
@@ -316,7 +325,12 @@ fn since(req: &Request<Incoming>) -> Option<u64> {
 
 /// The panel page, with a fresh nonce for its inline script and style.
 fn page() -> Reply {
-    let nonce = crate::approval::fresh_id();
+    let Ok(nonce) = crate::approval::fresh_secret() else {
+        return error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "no randomness for the page's script nonce",
+        );
+    };
     let html = include_str!("panel.html").replace("{{NONCE}}", &nonce);
     let csp = format!(
         "default-src 'none'; script-src 'nonce-{nonce}'; style-src 'nonce-{nonce}'; \

@@ -349,3 +349,61 @@ fn the_socket_is_out_of_reach_through_proc_too() {
     );
     assert!(!server.errors().contains("refused"), "{}", server.errors());
 }
+
+/// Runs `sandgate approvals serve --http 127.0.0.1:0` for at most 3 s in a mount namespace
+/// of its own (a user namespace too, so that uid 65534 can), where `/dev/urandom` is
+/// `urandom` when given.
+fn serve_with_urandom(
+    env: &TestEnv,
+    urandom: Option<&Path>,
+    socket: &Path,
+) -> std::process::Output {
+    let script = r#"
+        if [ -n "$1" ]; then mount --bind "$1" /dev/urandom || exit 99; fi
+        exec timeout 3 "$2" approvals serve --socket "$3" --http 127.0.0.1:0"#;
+    let mut cmd = Command::new("unshare");
+    env.isolate(&mut cmd);
+    cmd.args(["-Urm", "sh", "-c", script, "sh"])
+        .arg(urandom.map(Path::as_os_str).unwrap_or_default())
+        .arg(sandgate())
+        .arg(socket)
+        .stdin(Stdio::null());
+    output(&mut cmd)
+}
+
+#[test]
+fn the_panel_does_not_start_with_a_token_that_could_be_guessed() {
+    let env = TestEnv::new();
+    // A broken container image: /dev/urandom is a regular file. Ids fall back to time and
+    // pid there, which a panel token must not: another user on the machine reads the
+    // server's pid and start time in /proc.
+    let fake = env.root.join("urandom");
+    std::fs::write(&fake, "0123456789abcdef").unwrap_or_else(|e| panic!("{e}"));
+    let out = serve_with_urandom(&env, Some(&fake), &env.root.join("a/approvals.sock"));
+    assert_ne!(out.status.code(), Some(99), "cannot mount: {}", show(&out));
+    assert!(
+        out.stdout.is_empty(),
+        "the panel started with a guessable token: {}",
+        show(&out)
+    );
+    assert_status(&out, 1);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no randomness"),
+        "{}",
+        show(&out)
+    );
+
+    // The control: with the kernel's /dev/urandom it starts, with a 128-bit token.
+    let out = serve_with_urandom(&env, None, &env.root.join("b/approvals.sock"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let token = stdout
+        .lines()
+        .next()
+        .and_then(|l| l.split_once("/?token="))
+        .map(|(_, t)| t.to_owned())
+        .unwrap_or_else(|| panic!("no panel URL: {}", show(&out)));
+    assert!(
+        token.len() == 32 && token.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{token}"
+    );
+}
