@@ -312,11 +312,11 @@ impl Board {
             .find(|e| e.request.id == id)
     }
 
+    /// The one id that is `id` or starts with it. A whole id that is also the start of
+    /// another is ambiguous too: an asker that saw a question arrive could otherwise ask
+    /// under the first characters of its id and take the answer a person typed for it.
     fn resolve(&self, id: &str) -> Result<String, AnswerRefused> {
-        if self.find(id).is_some() {
-            return Ok(id.to_owned());
-        }
-        if id.len() < MIN_PREFIX {
+        if id.len() < MIN_PREFIX && self.find(id).is_none() {
             return Err(AnswerRefused::Unknown(id.to_owned()));
         }
         let mut matches = self
@@ -561,6 +561,25 @@ mod tests {
         assert_eq!(
             answer(&mut board, "abcdef0"),
             Err(AnswerRefused::Ambiguous("abcdef0".into()))
+        );
+        // A question asked under the start of another's id does not take answers typed as
+        // that start; named whole (as the panel and `watch` do), each is its own.
+        let _c = board
+            .ask(request("abcdef01x"), now())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            answer(&mut board, "abcdef01"),
+            Err(AnswerRefused::Ambiguous("abcdef01".into()))
+        );
+        assert_eq!(
+            board.answer(
+                "abcdef01",
+                Naming::Whole,
+                Decision::Rejected,
+                Who::Watch,
+                now()
+            ),
+            Ok("abcdef01".into())
         );
     }
 

@@ -469,7 +469,7 @@ struct Answer {
 
 /// An answer to `ROUTE<id>`. The panel's answers are the panel's whatever they say, and
 /// name their question by its whole id; on the socket a client names itself (`cli` unless
-/// it says `watch`) and may give the start of an id.
+/// it says `watch`), and `cli` may give the start of an id.
 async fn answer(
     shared: Arc<Shared>,
     req: Request<Incoming>,
@@ -482,10 +482,6 @@ async fn answer(
     let id = match req.uri().path().strip_prefix(route) {
         Some(id) if !id.is_empty() && !id.contains('/') => id.to_owned(),
         _ => return error(StatusCode::NOT_FOUND, "no such route"),
-    };
-    let naming = match by {
-        Some(_) => Naming::Whole,
-        None => Naming::WholeOrStart,
     };
     let bytes = match body(req).await {
         Ok(bytes) => bytes,
@@ -504,6 +500,11 @@ async fn answer(
         (Some(panel), _) => panel,
         (None, Some(Who::Watch)) => Who::Watch,
         (None, _) => Who::Cli,
+    };
+    // `watch` answers the question it showed, by the whole id it was given.
+    let naming = match by {
+        Who::Panel | Who::Watch => Naming::Whole,
+        Who::Cli => Naming::WholeOrStart,
     };
     let decision = answer.decision;
     match shared.change(|b| b.answer(&id, naming, decision, by, SystemTime::now())) {

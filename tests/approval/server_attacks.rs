@@ -407,3 +407,93 @@ fn the_panel_does_not_start_with_a_token_that_could_be_guessed() {
         "{token}"
     );
 }
+
+/// An asker of the user's own (an agent outside any sandbox) that asks the server at
+/// `socket` under the id `id` and prints the answer it gets; it holds its question open
+/// for up to 30 s.
+const ASK_AS: &str = r#"
+import json, socket, sys, datetime
+path, qid = sys.argv[1], sys.argv[2]
+expires = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=30))
+body = json.dumps({
+    "version": 1, "id": qid, "kind": "sandbox_escalation",
+    "command": {"argv": ["true"], "cwd": "/"}, "workspace": "/",
+    "standing": {"mode": "read-only", "approval": "on-request", "preset": "read-only"},
+    "requested": {"mode": "workspace-write", "justification": "nothing"},
+    "reason": "", "options": ["allowed-once", "rejected"],
+    "expires_at": expires.strftime("%Y-%m-%dT%H:%M:%SZ"),
+}).encode()
+s = socket.socket(socket.AF_UNIX)
+s.connect(path)
+s.settimeout(30)
+s.sendall(b"POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+          b"Content-Length: %d\r\n\r\n" % len(body) + body)
+reply = b""
+try:
+    while b"decision" not in reply and b"error" not in reply:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        reply += chunk
+except socket.timeout:
+    pass
+print(reply.decode(errors="replace"), flush=True)
+"#;
+
+#[test]
+fn an_asker_under_the_start_of_anothers_id_does_not_take_its_answer() {
+    let env = TestEnv::new();
+    let server = ApprovalsServer::start(&env, &[]);
+    let mut cmd = env.sandgate("read-only");
+    cmd.args([
+        "--sandbox-permissions",
+        "workspace-write",
+        "--justification",
+        "write",
+        "--approval-timeout",
+        "60",
+        "--",
+        "touch",
+    ])
+    .arg(env.ws.join("granted"))
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
+    let mut asker = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
+    let id = server.pending(&env, 1)[0]["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    // An agent sees the question arrive and asks under the first 8 characters of its id,
+    // the start a person would type after reading `approvals list`.
+    let start = &id[..8];
+    let mut hostile = Command::new("/usr/bin/python3")
+        .args(["-c", ASK_AS])
+        .arg(&server.socket)
+        .arg(start)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    server.pending(&env, 2);
+    let out = server.client(&env, &["allow", start]);
+    let _ = hostile.kill();
+    let answered = hostile.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    let answered = String::from_utf8_lossy(&answered.stdout);
+    assert!(
+        !answered.contains("allowed-once"),
+        "the answer typed for {id} went to the question asked as {start}: {answered}"
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("more than one"),
+        "{}",
+        show(&out)
+    );
+    // The control: the whole id reaches the question it names.
+    assert_status(&server.client(&env, &["allow", &id]), 0);
+    let status = asker.wait().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(status.code(), Some(0));
+    assert!(env.ws.join("granted").exists());
+}
