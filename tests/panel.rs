@@ -229,6 +229,12 @@ fn card(id: &str) -> String {
     format!("#pending .question[data-id=\"{id}\"]")
 }
 
+/// The panel's `allow` or `reject` button of question `id`, once it takes clicks (a button
+/// that has just appeared or moved waits a moment first).
+fn button(id: &str, which: &str) -> String {
+    format!("{} button.{which}:enabled", card(id))
+}
+
 /// The panel's row for question `id` in the recent decisions, in `state`.
 fn decided_row(id: &str, state: &str) -> String {
     format!("#decided tr.decision[data-id=\"{id}\"][data-state=\"{state}\"]")
@@ -297,7 +303,7 @@ fn allow_once_in_the_panel_runs_the_waiting_call_and_request_text_stays_text() {
     assert_ne!(field("age"), before, "the age does not tick");
     assert!(browser.text(&question).contains("Allow once"));
 
-    browser.click(&browser.wait_for(&format!("{} button.allow", card(&id)), SOON));
+    browser.click(&browser.wait_for(&button(&id, "allow"), SOON));
     let out = asker.finish();
     assert_status(&out, 0);
     assert_eq!(
@@ -339,7 +345,7 @@ fn reject_in_the_panel_exits_77_and_a_late_answer_shows_an_error() {
         &["sh", "-c", "echo hi > file"],
     );
     let id = server.pending_id("write a file");
-    browser.click(&browser.wait_for(&format!("{} button.reject", card(&id)), SOON));
+    browser.click(&browser.wait_for(&button(&id, "reject"), SOON));
     assert_status(&asker.finish(), 77);
     assert!(!env.ws.join("file").exists(), "a rejected call ran");
     browser.wait_for(&decided_row(&id, "rejected"), SOON);
@@ -356,7 +362,7 @@ fn reject_in_the_panel_exits_77_and_a_late_answer_shows_an_error() {
         &["sh", "-c", "echo hi > file"],
     );
     let id = server.pending_id("write it again");
-    browser.wait_for(&format!("{} button.allow", card(&id)), SOON);
+    browser.wait_for(&button(&id, "allow"), SOON);
     let first = browser.execute(
         "const [id, token] = arguments;
          const xhr = new XMLHttpRequest();
@@ -386,6 +392,74 @@ fn reject_in_the_panel_exits_77_and_a_late_answer_shows_an_error() {
     assert_eq!(browser.text(&error), "disconnected");
     let shown = browser.text(&browser.wait_for("#error:not([hidden])", SOON));
     assert!(shown.contains("Cannot reach"), "{shown}");
+}
+
+#[test]
+fn a_click_aimed_at_a_question_that_just_left_does_not_allow_the_one_that_moved_up() {
+    let env = TestEnv::new();
+    let server = Server::start(&env);
+    let browser = Browser::start(&test_base(), 1000, 800);
+    open_panel(&browser, &server);
+
+    // The first question is one a person would allow; the one below it is not.
+    let harmless = Asker::start(&env, &server, &env.ws, "list the files", &["ls"]);
+    let first = server.pending_id("list the files");
+    browser.wait_for(&card(&first), SOON);
+    let risky = Asker::start(
+        &env,
+        &server,
+        &env.ws,
+        "tidy up",
+        &["sh", "-c", "echo gone > erased"],
+    );
+    let second = server.pending_id("tidy up");
+    browser.wait_for(&button(&first, "allow"), SOON);
+    browser.wait_for(&button(&second, "allow"), SOON);
+
+    // The pointer rests on the first question's Allow once; its asker gives up just before
+    // the click (its card leaves, the second moves up under the pointer).
+    let place = browser.execute(
+        "const r = document.querySelector(arguments[0]).getBoundingClientRect();
+         return [Math.round(r.left + r.width / 2), Math.round(r.top + r.height / 2)];",
+        &[json!(format!("{} button.allow", card(&first)))],
+    );
+    let (x, y) = (
+        place[0].as_i64().unwrap_or(0),
+        place[1].as_i64().unwrap_or(0),
+    );
+    browser.execute(
+        "window.sandgateLeft = null;
+         new MutationObserver(() => {
+           if (!document.querySelector(arguments[0]) && window.sandgateLeft === null)
+             window.sandgateLeft = performance.now();
+         }).observe(document.getElementById('pending'), {childList: true});",
+        &[json!(card(&first))],
+    );
+    drop(harmless);
+    let deadline = Instant::now() + SOON;
+    while browser.execute("return window.sandgateLeft", &[]).is_null() {
+        assert!(Instant::now() < deadline, "the first question never left");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    browser.click_at(x, y);
+    let late = browser.execute("return performance.now() - window.sandgateLeft", &[]);
+    assert!(
+        late.as_f64().is_some_and(|ms| ms < 900.0),
+        "the click came {late} ms after the card left: too slow to show anything"
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(
+        server.state_of(&second),
+        "pending",
+        "a click aimed at a question that had just left allowed the one that moved there"
+    );
+    assert!(!env.ws.join("erased").exists());
+
+    // The control: once it has stayed put, the same click is the second question's.
+    browser.wait_for(&button(&second, "allow"), SOON);
+    browser.click_at(x, y);
+    assert_status(&risky.finish(), 0);
+    assert_eq!(server.state_of(&second), "allowed-once");
 }
 
 #[test]
@@ -512,14 +586,14 @@ fn screenshot_of_a_pending_question() {
         &["rm", "-rf", "target/cache"],
     );
     let id = server.pending_id(earlier);
-    browser.click(&browser.wait_for(&format!("{} button.reject", card(&id)), SOON));
+    browser.click(&browser.wait_for(&button(&id, "reject"), SOON));
     assert_status(&asker.finish(), 77);
     browser.wait_for(&decided_row(&id, "rejected"), SOON);
 
     let why = "Build the release bundle into dist/ so the deploy step can pick it up";
     let asker = Asker::start(&env, &server, &project, why, &["make", "dist"]);
     let id = server.pending_id(why);
-    browser.wait_for(&format!("{} button.allow", card(&id)), SOON);
+    browser.wait_for(&button(&id, "allow"), SOON);
     let png = browser.screenshot();
     assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "not a PNG");
     let width = u32::from_be_bytes([png[16], png[17], png[18], png[19]]);
@@ -529,7 +603,7 @@ fn screenshot_of_a_pending_question() {
         .unwrap_or_else(|| env.root.join("approvals-panel.png"));
     std::fs::write(&target, &png).unwrap_or_else(|e| panic!("{}: {e}", target.display()));
 
-    browser.click(&browser.wait_for(&format!("{} button.allow", card(&id)), SOON));
+    browser.click(&browser.wait_for(&button(&id, "allow"), SOON));
     assert_status(&asker.finish(), 0);
     assert!(project.join("dist/app.txt").exists());
 }

@@ -242,6 +242,26 @@ impl Browser {
         self.session_command("POST", &format!("/element/{}/click", element.0), None);
     }
 
+    /// Presses and releases the mouse's first button at (`x`, `y`) of the viewport, as a
+    /// person's click there: whatever is at that point then gets it, not a chosen element.
+    pub fn click_at(&self, x: i64, y: i64) {
+        self.session_command(
+            "POST",
+            "/actions",
+            Some(json!({"actions": [{
+                "type": "pointer",
+                "id": "mouse",
+                "parameters": {"pointerType": "mouse"},
+                "actions": [
+                    {"type": "pointerMove", "duration": 0, "origin": "viewport", "x": x, "y": y},
+                    {"type": "pointerDown", "button": 0},
+                    {"type": "pointerUp", "button": 0},
+                ],
+            }]})),
+        );
+        self.session_command("DELETE", "/actions", None);
+    }
+
     /// The text `element` shows (as rendered, so markup in it would not count as text).
     pub fn text(&self, element: &Element) -> String {
         let text = self.session_command("GET", &format!("/element/{}/text", element.0), None);
