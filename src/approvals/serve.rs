@@ -41,6 +41,11 @@ const LONG_POLL: Duration = Duration::from_secs(25);
 /// How long an expired question's connection is held open: the asker reaches its own
 /// deadline first and reports its question as cancelled, as it would with any endpoint.
 const EXPIRY_GRACE: Duration = Duration::from_secs(5);
+/// How many connections the panel port holds at once; more are closed as they come. The
+/// port is open to every user on the machine, and each connection costs the server an fd:
+/// without a bound, anyone could use them all up (reopening idle connections faster than
+/// they time out), and the unix socket — the askers' way in — would take no connection.
+const MAX_PANEL_CONNECTIONS: usize = 32;
 
 /// What `serve` was asked to do.
 pub struct Options {
@@ -177,6 +182,7 @@ async fn run(
         }
         None => None,
     };
+    let panel_slots = Arc::new(tokio::sync::Semaphore::new(MAX_PANEL_CONNECTIONS));
     let mut interrupt = signal(SignalKind::interrupt())?;
     let mut terminate = signal(SignalKind::terminate())?;
     loop {
@@ -193,7 +199,7 @@ async fn run(
                     continue;
                 }
                 let shared = shared.clone();
-                connection(stream, move |req| on_socket(shared.clone(), req));
+                connection(stream, (), move |req| on_socket(shared.clone(), req));
             }
             accepted = async {
                 match &panel {
@@ -205,8 +211,12 @@ async fn run(
                     pause_after_failed_accept().await;
                     continue;
                 };
+                let Ok(slot) = panel_slots.clone().try_acquire_owned() else {
+                    drop(stream);
+                    continue;
+                };
                 let shared = shared.clone();
-                connection(stream, move |req| on_panel(shared.clone(), req));
+                connection(stream, slot, move |req| on_panel(shared.clone(), req));
             }
         }
     }
@@ -220,10 +230,11 @@ async fn pause_after_failed_accept() {
 
 type Reply = Response<Full<Bytes>>;
 
-/// Serves one connection (HTTP/1.1) on its own task.
-fn connection<S, F, Fut>(stream: S, handle: F)
+/// Serves one connection (HTTP/1.1) on its own task, holding `slot` until it ends.
+fn connection<S, H, F, Fut>(stream: S, slot: H, handle: F)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    H: Send + 'static,
     F: Fn(Request<Incoming>) -> Fut + Send + 'static,
     Fut: std::future::Future<Output = Reply> + Send + 'static,
 {
@@ -240,6 +251,7 @@ where
             .header_read_timeout(Duration::from_secs(10))
             .serve_connection(TokioIo::new(stream), service)
             .await;
+        drop(slot);
     });
 }
 

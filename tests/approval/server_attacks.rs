@@ -497,3 +497,38 @@ fn an_asker_under_the_start_of_anothers_id_does_not_take_its_answer() {
     assert_eq!(status.code(), Some(0));
     assert!(env.ws.join("granted").exists());
 }
+
+#[test]
+fn connections_held_open_on_the_panel_port_do_not_shut_the_socket() {
+    let env = TestEnv::new();
+    let server = ApprovalsServer::start(&env, &["--http", "127.0.0.1:0"]);
+    let addr = server
+        .url
+        .as_deref()
+        .and_then(|u| u.strip_prefix("http://"))
+        .and_then(|u| u.split_once('/'))
+        .map(|(addr, _)| addr.to_owned())
+        .unwrap_or_else(|| panic!("no panel URL: {}", server.errors()));
+    // The server's fds made few (a desktop's soft limit is 1024; this makes the same point
+    // with fewer connections).
+    let pid = server.pid().to_string();
+    let out = output(Command::new("prlimit").args(["--pid", &pid, "--nofile=64:64"]));
+    assert_status(&out, 0);
+    // Anyone on the machine (any uid; a page's scripts cannot, the port is TCP) opens
+    // connections to the panel port and sends nothing.
+    let held: Vec<std::net::TcpStream> = (0..100)
+        .filter_map(|_| std::net::TcpStream::connect(&addr).ok())
+        .collect();
+    assert!(held.len() >= 64, "only {} connections", held.len());
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // The user's own client on the socket is still served.
+    let mut cmd = Command::new("timeout");
+    env.isolate(&mut cmd);
+    cmd.args(["5"])
+        .arg(sandgate())
+        .args(["approvals", "list", "--json", "--socket"])
+        .arg(&server.socket);
+    let out = output(&mut cmd);
+    drop(held);
+    assert_status(&out, 0);
+}
