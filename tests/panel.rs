@@ -463,6 +463,31 @@ fn a_click_aimed_at_a_question_that_just_left_does_not_allow_the_one_that_moved_
 }
 
 #[test]
+fn a_request_that_names_another_host_anywhere_is_refused() {
+    let env = TestEnv::new();
+    let server = Server::start(&env);
+    let ours = server.addr.clone();
+    let token = format!("X-Sandgate-Token: {}", server.token);
+    let refused = [
+        // An absolute-form target names the host HTTP goes by, whatever `Host` says.
+        format!("GET http://rebound.example/api/questions HTTP/1.1\r\n{token}"),
+        // Two `Host` headers: which one counts depends on who reads them.
+        format!("GET /api/questions HTTP/1.1\r\nHost: rebound.example\r\n{token}"),
+    ];
+    for head in &refused {
+        let (status, _, body) = server.raw(&ours, head, "");
+        assert_eq!(status, 403, "{head}: {body}");
+    }
+    // The control: the same target naming the panel itself.
+    let (status, _, body) = server.raw(
+        &ours,
+        &format!("GET http://{ours}/api/questions HTTP/1.1\r\n{token}"),
+        "",
+    );
+    assert_eq!(status, 200, "{body}");
+}
+
+#[test]
 fn http_refuses_requests_without_the_token_with_a_foreign_host_or_deciding_by_get() {
     let env = TestEnv::new();
     let server = Server::start(&env);

@@ -274,7 +274,7 @@ async fn on_panel(shared: Arc<Shared>, req: Request<Incoming>) -> Reply {
     let Some(panel) = &shared.panel else {
         return error(StatusCode::NOT_FOUND, "no panel");
     };
-    if req.headers().get(HOST).and_then(|h| h.to_str().ok()) != Some(panel.host.as_str()) {
+    if !names_the_panel(&req, &panel.host) {
         return error(
             StatusCode::FORBIDDEN,
             "the Host header must be the panel's loopback address",
@@ -299,6 +299,18 @@ async fn on_panel(shared: Arc<Shared>, req: Request<Incoming>) -> Reply {
         ),
         _ => error(StatusCode::NOT_FOUND, "no such page"),
     }
+}
+
+/// Whether the request names the panel's own address, and nothing else: one `Host`
+/// header, and no other authority in an absolute-form target (which HTTP says wins over
+/// `Host`).
+fn names_the_panel(req: &Request<Incoming>, host: &str) -> bool {
+    let mut hosts = req.headers().get_all(HOST).iter();
+    let one = match (hosts.next(), hosts.next()) {
+        (Some(only), None) => only.to_str().ok() == Some(host),
+        _ => false,
+    };
+    one && req.uri().authority().is_none_or(|a| a.as_str() == host)
 }
 
 /// The token in `X-Sandgate-Token`, or in the query as `token=` (the panel's own URL).
