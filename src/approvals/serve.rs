@@ -36,6 +36,8 @@ use super::{notify, peer, socket};
 
 /// The largest request body taken (a question, or an answer).
 const MAX_BODY: usize = 64 * 1024;
+/// How long a request's body may take to arrive once its headers have.
+const BODY_TIME: Duration = Duration::from_secs(10);
 /// How long a `?since=` request waits for a change before answering with the same board.
 const LONG_POLL: Duration = Duration::from_secs(25);
 /// How long an expired question's connection is held open: the asker reaches its own
@@ -399,12 +401,19 @@ fn error(status: StatusCode, message: &str) -> Reply {
     reply_json(status, &json!({ "error": message }))
 }
 
+/// Reads a request's body: at most [`MAX_BODY`] bytes, within [`BODY_TIME`], so a client
+/// that trickles one cannot hold a task and an fd for ever.
 async fn body(req: Request<Incoming>) -> Result<Bytes, Reply> {
-    match Limited::new(req.into_body(), MAX_BODY).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(_) => Err(error(
+    let read = Limited::new(req.into_body(), MAX_BODY).collect();
+    match tokio::time::timeout(BODY_TIME, read).await {
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(_)) => Err(error(
             StatusCode::PAYLOAD_TOO_LARGE,
             "the body is unreadable or larger than 64 KiB",
+        )),
+        Err(_) => Err(error(
+            StatusCode::REQUEST_TIMEOUT,
+            "the body did not arrive in time",
         )),
     }
 }

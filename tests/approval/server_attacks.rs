@@ -532,3 +532,26 @@ fn connections_held_open_on_the_panel_port_do_not_shut_the_socket() {
     drop(held);
     assert_status(&out, 0);
 }
+
+#[test]
+fn a_body_that_trickles_is_cut_off() {
+    use std::io::{Read, Write};
+    let env = TestEnv::new();
+    let server = ApprovalsServer::start(&env, &[]);
+    let mut stream =
+        std::os::unix::net::UnixStream::connect(&server.socket).unwrap_or_else(|e| panic!("{e}"));
+    stream
+        .write_all(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"id\":")
+        .unwrap_or_else(|e| panic!("{e}"));
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut reply = String::new();
+    let _ = stream.read_to_string(&mut reply);
+    assert!(reply.starts_with("HTTP/1.1 408"), "{reply:?}");
+    // The server still answers everyone else.
+    assert_eq!(
+        server.board(&env)["pending"].as_array().map(Vec::len),
+        Some(0)
+    );
+}
