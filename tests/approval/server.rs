@@ -7,43 +7,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::server::ApprovalsServer;
+use crate::support::server::{asker, ended, ApprovalsServer};
 use crate::support::*;
 
 /// Starts `touch ws/<file>` under read-only, asking for workspace-write with `why`.
 fn ask(env: &TestEnv, file: &str, why: &str) -> Child {
-    let mut cmd = env.sandgate("read-only");
-    cmd.args([
-        "--sandbox-permissions",
-        "workspace-write",
-        "--justification",
-        why,
-    ])
-    .args(["--approval-timeout", "60", "--", "touch"])
-    .arg(env.ws.join(file))
-    .stdin(Stdio::null())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped());
-    cmd.spawn()
+    asker(env, file, why, &[])
+        .spawn()
         .unwrap_or_else(|e| panic!("cannot start the asker: {e}"))
-}
-
-/// Waits for the asker to end (at most 20 s) and returns how.
-fn ended(child: Child) -> std::process::Output {
-    let pid = child.id();
-    let waiter = std::thread::spawn(move || child.wait_with_output());
-    let start = Instant::now();
-    while !waiter.is_finished() {
-        if start.elapsed() > Duration::from_secs(20) {
-            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
-            panic!("the asker did not end after its answer");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    match waiter.join() {
-        Ok(Ok(out)) => out,
-        other => panic!("{other:?}"),
-    }
 }
 
 fn refused_with(out: &std::process::Output, text: &str) {
@@ -103,10 +74,7 @@ fn a_rejected_question_exits_77_and_runs_nothing() {
     let env = TestEnv::new();
     let server = ApprovalsServer::start(&env, &[]);
     let asker = ask(&env, "rejected", "write");
-    let id = server.pending(&env, 1)[0]["id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let id = server.only_pending_id(&env);
     assert_status(&server.client(&env, &["reject", &id]), 0);
     let out = ended(asker);
     assert_status(&out, 77);
@@ -127,10 +95,7 @@ fn a_question_whose_asker_was_killed_leaves_the_list_and_takes_no_answer() {
     let env = TestEnv::new();
     let server = ApprovalsServer::start(&env, &[]);
     let mut asker = ask(&env, "killed", "write");
-    let id = server.pending(&env, 1)[0]["id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let id = server.only_pending_id(&env);
     asker.kill().unwrap_or_else(|e| panic!("{e}"));
     let _ = asker.wait();
     let board = server.board_until(&env, |b| b["pending"].as_array().is_some_and(Vec::is_empty));
@@ -309,10 +274,7 @@ fn an_agents_call_through_a_link_is_answered_by_the_server_at_the_default_socket
     );
 
     let asker = call("answered");
-    let id = server.pending(&env, 1)[0]["id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let id = server.only_pending_id(&env);
     assert_status(&server.client(&env, &["allow", &id]), 0);
     let out = ended(asker);
     assert_status(&out, 0);
@@ -407,10 +369,7 @@ fn nothing_inside_a_sandbox_reaches_the_server() {
         .unwrap_or_default()
         .to_owned();
     let asker = ask(&env, "waiting", "write");
-    let id = server.pending(&env, 1)[0]["id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let id = server.only_pending_id(&env);
     let socket = server.socket.to_string_lossy().into_owned();
     for mode in ["read-only", "workspace-write"] {
         let unix = env.probe(mode, &["unix-connect", &socket]);
@@ -459,23 +418,16 @@ fn a_sandboxed_peer_on_a_socket_it_can_reach_is_refused() {
     let socket = env.ws.join("private/approvals.sock");
     let socket_arg = socket.to_string_lossy().into_owned();
     let server = ApprovalsServer::start(&env, &["--socket", &socket_arg]);
-    let mut cmd = env.sandgate("read-only");
-    cmd.args([
-        "--sandbox-permissions",
-        "workspace-write",
-        "--justification",
+    let endpoint = format!("unix:{socket_arg}");
+    let asker = asker(
+        &env,
+        "granted",
         "write",
-    ])
-    .args(["--approval-endpoint", &format!("unix:{socket_arg}")])
-    .args(["--approval-timeout", "60", "--", "touch"])
-    .arg(env.ws.join("granted"))
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped());
-    let asker = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
-    let id = server.pending(&env, 1)[0]["id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+        &["--approval-endpoint", &endpoint],
+    )
+    .spawn()
+    .unwrap_or_else(|e| panic!("{e}"));
+    let id = server.only_pending_id(&env);
     // The connect itself is allowed here (a socket beneath the workspace). The sandbox's
     // supervisor performs it, so the kernel names the supervisor as the peer: the server
     // must see through that.
@@ -508,16 +460,12 @@ fn a_sandboxed_peer_on_a_socket_it_can_reach_is_refused() {
 fn a_question_that_times_out_leaves_the_list_and_takes_no_answer() {
     let env = TestEnv::new();
     let server = ApprovalsServer::start(&env, &[]);
-    let mut cmd = env.sandgate("read-only");
-    cmd.args([
-        "--sandbox-permissions",
-        "workspace-write",
-        "--justification",
+    let out = output(&mut asker(
+        &env,
+        "late",
         "write",
-    ])
-    .args(["--approval-timeout", "1", "--", "touch"])
-    .arg(env.ws.join("late"));
-    let out = output(&mut cmd);
+        &["--approval-timeout", "1"],
+    ));
     assert_status(&out, 77);
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("escalation_cancelled"),

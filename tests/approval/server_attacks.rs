@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use crate::support::server::ApprovalsServer;
+use crate::support::server::{asker, ApprovalsServer};
 use crate::support::*;
 
 /// A stand-in for an approvals server that answers every question `allowed-once` and
@@ -76,21 +76,8 @@ while not os.path.exists(log + '.stop') and time.time() - start < 60:
 /// Asks, from read-only, to `touch ws/<file>` at workspace-write, with the runtime
 /// directory (so the default socket) at `runtime`.
 fn ask_with_runtime(env: &TestEnv, runtime: &Path, file: &str) -> std::process::Output {
-    let mut cmd = env.sandgate("read-only");
-    cmd.env("XDG_RUNTIME_DIR", runtime)
-        .args([
-            "--sandbox-permissions",
-            "workspace-write",
-            "--justification",
-            "write",
-            "--approval-timeout",
-            "10",
-            "--",
-            "touch",
-        ])
-        .arg(env.ws.join(file))
-        .stdin(Stdio::null());
-    output(&mut cmd)
+    let mut cmd = asker(env, file, "write", &["--approval-timeout", "10"]);
+    output(cmd.env("XDG_RUNTIME_DIR", runtime))
 }
 
 /// Stops the fake servers that note questions in `log`, and waits for them to go.
@@ -186,24 +173,16 @@ fn a_connect_made_by_a_supervisor_that_has_exited_but_is_not_reaped_is_refused()
     let socket = env.ws.join("private/approvals.sock");
     let socket_arg = socket.to_string_lossy().into_owned();
     let server = ApprovalsServer::start(&env, &["--socket", &socket_arg]);
-    let mut cmd = env.sandgate("read-only");
-    cmd.args([
-        "--sandbox-permissions",
-        "workspace-write",
-        "--justification",
+    let endpoint = format!("unix:{socket_arg}");
+    let mut asker = asker(
+        &env,
+        "granted",
         "write",
-    ])
-    .args(["--approval-endpoint", &format!("unix:{socket_arg}")])
-    .args(["--approval-timeout", "60", "--", "touch"])
-    .arg(env.ws.join("granted"))
-    .stdin(Stdio::null())
-    .stdout(Stdio::null())
-    .stderr(Stdio::null());
-    let mut asker = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
-    let id = server.pending(&env, 1)[0]["id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+        &["--approval-endpoint", &endpoint],
+    )
+    .spawn()
+    .unwrap_or_else(|e| panic!("{e}"));
+    let id = server.only_pending_id(&env);
 
     // Connects, then leaves a process in the background that holds the connection and,
     // once `go` appears, answers the question on it; the foreground exits at once.
@@ -285,26 +264,10 @@ fn list_shows_every_bidirectional_control_as_an_escape() {
     // U+061C (ARABIC LETTER MARK) is a bidirectional control like U+200F: in a terminal or
     // a page that lays out bidirectional text it reorders what a person reads.
     let name = "notes\u{61c}\u{202e}txt.sh";
-    let mut cmd = env.sandgate("read-only");
-    cmd.args([
-        "--sandbox-permissions",
-        "workspace-write",
-        "--justification",
-        "tidy \u{61c}the notes",
-        "--approval-timeout",
-        "60",
-        "--",
-        "touch",
-    ])
-    .arg(env.ws.join(name))
-    .stdin(Stdio::null())
-    .stdout(Stdio::null())
-    .stderr(Stdio::null());
-    let mut asker = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
-    let id = server.pending(&env, 1)[0]["id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let mut asker = asker(&env, name, "tidy \u{61c}the notes", &[])
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let id = server.only_pending_id(&env);
     let out = server.client(&env, &["list"]);
     assert_status(&out, 0);
     let shown = String::from_utf8_lossy(&out.stdout);
@@ -444,26 +407,10 @@ print(reply.decode(errors="replace"), flush=True)
 fn an_asker_under_the_start_of_anothers_id_does_not_take_its_answer() {
     let env = TestEnv::new();
     let server = ApprovalsServer::start(&env, &[]);
-    let mut cmd = env.sandgate("read-only");
-    cmd.args([
-        "--sandbox-permissions",
-        "workspace-write",
-        "--justification",
-        "write",
-        "--approval-timeout",
-        "60",
-        "--",
-        "touch",
-    ])
-    .arg(env.ws.join("granted"))
-    .stdin(Stdio::null())
-    .stdout(Stdio::null())
-    .stderr(Stdio::null());
-    let mut asker = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
-    let id = server.pending(&env, 1)[0]["id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let mut asker = asker(&env, "granted", "write", &[])
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let id = server.only_pending_id(&env);
     // An agent sees the question arrive and asks under the first 8 characters of its id,
     // the start a person would type after reading `approvals list`.
     let start = &id[..8];

@@ -88,6 +88,14 @@ impl ApprovalsServer {
             .unwrap_or_default()
     }
 
+    /// Waits (up to 20 s) for exactly one pending question, and returns its id.
+    pub fn only_pending_id(&self, env: &TestEnv) -> String {
+        self.pending(env, 1)[0]["id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
     /// Waits (up to 20 s) until `done` holds for the board, and returns it.
     pub fn board_until(&self, env: &TestEnv, done: impl Fn(&Value) -> bool) -> Value {
         let start = Instant::now();
@@ -120,5 +128,47 @@ impl Drop for ApprovalsServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// The escalating call most tests make: `touch ws/<file>` under read-only, asking for
+/// workspace-write with `why` (and `extra` flags, an endpoint say), waiting for its
+/// answer up to 60 s unless `extra` sets `--approval-timeout`. Start it with `.spawn()`,
+/// or run it with `output`.
+pub fn asker(env: &TestEnv, file: &str, why: &str, extra: &[&str]) -> Command {
+    let mut cmd = env.sandgate("read-only");
+    cmd.args([
+        "--sandbox-permissions",
+        "workspace-write",
+        "--justification",
+        why,
+    ])
+    .args(extra);
+    if !extra.contains(&"--approval-timeout") {
+        cmd.args(["--approval-timeout", "60"]);
+    }
+    cmd.args(["--", "touch"])
+        .arg(env.ws.join(file))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// Waits for a started call to end (at most 20 s) and returns how.
+pub fn ended(child: Child) -> Output {
+    let pid = child.id();
+    let waiter = std::thread::spawn(move || child.wait_with_output());
+    let start = Instant::now();
+    while !waiter.is_finished() {
+        if start.elapsed() > Duration::from_secs(20) {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            panic!("the call did not end after its answer");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    match waiter.join() {
+        Ok(Ok(out)) => out,
+        other => panic!("{other:?}"),
     }
 }
