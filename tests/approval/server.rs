@@ -414,16 +414,13 @@ fn a_sandboxed_peer_on_a_socket_it_can_reach_is_refused() {
         return;
     }
     let env = TestEnv::new();
-    // A socket beneath the workspace, where sandboxed commands may connect.
-    let socket = env.ws.join("private/approvals.sock");
-    let socket_arg = socket.to_string_lossy().into_owned();
-    let server = ApprovalsServer::start(&env, &["--socket", &socket_arg]);
-    let endpoint = format!("unix:{socket_arg}");
+    let server = ApprovalsServer::beneath_the_workspace(&env);
+    let socket_arg = server.socket.to_string_lossy().into_owned();
     let asker = asker(
         &env,
         "granted",
         "write",
-        &["--approval-endpoint", &endpoint],
+        &["--approval-endpoint", &server.endpoint()],
     )
     .spawn()
     .unwrap_or_else(|e| panic!("{e}"));

@@ -169,16 +169,13 @@ fn a_connect_made_by_a_supervisor_that_has_exited_but_is_not_reaped_is_refused()
         return;
     }
     let env = TestEnv::new();
-    // A socket beneath the workspace, where sandboxed commands may connect.
-    let socket = env.ws.join("private/approvals.sock");
-    let socket_arg = socket.to_string_lossy().into_owned();
-    let server = ApprovalsServer::start(&env, &["--socket", &socket_arg]);
-    let endpoint = format!("unix:{socket_arg}");
+    let server = ApprovalsServer::beneath_the_workspace(&env);
+    let socket_arg = server.socket.to_string_lossy().into_owned();
     let mut asker = asker(
         &env,
         "granted",
         "write",
-        &["--approval-endpoint", &endpoint],
+        &["--approval-endpoint", &server.endpoint()],
     )
     .spawn()
     .unwrap_or_else(|e| panic!("{e}"));

@@ -60,6 +60,18 @@ impl ApprovalsServer {
         }
     }
 
+    /// A server whose socket lies beneath the workspace, where sandboxed commands may
+    /// connect: what a sandbox's supervisor reaches on its behalf.
+    pub fn beneath_the_workspace(env: &TestEnv) -> ApprovalsServer {
+        let socket = env.ws.join("private/approvals.sock");
+        ApprovalsServer::start(env, &["--socket", &socket.to_string_lossy()])
+    }
+
+    /// `unix:<socket>`, for `--approval-endpoint`.
+    pub fn endpoint(&self) -> String {
+        format!("unix:{}", self.socket.display())
+    }
+
     /// `sandgate approvals ARGS --socket <this server's>`.
     pub fn client(&self, env: &TestEnv, args: &[&str]) -> Output {
         let mut cmd = Command::new(sandgate());
