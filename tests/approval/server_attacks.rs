@@ -302,12 +302,13 @@ fn the_socket_is_out_of_reach_through_proc_too() {
             assert_ne!(got, "ok", "{mode}: connected through {route}");
         }
     }
-    // The control: outside any sandbox the first route reaches it.
+    assert!(!server.errors().contains("refused"), "{}", server.errors());
+    // The control: outside any sandbox the first route reaches it. (The probe hangs up at
+    // once, so the server may log that it refused an exiting peer: that is not checked.)
     assert_eq!(
         env.probe("full-access", &["unix-connect", &routes[0]]),
         "ok"
     );
-    assert!(!server.errors().contains("refused"), "{}", server.errors());
 }
 
 /// Runs `sandgate approvals serve --http 127.0.0.1:0` for at most 3 s in a mount namespace
