@@ -14,6 +14,7 @@ pub mod doctor;
 pub mod error;
 pub mod exec;
 pub mod logfile;
+pub mod network;
 pub mod output;
 pub mod policy;
 pub mod sandbox;

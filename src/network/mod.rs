@@ -1,0 +1,10 @@
+//! Network access for sandboxes that list allowed hosts: the allowlist, the address ranges
+//! that stay closed, and the proxy that is the sandbox's only way out.
+
+pub mod address;
+pub mod hosts;
+pub mod proxy;
+
+/// Where the proxy listens inside every sandbox that has allowed hosts (the sandbox's own
+/// network namespace, so the port is always free).
+pub const PROXY_PORT: u16 = 3128;
