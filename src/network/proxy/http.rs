@@ -78,7 +78,7 @@ async fn tunnel(
 }
 
 /// An absolute-URI `http://` request: checked, connected, and sent on upstream in origin
-/// form with the hop-by-hop and proxy headers removed.
+/// form, with Host naming the URL's host and the hop-by-hop and proxy headers removed.
 async fn forward(req: Request<Incoming>, gate: Arc<Gate>) -> Response<Body> {
     let uri = req.uri().clone();
     let authority =
@@ -116,15 +116,18 @@ async fn forward(req: Request<Incoming>, gate: Arc<Gate>) -> Response<Body> {
     };
     parts.version = hyper::Version::HTTP_11;
     strip_hop_by_hop(&mut parts.headers);
-    if !parts.headers.contains_key(header::HOST) {
-        // The authority without any user info: what an origin server expects in Host.
-        let host_header = match authority.port() {
-            Some(port) => format!("{}:{port}", authority.host()),
-            None => authority.host().to_string(),
-        };
-        if let Ok(value) = HeaderValue::from_str(&host_header) {
+    // Host names the URL's authority (without user info), whatever the client wrote
+    // there (RFC 9112 §3.2.2): the host that was checked is the one the origin serves, not
+    // another site behind the same address (a CDN's, say) named only in the header.
+    let host_header = match authority.port() {
+        Some(port) => format!("{}:{port}", authority.host()),
+        None => authority.host().to_string(),
+    };
+    match HeaderValue::from_str(&host_header) {
+        Ok(value) => {
             parts.headers.insert(header::HOST, value);
         }
+        Err(_) => return text(StatusCode::BAD_REQUEST, "the URL's host is not a host"),
     }
     let request = Request::from_parts(parts, body);
 

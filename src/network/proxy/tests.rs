@@ -208,6 +208,21 @@ fn http_request_is_forwarded_in_origin_form_without_proxy_headers() {
     assert!(lower.contains("x-kept: yes\r\n"), "{head}");
     assert!(!lower.contains("proxy-"), "{head}");
     assert!(!lower.contains("connection: close"), "{head}");
+    // Host names the URL's host, not another site behind the same address.
+    let answer = proxy.exchange(&format!(
+        "GET http://user:pw@127.0.0.1:{port}/x HTTP/1.1\r\nHost: other.example\r\n\
+         Connection: close\r\n\r\n"
+    ));
+    assert!(status(&answer).contains(" 200 "), "{answer}");
+    let head = upstream.next().to_ascii_lowercase();
+    assert!(
+        head.contains(&format!("\r\nhost: 127.0.0.1:{port}\r\n")),
+        "{head}"
+    );
+    assert!(
+        !head.contains("other.example") && !head.contains("user"),
+        "{head}"
+    );
     assert!(proxy.refusals().is_empty());
     proxy.stop();
 }
@@ -324,18 +339,25 @@ fn socks5_refuses_other_commands_and_unlisted_hosts() {
             .unwrap_or_else(|e| panic!("reply: {e}"));
         assert_eq!(reply, [5, 7], "command {command} is not supported");
     }
-    let (_, code) = socks_connect(&proxy, &domain("other.example"), 443);
+    let (_, code) = socks_connect(&proxy, &domain("Other.Example."), 443);
     assert_eq!(code, 2, "an unlisted host is not allowed by the ruleset");
+    let mut ipv6 = vec![4];
+    ipv6.extend_from_slice(&std::net::Ipv6Addr::LOCALHOST.octets());
+    let (_, code) = socks_connect(&proxy, &ipv6, port);
+    assert_eq!(code, 2, "an unlisted address is not allowed by the ruleset");
+    let refusals = proxy.refusals();
     assert_eq!(
-        proxy.refusals(),
-        vec![Refusal {
+        refusals[0],
+        Refusal {
             host: "other.example".into(),
             port: 443,
             reason: "other.example:443 is not an allowed host (--allow-host other.example:443)"
                 .into(),
             listable: true,
-        }]
+        }
     );
+    assert_eq!(refusals[1].allow_pattern(), format!("[::1]:{port}"));
+    assert_eq!(refusals.len(), 2, "{refusals:?}");
     assert!(upstream.saw_nothing());
     proxy.stop();
 }
