@@ -9,10 +9,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// False for loopback, private (10/8, 172.16/12, 192.168/16, fc00::/7), link-local
 /// (169.254/16, fe80::/10), multicast, unspecified, broadcast, 0/8, CGNAT 100.64/10,
-/// the reserved, documentation and benchmark ranges, and for IPv6 everything outside global
-/// unicast (2000::/3); IPv4-mapped, IPv4-compatible and
-/// NAT64 (64:ff9b::/96) IPv6 addresses are judged by the IPv4 address they carry, since a
-/// connect to them reaches that address.
+/// the reserved and benchmark ranges, and for IPv6 everything outside global unicast
+/// (2000::/3). IPv4-mapped, IPv4-compatible and NAT64 (64:ff9b::/96) IPv6 addresses are
+/// judged by the IPv4 address they carry, since a connect to them reaches that address.
 pub fn is_public(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => is_public_v4(v4),
@@ -21,6 +20,9 @@ pub fn is_public(ip: IpAddr) -> bool {
 }
 
 fn is_public_v4(ip: Ipv4Addr) -> bool {
+    // The documentation ranges (192.0.2/24, 198.51.100/24, 203.0.113/24) stay open: they
+    // are never a local service, and some networks' resolvers answer with them for every
+    // outside name, to route it through their own gateway.
     let [a, b, c, _] = ip.octets();
     let closed = a == 0 // "this network", including 0.0.0.0
         || a == 10
@@ -29,11 +31,8 @@ fn is_public_v4(ip: Ipv4Addr) -> bool {
         || (a == 169 && b == 254)
         || (a == 172 && (16..32).contains(&b))
         || (a == 192 && b == 0 && c == 0) // IETF protocol assignments
-        || (a == 192 && b == 0 && c == 2) // documentation
         || (a == 192 && b == 168)
         || (a == 198 && (18..20).contains(&b)) // benchmarking
-        || (a == 198 && b == 51 && c == 100) // documentation
-        || (a == 203 && b == 0 && c == 113) // documentation
         || a >= 224; // multicast, reserved and broadcast
     !closed
 }
@@ -46,9 +45,7 @@ fn is_public_v6(ip: Ipv6Addr) -> bool {
     // unspecified and loopback addresses, unique local (fc00::/7), link-local (fe80::/10),
     // site-local, multicast (ff00::/8), discard-only (100::/64) and the unassigned rest.
     let s = ip.segments();
-    let global_unicast = (s[0] & 0xe000) == 0x2000;
-    let documentation = s[0] == 0x2001 && s[1] == 0x0db8;
-    global_unicast && !documentation
+    (s[0] & 0xe000) == 0x2000
 }
 
 /// The IPv4 address an IPv6 address stands for, when a connect to it reaches that
@@ -95,12 +92,9 @@ mod tests {
             "172.16.0.1",
             "172.31.255.255",
             "192.0.0.8",
-            "192.0.2.1",
             "192.168.1.1",
             "198.18.0.1",
             "198.19.255.255",
-            "198.51.100.7",
-            "203.0.113.9",
             "224.0.0.1",
             "239.255.255.250",
             "240.0.0.1",
@@ -113,7 +107,6 @@ mod tests {
             "febf::1",
             "fec0::1",
             "ff02::1",
-            "2001:db8::1",
             "100::1",
             "fe00::1",
             "4000::1",
@@ -151,6 +144,10 @@ mod tests {
             "2606:4700:4700::1111",
             "2a04:4e42::223",
             "::ffff:151.101.1.63",
+            "192.0.2.1",
+            "198.51.100.7",
+            "203.0.113.80",
+            "2001:db8::1",
             "64:ff9b::808:808",
         ] {
             assert!(is_public(ip(text)), "{text} must count as public");
