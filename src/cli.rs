@@ -111,6 +111,26 @@ pub struct RunArgs {
     )]
     pub allow_unix_sockets: Vec<PathBuf>,
 
+    /// Let the sandbox reach this host through sandgate's proxy (repeatable, or
+    /// comma-separated; SANDGATE_ALLOW_HOSTS too; also `allowed_hosts` in the user or managed
+    /// configuration). PATTERN is a host, `*.domain` (its subdomains), or an IP address, with
+    /// an optional `:PORT` (default 80 and 443); `@registries` names the package registries.
+    /// The sandbox still has no direct network: HTTP_PROXY, HTTPS_PROXY and ALL_PROXY point
+    /// at the proxy, which refuses every other host.
+    #[arg(
+        long = "allow-host",
+        value_name = "PATTERN",
+        env = "SANDGATE_ALLOW_HOSTS",
+        value_delimiter = ',',
+        value_hint = ValueHint::Hostname
+    )]
+    pub allow_hosts: Vec<String>,
+
+    /// Let allowed hosts resolve to loopback, private, link-local or other non-public
+    /// addresses (a registry mirror on the local network); refused otherwise.
+    #[arg(long)]
+    pub allow_private_hosts: bool,
+
     /// Run even when a guarantee of the profile cannot be enforced on this kernel; sandgate
     /// says on stderr which guarantees do not hold.
     #[arg(long)]

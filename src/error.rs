@@ -132,6 +132,10 @@ impl Error {
                 origin: crate::policy::standing::Origin::Flags,
                 ..
             }) => EXIT_USAGE,
+            Error::Policy(PolicyError::Hosts {
+                origin: crate::policy::hosts::HostsOrigin::Call,
+                ..
+            }) => EXIT_USAGE,
             Error::NotGranted { .. } => EXIT_NOT_GRANTED,
             Error::Audit(_) => EXIT_INTERNAL,
             // What is at the path is the caller's setup to fix, as a bad config is.
@@ -154,6 +158,7 @@ impl Error {
                 | PolicyError::Preset { .. }
                 | PolicyError::PresetNotAllowed { .. }
                 | PolicyError::AboveCeiling { .. }
+                | PolicyError::Hosts { .. }
                 | PolicyError::Config(_),
             ) => EXIT_CONFIG,
             Error::Unenforceable { .. } | Error::Sandbox(_) => EXIT_CONFIG,

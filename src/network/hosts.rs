@@ -333,7 +333,7 @@ pub fn set_names() -> Vec<&'static str> {
 }
 
 /// The effective rules of one call.
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct HostRules {
     pub allowed: Vec<HostPattern>,
     pub denied: Vec<HostPattern>,

@@ -28,6 +28,12 @@ pub struct Managed {
     /// Variables passed to every command although their names look like secrets.
     #[serde(default)]
     pub keep_env: Vec<String>,
+    /// Hosts every sandbox may reach through the proxy (as `--allow-host`).
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
+    /// Hosts no sandbox may reach, whatever allows them.
+    #[serde(default)]
+    pub denied_hosts: Vec<String>,
 }
 
 /// The user's file: defaults for every call.
@@ -52,6 +58,9 @@ pub struct User {
     /// Variables passed although their names look like secrets.
     #[serde(default)]
     pub keep_env: Vec<String>,
+    /// Hosts this user's sandboxes may reach through the proxy (as `--allow-host`).
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
 }
 
 /// The project's file (`.sandgate/config.json` in the workspace): may only narrow.
@@ -67,6 +76,9 @@ pub struct Project {
     /// Extra paths to hide (a project may hide more, never less).
     #[serde(default)]
     pub hidden_paths: Vec<String>,
+    /// Hosts this project's sandboxes may not reach, whatever allows them.
+    #[serde(default)]
+    pub denied_hosts: Vec<String>,
     /// Keys a project may not set; accepted only to be refused with a warning.
     pub approval_endpoint: Option<serde_json::Value>,
     pub approver: Option<serde_json::Value>,
@@ -74,6 +86,7 @@ pub struct Project {
     pub allow_unix_sockets: Option<serde_json::Value>,
     pub unhidden_paths: Option<serde_json::Value>,
     pub keep_env: Option<serde_json::Value>,
+    pub allowed_hosts: Option<serde_json::Value>,
 }
 
 /// Why a configuration file cannot be used.
@@ -208,6 +221,8 @@ pub struct Narrowing {
     pub never: bool,
     pub protected_paths: Vec<String>,
     pub hidden_paths: Vec<String>,
+    /// Hosts the project denies (denying only narrows).
+    pub denied_hosts: Vec<String>,
     pub warnings: Vec<String>,
 }
 
@@ -216,6 +231,7 @@ pub fn narrowing(project: &Project, standing: Mode, approval: Approval) -> Narro
     let mut out = Narrowing {
         protected_paths: project.protected_paths.clone(),
         hidden_paths: project.hidden_paths.clone(),
+        denied_hosts: project.denied_hosts.clone(),
         ..Narrowing::default()
     };
     let mut ignore = |key: &str, why: &str| {
@@ -265,6 +281,7 @@ pub fn narrowing(project: &Project, standing: Mode, approval: Approval) -> Narro
         ("allow_unix_sockets", project.allow_unix_sockets.is_some()),
         ("unhidden_paths", project.unhidden_paths.is_some()),
         ("keep_env", project.keep_env.is_some()),
+        ("allowed_hosts", project.allowed_hosts.is_some()),
     ] {
         if set {
             ignore(key, "only the user or managed configuration may set it");

@@ -8,6 +8,7 @@ pub mod config;
 pub mod escalation;
 mod gitconfig;
 pub mod home;
+pub mod hosts;
 mod mode;
 pub mod preset;
 pub mod profile;
@@ -21,6 +22,7 @@ use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use crate::network::hosts::HostRules;
 pub use escalation::{EscalationRequest, InvalidEscalation};
 pub use mode::Mode;
 pub use preset::Approval;
@@ -94,6 +96,11 @@ pub enum PolicyError {
     Config(#[from] config::ConfigError),
     #[error("invalid escalation request: {0}")]
     Directive(String),
+    #[error("invalid host pattern in {origin}: {reason}")]
+    Hosts {
+        origin: hosts::HostsOrigin,
+        reason: String,
+    },
 }
 
 /// What the environment contributes to a plan, read once by the caller.
@@ -147,6 +154,8 @@ pub struct Request {
     pub unhidden_paths: Vec<String>,
     /// Variables passed even though their names look like secrets.
     pub keep_env: Vec<String>,
+    /// The hosts the sandbox may reach through the proxy.
+    pub hosts: HostRules,
 }
 
 /// Everything the later stages need to run one call.
@@ -214,6 +223,10 @@ pub struct Restrictions {
     /// ...or one of these sockets, named by the user.
     pub allowed_sockets: BTreeSet<PathBuf>,
     pub network: Network,
+    /// The hosts the sandbox reaches through sandgate's proxy: `None` when none are
+    /// allowed, or when the call runs in an enclosing sandbox's namespaces (which has no
+    /// room for a proxy of its own), and then the sandbox has no network at all.
+    pub proxy: Option<HostRules>,
     pub mounts: MountSource,
 }
 
@@ -392,6 +405,10 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
                 socket_roots: BTreeSet::from([workspace.clone()]),
                 allowed_sockets,
                 network: spec.network,
+                proxy: (mounts == MountSource::Own
+                    && env.parent.is_none()
+                    && !request.hosts.is_empty())
+                .then(|| request.hosts.clone()),
                 mounts,
             }))
         }

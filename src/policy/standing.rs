@@ -34,6 +34,8 @@ pub struct Standing {
     pub protected_subpaths: Vec<String>,
     /// Extra hidden paths from the project file.
     pub hidden_paths: Vec<String>,
+    /// Hosts the project file denies.
+    pub denied_hosts: Vec<String>,
     /// Set when an enclosing sandgate narrowed the mode: the mode asked for.
     pub narrowed_from: Option<Mode>,
     /// Things a person should know (ignored project keys).
@@ -128,6 +130,7 @@ pub fn resolve(
         max_mode: managed.max_mode,
         protected_subpaths: narrowing.protected_paths,
         hidden_paths: narrowing.hidden_paths,
+        denied_hosts: narrowing.denied_hosts,
         narrowed_from,
         warnings: narrowing.warnings,
     })
