@@ -72,6 +72,7 @@ fn main() {
                 true,
                 seccomp::PathCalls::ToSupervisor,
                 seccomp::Terminal::Unreachable,
+                seccomp::Sockets::Unix,
             )
             .ok(),
         );

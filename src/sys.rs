@@ -930,6 +930,53 @@ pub fn stdio_to_dev_null() {
     }
 }
 
+/// Sets the loopback interface of this process's network namespace up (a new namespace
+/// has it down, and then nothing can reach 127.0.0.1 in it). Needs `CAP_NET_ADMIN` there.
+pub fn loopback_up() -> io::Result<()> {
+    // SAFETY: integer-only syscall returning a fresh fd.
+    let fd = check(
+        unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) }.into(),
+    )?;
+    // SAFETY: a fresh fd owned by nothing else.
+    let sock = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+    // SAFETY: ifreq is plain old data; the name is set below, the rest is read back.
+    let mut request: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (to, from) in request.ifr_name.iter_mut().zip(b"lo") {
+        *to = *from as libc::c_char;
+    }
+    // SAFETY: SIOCGIFFLAGS fills the flags of the named interface in `request`, which
+    // lives for the call.
+    check(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut request) }.into())?;
+    // SAFETY: SIOCGIFFLAGS just wrote this member of the union.
+    unsafe {
+        request.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+    }
+    // SAFETY: SIOCSIFFLAGS reads `request`, which lives for the call.
+    check(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &request) }.into()).map(drop)
+}
+
+/// Closes every fd above 2 but those in `keep`: a helper forked to outlive sandgate holds
+/// only what it uses (never the seccomp listener, whose closing is what fails the sandbox's
+/// notified calls once nobody answers them).
+pub fn close_fds_except(keep: &[RawFd]) {
+    let mut keep: Vec<libc::c_uint> = keep
+        .iter()
+        .filter_map(|fd| libc::c_uint::try_from(*fd).ok())
+        .filter(|fd| *fd > 2)
+        .collect();
+    keep.sort_unstable();
+    keep.dedup();
+    let mut first: libc::c_uint = 3;
+    for fd in keep.into_iter().chain(std::iter::once(libc::c_uint::MAX)) {
+        if fd > first {
+            // SAFETY: integer-only syscall; it closes fd numbers, owned or not, which is
+            // the point: nothing in this process uses them afterwards.
+            unsafe { libc::syscall(libc::SYS_close_range, first, fd - 1, 0) };
+        }
+        first = fd.saturating_add(1);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

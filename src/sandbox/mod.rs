@@ -44,6 +44,7 @@ pub enum Step {
     Seccomp = 5,
     Supervisor = 6,
     Exec = 7,
+    Proxy = 8,
 }
 
 impl Step {
@@ -57,6 +58,7 @@ impl Step {
             Step::Seccomp,
             Step::Supervisor,
             Step::Exec,
+            Step::Proxy,
         ]
         .into_iter()
         .find(|s| *s as u32 == n)
@@ -74,6 +76,7 @@ impl Step {
             Step::Seccomp => "the seccomp filters",
             Step::Supervisor => "handing the seccomp listener to the supervisor",
             Step::Exec => "executing the command",
+            Step::Proxy => "the proxy's listener in the sandbox's network namespace",
         }
     }
 }
@@ -87,6 +90,8 @@ struct Layers {
     private_temp: bool,
     landlock: Option<landlock::Prepared>,
     seccomp: Option<seccomp::Prepared>,
+    /// The child listens for the proxy in its own network namespace (see [`Applied`]).
+    proxy: bool,
     last_cap: u32,
     /// Inherited sockets that could reach an address the sandbox refuses.
     close_on_exec: Vec<RawFd>,
@@ -121,6 +126,15 @@ pub fn prepare(
         _ => None,
     };
     let private_temp = mounts.is_some() || r.mounts == MountSource::Parent;
+    // The proxy needs the sandbox's own network namespace (without it a TCP socket would be
+    // the host's) and the supervisor (which performs the one connect allowed).
+    let proxy =
+        r.proxy.is_some() && mounts.is_some() && features.seccomp && features.seccomp_user_notif;
+    let sockets = if proxy {
+        seccomp::Sockets::UnixAndTcp
+    } else {
+        seccomp::Sockets::Unix
+    };
     let landlock = (features.landlock_abi > 0)
         .then(|| landlock::prepare(r))
         .transpose()?;
@@ -135,7 +149,13 @@ pub fn prepare(
                 seccomp::PathCalls::ToKernel
             };
             let terminal = seccomp::Terminal::detect();
-            seccomp::prepare(features.seccomp_user_notif, plan.observe, paths, terminal)
+            seccomp::prepare(
+                features.seccomp_user_notif,
+                plan.observe,
+                paths,
+                terminal,
+                sockets,
+            )
         })
         .transpose()?;
     Ok(Prepared(Some(Layers {
@@ -143,6 +163,7 @@ pub fn prepare(
         private_temp,
         landlock,
         seccomp,
+        proxy,
         last_cap: last_cap(),
         close_on_exec: risky_inherited_sockets(),
     })))
@@ -206,20 +227,24 @@ impl Prepared {
         self.0.is_some()
     }
 
+    /// Returns true when the child will listen for the proxy.
+    pub fn has_proxy(&self) -> bool {
+        self.0.as_ref().is_some_and(|l| l.proxy)
+    }
+
     /// Applies every layer to the calling (forked, single-threaded) child, in this order:
-    /// 1. the mount namespace (needs the capabilities dropped in 2);
+    /// 1. the mount namespace (needs the capabilities dropped in 2), and in its new network
+    ///    namespace the loopback interface and the proxy's listener, when the call has one;
     /// 2. capabilities: bounding, ambient, then inheritable/permitted/effective;
     /// 3. no_new_privs (landlock and seccomp require it; it also neuters setuid binaries);
     /// 4. landlock, with rules for the private `/tmp` and `/dev/shm`;
     /// 5. seccomp, last, because its deny list forbids the mount calls of step 1.
     ///
-    /// Returns the seccomp listener for the supervisor, if any.
-    ///
     /// # Errors
     /// The step that failed and its errno.
-    pub fn apply(self) -> Result<Option<OwnedFd>, (Step, io::Error)> {
+    pub fn apply(self) -> Result<Applied, (Step, io::Error)> {
         let Some(layers) = self.0 else {
-            return Ok(None);
+            return Ok(Applied::default());
         };
         for fd in &layers.close_on_exec {
             // Best effort: an fd that vanished needs no closing.
@@ -228,6 +253,11 @@ impl Prepared {
         if let Some(mounts) = &layers.mounts {
             mounts.apply().map_err(|e| (Step::MountNamespace, e))?;
         }
+        let proxy = if layers.proxy {
+            Some(proxy_listener().map_err(|e| (Step::Proxy, e))?)
+        } else {
+            None
+        };
         // Opened in the child's own view: these are the private ones, never the host's.
         let temps = if layers.private_temp {
             [c"/tmp", c"/dev/shm"]
@@ -242,16 +272,36 @@ impl Prepared {
         if let Some(landlock) = layers.landlock {
             landlock.apply(temps).map_err(|e| (Step::Landlock, e))?;
         }
-        match &layers.seccomp {
-            Some(seccomp) => seccomp.apply().map_err(|e| (Step::Seccomp, e)),
-            None => Ok(None),
-        }
+        let listener = match &layers.seccomp {
+            Some(seccomp) => seccomp.apply().map_err(|e| (Step::Seccomp, e))?,
+            None => None,
+        };
+        Ok(Applied { listener, proxy })
     }
 
     /// Returns the fds the child will not pass on (for a note on stderr).
     pub fn withheld_fds(&self) -> &[RawFd] {
         self.0.as_ref().map_or(&[], |l| l.close_on_exec.as_slice())
     }
+}
+
+/// What the child hands to sandgate once its sandbox is in place.
+#[derive(Default)]
+pub struct Applied {
+    /// The seccomp listener, for the supervisor.
+    pub listener: Option<OwnedFd>,
+    /// A TCP socket listening on `127.0.0.1:PROXY_PORT` in the sandbox's own network
+    /// namespace: sandgate's proxy accepts on it from outside, so the sandbox reaches the
+    /// proxy and nothing else.
+    pub proxy: Option<OwnedFd>,
+}
+
+/// Brings this (new) network namespace's loopback up and listens on the proxy's port.
+fn proxy_listener() -> io::Result<OwnedFd> {
+    sys::loopback_up()?;
+    let address =
+        std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, crate::network::PROXY_PORT);
+    Ok(OwnedFd::from(std::net::TcpListener::bind(address)?))
 }
 
 /// Tries, in a throwaway child, to create a user namespace (`user`) and/or the mount

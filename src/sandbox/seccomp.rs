@@ -97,6 +97,10 @@ enum Args {
     /// `socket`/`socketpair`: every family but `AF_UNIX`, every unix type but stream and
     /// seqpacket.
     Socket,
+    /// `socket` when the sandbox has a proxy: as [`Args::Socket`], except that TCP over
+    /// IPv4 is allowed too. The sandbox's network namespace holds nothing but the proxy's
+    /// listener, and every connect still goes to the supervisor.
+    SocketOrTcp,
     /// `clone` with a namespace flag.
     Clone,
     /// `ioctl` with a request of [`TERMINAL_IOCTLS`] or in [`TERMINAL_IOCTL_RANGES`].
@@ -106,6 +110,25 @@ enum Args {
     /// Refused whatever the arguments, but only while the sandbox can reach a terminal
     /// (see [`Terminal`]).
     WhileTerminal,
+}
+
+/// Which sockets the sandbox may create.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sockets {
+    /// Unix stream and seqpacket sockets only.
+    Unix,
+    /// Those, and TCP over IPv4, for the proxy in the sandbox's own network namespace.
+    UnixAndTcp,
+}
+
+impl Sockets {
+    /// The argument rule of deny-list entry `d` under this choice.
+    fn args_of(self, d: &Denied) -> Args {
+        match self {
+            Sockets::UnixAndTcp if d.nr == libc::SYS_socket => Args::SocketOrTcp,
+            _ => d.args,
+        }
+    }
 }
 
 /// Whether the sandbox can reach a terminal: one behind its stdin, stdout or stderr, or a
@@ -672,9 +695,16 @@ pub fn prepare(
     observe: bool,
     paths: PathCalls,
     terminal: Terminal,
+    sockets: Sockets,
 ) -> Result<Prepared, BuildError> {
-    let notifying = program(Answers::notifying(observe), paths, terminal)?;
-    let refusing = program(Answers::refusing(), PathCalls::ToKernel, terminal)?;
+    let notifying = program(Answers::notifying(observe), paths, terminal, sockets)?;
+    // Without a listener nothing performs the connect to the proxy: no TCP sockets either.
+    let refusing = program(
+        Answers::refusing(),
+        PathCalls::ToKernel,
+        terminal,
+        Sockets::Unix,
+    )?;
     Ok(Prepared {
         notifying,
         refusing,
@@ -777,6 +807,7 @@ fn leaves(
     answers: Answers,
     paths: PathCalls,
     terminal: Terminal,
+    sockets: Sockets,
 ) -> Result<BTreeMap<u32, Leaf>, BuildError> {
     let nr = |n: libc::c_long| u32::try_from(n).map_err(|_| BuildError(format!("syscall {n}")));
     let mut fixed = BTreeMap::new();
@@ -804,7 +835,7 @@ fn leaves(
     let mut deny = BTreeMap::new();
     for d in DENY_LIST {
         if d.args != Args::WhileTerminal || terminal == Terminal::Reachable {
-            deny.insert(nr(d.nr)?, d.args);
+            deny.insert(nr(d.nr)?, sockets.args_of(d));
         }
     }
     let every = set_id.keys().chain(path.keys()).chain(deny.keys());
@@ -849,9 +880,10 @@ fn program(
     answers: Answers,
     paths: PathCalls,
     terminal: Terminal,
+    sockets: Sockets,
 ) -> Result<Vec<libc::sock_filter>, BuildError> {
     let asm_error = |e: bpf::AsmError| BuildError(e.to_string());
-    let leaves = leaves(answers, paths, terminal)?;
+    let leaves = leaves(answers, paths, terminal, sockets)?;
     let mut asm = Asm::default();
     asm.load(ARCH);
     asm.jeq(
@@ -975,6 +1007,23 @@ fn refuse(asm: &mut Asm, args: Args, refused: Dest, terminal: Terminal) -> Resul
             asm.and(word(SOCK_TYPE_MASK)?);
             asm.jeq(word(SOCK_STREAM)?, allow, Dest::Next);
             asm.jeq(word(SOCK_SEQPACKET)?, allow, refused);
+        }
+        Args::SocketOrTcp => {
+            let tcp = asm.label();
+            asm.load(low(0));
+            asm.jeq(word(libc::AF_INET as u64)?, Dest::At(tcp), Dest::Next);
+            asm.jeq(word(libc::AF_UNIX as u64)?, Dest::Next, refused);
+            asm.load(low(1));
+            asm.and(word(SOCK_TYPE_MASK)?);
+            asm.jeq(word(SOCK_STREAM)?, allow, Dest::Next);
+            asm.jeq(word(SOCK_SEQPACKET)?, allow, refused);
+            asm.bind(tcp);
+            asm.load(low(1));
+            asm.and(word(SOCK_TYPE_MASK)?);
+            asm.jeq(word(SOCK_STREAM)?, Dest::Next, refused);
+            asm.load(low(2));
+            asm.jeq(0, allow, Dest::Next);
+            asm.jeq(word(libc::IPPROTO_TCP as u64)?, allow, refused);
         }
         // Each flag is one bit, so "any flag set" is one test of their union.
         Args::Clone => {
@@ -1118,7 +1167,7 @@ mod tests {
         } else {
             PathCalls::ToKernel
         };
-        match prepare(true, observe, paths, Terminal::Reachable) {
+        match prepare(true, observe, paths, Terminal::Reachable, Sockets::Unix) {
             Ok(p) => p.notifying,
             Err(e) => panic!("{e}"),
         }
@@ -1232,9 +1281,15 @@ mod tests {
             run(&p, libc::SYS_ptrace, [0; 6]),
             libc::SECCOMP_RET_ERRNO | DENY_ERRNO as u32
         );
-        let refusing = prepare(true, true, PathCalls::ToSupervisor, Terminal::Reachable)
-            .map(|p| p.refusing)
-            .unwrap_or_default();
+        let refusing = prepare(
+            true,
+            true,
+            PathCalls::ToSupervisor,
+            Terminal::Reachable,
+            Sockets::Unix,
+        )
+        .map(|p| p.refusing)
+        .unwrap_or_default();
         assert_eq!(
             run(&refusing, libc::SYS_connect, [0; 6]),
             libc::SECCOMP_RET_ERRNO | libc::EACCES as u32
@@ -1250,7 +1305,13 @@ mod tests {
     }
 
     fn refusing() -> Vec<libc::sock_filter> {
-        match prepare(true, true, PathCalls::ToSupervisor, Terminal::Reachable) {
+        match prepare(
+            true,
+            true,
+            PathCalls::ToSupervisor,
+            Terminal::Reachable,
+            Sockets::Unix,
+        ) {
             Ok(p) => p.refusing,
             Err(e) => panic!("{e}"),
         }
@@ -1444,28 +1505,33 @@ mod tests {
 
     /// Every program [`prepare`] builds, by name, next to the linear reference.
     fn with_references() -> Vec<(String, Vec<libc::sock_filter>, Vec<libc::sock_filter>)> {
-        let linear = |connect, paths, observe, terminal| {
-            linear::program(connect, paths, observe, terminal).unwrap_or_else(|e| panic!("{e}"))
+        let linear = |connect, paths, observe, terminal, sockets| {
+            linear::program(connect, paths, observe, terminal, sockets)
+                .unwrap_or_else(|e| panic!("{e}"))
         };
         let mut out = Vec::new();
-        for terminal in [Terminal::Reachable, Terminal::Unreachable] {
-            for observe in [true, false] {
-                for paths in [PathCalls::ToKernel, PathCalls::ToSupervisor] {
-                    let p =
-                        prepare(true, observe, paths, terminal).unwrap_or_else(|e| panic!("{e}"));
-                    let notify = libc::SECCOMP_RET_USER_NOTIF;
-                    out.push((
-                        format!("notifying observe={observe} {paths:?} {terminal:?}"),
-                        p.notifying,
-                        linear(notify, paths, observe, terminal),
-                    ));
-                    if observe && paths == PathCalls::ToKernel {
-                        let eacces = libc::SECCOMP_RET_ERRNO | libc::EACCES as u32;
+        for sockets in [Sockets::Unix, Sockets::UnixAndTcp] {
+            for terminal in [Terminal::Reachable, Terminal::Unreachable] {
+                for observe in [true, false] {
+                    for paths in [PathCalls::ToKernel, PathCalls::ToSupervisor] {
+                        let p = prepare(true, observe, paths, terminal, sockets)
+                            .unwrap_or_else(|e| panic!("{e}"));
+                        let notify = libc::SECCOMP_RET_USER_NOTIF;
                         out.push((
-                            format!("refusing {terminal:?}"),
-                            p.refusing,
-                            linear(eacces, PathCalls::ToKernel, false, terminal),
+                            format!(
+                                "notifying observe={observe} {paths:?} {terminal:?} {sockets:?}"
+                            ),
+                            p.notifying,
+                            linear(notify, paths, observe, terminal, sockets),
                         ));
+                        if observe && paths == PathCalls::ToKernel {
+                            let eacces = libc::SECCOMP_RET_ERRNO | libc::EACCES as u32;
+                            out.push((
+                                format!("refusing {terminal:?} {sockets:?}"),
+                                p.refusing,
+                                linear(eacces, PathCalls::ToKernel, false, terminal, Sockets::Unix),
+                            ));
+                        }
                     }
                 }
             }
@@ -1634,7 +1700,8 @@ mod tests {
             (Terminal::Unreachable, PathCalls::ToKernel),
         ] {
             let answers = Answers::notifying(true);
-            let leaves = leaves(answers, paths, terminal).unwrap_or_else(|e| panic!("{e}"));
+            let leaves = leaves(answers, paths, terminal, Sockets::UnixAndTcp)
+                .unwrap_or_else(|e| panic!("{e}"));
             for &nr in leaves.keys() {
                 numbers.extend([nr, nr + 1, nr.wrapping_sub(1), nr | X32_SYSCALL_BIT]);
             }

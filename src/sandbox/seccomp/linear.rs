@@ -24,9 +24,10 @@ pub fn program(
     paths: PathCalls,
     observe: bool,
     terminal: Terminal,
+    sockets: Sockets,
 ) -> Result<Vec<libc::sock_filter>, BuildError> {
     let mut p = gate(connect, paths);
-    p.extend(deny_program(observe, terminal)?);
+    p.extend(deny_program(observe, terminal, sockets)?);
     Ok(p)
 }
 fn dword(arg: u8, op: Op, value: u64) -> Result<Cond, BuildError> {
@@ -49,6 +50,34 @@ fn socket_rules() -> Result<Vec<SeccompRule>, BuildError> {
     Ok(rules)
 }
 
+/// As [`socket_rules`], with TCP over IPv4 (protocol 0 or `IPPROTO_TCP`) allowed too.
+fn socket_or_tcp_rules() -> Result<Vec<SeccompRule>, BuildError> {
+    let (unix, inet) = (libc::AF_UNIX as u64, libc::AF_INET as u64);
+    let mut rules = vec![rule(vec![
+        dword(0, Op::Ne, unix)?,
+        dword(0, Op::Ne, inet)?,
+    ])?];
+    for kind in (0..=SOCK_TYPE_MASK).filter(|t| *t != SOCK_STREAM && *t != SOCK_SEQPACKET) {
+        rules.push(rule(vec![
+            dword(0, Op::Eq, unix)?,
+            dword(1, Op::MaskedEq(SOCK_TYPE_MASK), kind)?,
+        ])?);
+    }
+    for kind in (0..=SOCK_TYPE_MASK).filter(|t| *t != SOCK_STREAM) {
+        rules.push(rule(vec![
+            dword(0, Op::Eq, inet)?,
+            dword(1, Op::MaskedEq(SOCK_TYPE_MASK), kind)?,
+        ])?);
+    }
+    rules.push(rule(vec![
+        dword(0, Op::Eq, inet)?,
+        dword(1, Op::MaskedEq(SOCK_TYPE_MASK), SOCK_STREAM)?,
+        dword(2, Op::Ne, 0)?,
+        dword(2, Op::Ne, libc::IPPROTO_TCP as u64)?,
+    ])?);
+    Ok(rules)
+}
+
 /// The rules refusing `args` (empty: the call is refused whatever its arguments).
 fn rules(args: Args, terminal: Terminal) -> Result<Vec<SeccompRule>, BuildError> {
     let each = |conds: Vec<Vec<Cond>>| conds.into_iter().map(rule).collect();
@@ -60,6 +89,7 @@ fn rules(args: Args, terminal: Terminal) -> Result<Vec<SeccompRule>, BuildError>
             vec![dword(1, Op::Ne, 0)?],
         ]),
         Args::Socket => socket_rules(),
+        Args::SocketOrTcp => socket_or_tcp_rules(),
         Args::Clone => CLONE_NAMESPACE_FLAGS
             .iter()
             .map(|f| {
@@ -92,11 +122,15 @@ fn rules(args: Args, terminal: Terminal) -> Result<Vec<SeccompRule>, BuildError>
 }
 
 /// Builds the deny list; `action` is what a match gets.
-fn deny_list(action: SeccompAction, terminal: Terminal) -> Result<BpfProgram, BuildError> {
+fn deny_list(
+    action: SeccompAction,
+    terminal: Terminal,
+    sockets: Sockets,
+) -> Result<BpfProgram, BuildError> {
     let rules: BTreeMap<i64, Vec<SeccompRule>> = DENY_LIST
         .iter()
         .filter(|d| d.args != Args::WhileTerminal || terminal == Terminal::Reachable)
-        .map(|d| Ok((d.nr, rules(d.args, terminal)?)))
+        .map(|d| Ok((d.nr, rules(sockets.args_of(d), terminal)?)))
         .collect::<Result<_, BuildError>>()?;
     let filter = SeccompFilter::new(rules, SeccompAction::Allow, action, TARGET)
         .map_err(|e| BuildError(e.to_string()))?;
@@ -111,13 +145,17 @@ const MARK: u32 = 0x5a6e;
 
 /// The deny list answering with `action`; with `notify`, the supervisor answers instead
 /// (it records a marker, then refuses with the same errno).
-fn deny_program(notify: bool, terminal: Terminal) -> Result<Vec<libc::sock_filter>, BuildError> {
+fn deny_program(
+    notify: bool,
+    terminal: Terminal,
+    sockets: Sockets,
+) -> Result<Vec<libc::sock_filter>, BuildError> {
     let action = if notify {
         SeccompAction::Trace(MARK)
     } else {
         SeccompAction::Errno(DENY_ERRNO as u32)
     };
-    let program = deny_list(action, terminal)?;
+    let program = deny_list(action, terminal, sockets)?;
     let marked = libc::SECCOMP_RET_TRACE | MARK;
     Ok(program
         .into_iter()
