@@ -66,6 +66,8 @@ pub struct Report {
     pub profiles: Value,
     /// Who a call without approval flags would ask, as a person's call and through a link.
     pub answerer: Value,
+    /// The hosts a call without `--allow-host` reaches through the proxy, and those denied.
+    pub hosts: Value,
 }
 
 /// Builds the report by querying the kernel.
@@ -103,6 +105,7 @@ pub fn report() -> Report {
         namespaces: json!({ "user": user_ns, "mount": mount_ns }),
         profiles: Value::Object(profiles),
         answerer: crate::app::answerers(),
+        hosts: crate::app::host_rules(),
     }
 }
 
@@ -147,6 +150,27 @@ pub fn render_text(r: &Report) -> String {
     }
     if let Some(e) = r.answerer["error"].as_str() {
         out.push_str(&format!("approvals   unknown: {e}\n"));
+    }
+    let list = |v: &Value| {
+        v.as_array()
+            .map(|l| l.iter().map(s).collect::<Vec<_>>().join(", "))
+            .unwrap_or_default()
+    };
+    match (&r.hosts["allowed"], r.hosts["error"].as_str()) {
+        (_, Some(e)) => out.push_str(&format!("hosts       unknown: {e}\n")),
+        (Value::Array(a), None) if a.is_empty() => {
+            out.push_str("hosts       none: restricted calls have no network\n")
+        }
+        (allowed, None) => out.push_str(&format!(
+            "hosts       through the proxy: {}\n",
+            list(allowed)
+        )),
+    }
+    if matches!(&r.hosts["denied"], Value::Array(d) if !d.is_empty()) {
+        out.push_str(&format!(
+            "            denied: {}\n",
+            list(&r.hosts["denied"])
+        ));
     }
     if let Value::Object(profiles) = &r.profiles {
         for (name, p) in profiles {

@@ -22,8 +22,9 @@ use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
 use nix::sys::wait::waitpid;
 use nix::unistd::{getpid, getppid, pipe2, Pid};
 
-use crate::sandbox::{Prepared, Step};
-use crate::{supervisor, sys};
+use crate::network::hosts::HostRules;
+use crate::sandbox::{Applied, Prepared, Step};
+use crate::{network, supervisor, sys};
 
 /// Why the command did not start.
 #[derive(Debug, thiserror::Error)]
@@ -76,6 +77,9 @@ pub struct Launch<'a> {
     pub sandbox: Prepared,
     /// What the supervisor checks notifications against (restricted profiles).
     pub supervision: Option<supervisor::Setup>,
+    /// The hosts sandgate's proxy lets the sandbox reach, when the sandbox listens for it
+    /// (see [`Prepared::has_proxy`]).
+    pub proxy: Option<HostRules>,
 }
 
 /// How the command ended.
@@ -205,14 +209,19 @@ pub fn run(launch: Launch<'_>) -> Result<Outcome, ExecError> {
     }
     let child = Pid::from_raw(pid);
     drop(err_w);
-    let listener = match fd_channel {
+    let proxy_planned = launch.sandbox.has_proxy();
+    let (listener, proxy_listener) = match fd_channel {
         Some((ours, theirs)) => {
             drop(theirs);
             let listener = sys::recv_fd(ours.as_fd())?;
             let root = sys::recv_fd(ours.as_fd())?;
-            listener.zip(root)
+            let proxy = match proxy_planned {
+                true => sys::recv_fd(ours.as_fd())?,
+                false => None,
+            };
+            (listener.zip(root), proxy)
         }
-        None => None,
+        None => (None, None),
     };
     if let Some((step, errno)) = read_failure(err_r)? {
         // The child exits right after reporting; reap it so it does not linger.
@@ -223,11 +232,28 @@ pub fn run(launch: Launch<'_>) -> Result<Outcome, ExecError> {
             step => ExecError::Setup { step, source },
         });
     }
+    // Still single-threaded: the proxy's process is forked before the supervisor starts.
+    let reporter = launch.supervision.as_ref().and_then(|s| s.reporter.clone());
+    let proxy = match (proxy_listener, launch.proxy) {
+        (Some(listener), Some(rules)) => {
+            match network::process::start(listener, rules, reporter.clone()) {
+                Ok(proxy) => Some(proxy),
+                Err(e) => {
+                    crate::say!("sandgate: warning: cannot start the proxy, so the allowed hosts are unreachable: {e}");
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
     let running = match (listener, launch.supervision) {
         (Some((listener, root)), Some(setup)) => Some(supervisor::spawn(listener, root, setup)?),
         _ => None,
     };
     let outcome = supervise(child, &waited)?;
+    if let (Some(proxy), Some(reporter)) = (&proxy, &reporter) {
+        proxy.collect_refusals(reporter);
+    }
     if let Some(running) = running {
         running.hand_over(&waited);
     }
@@ -350,23 +376,33 @@ fn child(
     sys::default_sigpipe();
     match sandbox.apply() {
         Err((step, err)) => report(step, err),
-        Ok(Some(listener)) => {
+        Ok(Applied {
+            listener: Some(listener),
+            proxy,
+        }) => {
             let Some(sock) = send else {
                 report(Step::Supervisor, io::Error::from_raw_os_error(libc::EBADF))
             };
             // The listener, then the sandbox's root: the supervisor identifies paths through
-            // it, and it stays valid however soon this process exits.
+            // it, and it stays valid however soon this process exits. Then the proxy's
+            // listener, when there is one.
             let root = sys::open_path(c"/", libc::O_DIRECTORY);
             let sent = root.and_then(|root| {
                 sys::send_fd(sys::borrow_raw(sock), listener.as_fd())?;
-                sys::send_fd(sys::borrow_raw(sock), root.as_fd())
+                sys::send_fd(sys::borrow_raw(sock), root.as_fd())?;
+                match &proxy {
+                    Some(proxy) => sys::send_fd(sys::borrow_raw(sock), proxy.as_fd()),
+                    None => Ok(()),
+                }
             });
             if let Err(e) = sent {
                 report(Step::Supervisor, e);
             }
             drop::<OwnedFd>(listener);
+            drop::<Option<OwnedFd>>(proxy);
         }
-        Ok(None) => {}
+        // A proxy is only planned with a listener (see `Prepared::has_proxy`).
+        Ok(Applied { listener: None, .. }) => {}
     }
     if let Err(e) = sys::set_parent_death_signal(libc::SIGKILL) {
         report(Step::Exec, e);

@@ -16,6 +16,7 @@ use crate::doctor;
 use crate::error::{Error, EXIT_USAGE};
 use crate::exec::{self, ExecError, Launch, Outcome};
 use crate::logfile::{self, LogFileError};
+use crate::network::hosts::HostRules;
 use crate::policy::{
     self, config, standing, Approval, Confinement, Env, Mode, MountSource, Parent, Plan,
     PolicyError, Request, Standing,
@@ -243,6 +244,18 @@ impl Layers {
             .map(AuditLog::new)
     }
 
+    /// The hosts a call without `--allow-host` may reach through the proxy (the
+    /// environment's and the configuration's), with the project's denials.
+    fn standing_hosts(&self, project_denied: &[String]) -> Result<HostRules, Error> {
+        Ok(policy::hosts::effective(
+            &policy::hosts::from_environment(),
+            false,
+            &self.user,
+            &self.managed,
+            project_denied,
+        )?)
+    }
+
     fn standing(&self, knobs: &cli::Knobs, workspace: &Path, env: &Env) -> Result<Standing, Error> {
         let project =
             config::load(&workspace.join(".sandgate/config.json")).map_err(PolicyError::from)?;
@@ -345,6 +358,13 @@ fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Ou
     .collect();
     let mut hidden_paths = layers.user.hidden_paths.clone();
     hidden_paths.extend(standing.hidden_paths.iter().cloned());
+    let hosts = policy::hosts::effective(
+        &args.allow_hosts,
+        args.allow_private_hosts,
+        &layers.user,
+        &layers.managed,
+        &standing.denied_hosts,
+    )?;
     let request = Request {
         mode: Some(mode),
         // As given: the policy resolves it once more, following and checking its links.
@@ -366,6 +386,7 @@ fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Ou
         hidden_paths,
         unhidden_paths: layers.user.unhidden_paths.clone(),
         keep_env,
+        hosts,
     };
     let plan = policy::resolve(request, &env)?;
     if plan.workspace != workspace {
@@ -559,6 +580,7 @@ fn launch<'a>(
                 frozen: r.frozen.iter().cloned().collect(),
                 devices: r.devices.iter().cloned().collect(),
                 reporter: reporter.cloned(),
+                proxy: prepared.has_proxy(),
             };
             let mut env = vec![
                 (policy::PARENT_MODE_ENV, OsString::from(plan.mode.as_str())),
@@ -569,6 +591,9 @@ fn launch<'a>(
             ];
             if let Some(tmpdir) = &plan.tmpdir {
                 env.push(("TMPDIR", tmpdir.clone().into_os_string()));
+            }
+            if prepared.has_proxy() {
+                env.extend(proxy_env());
             }
             (env, Some(setup), withheld)
         }
@@ -582,9 +607,40 @@ fn launch<'a>(
         argv0: None,
         extra_env,
         withheld_env,
+        proxy: match &plan.confinement {
+            Confinement::Restricted(r) if prepared.has_proxy() => r.proxy.clone(),
+            _ => None,
+        },
         sandbox: prepared,
         supervision,
     }
+}
+
+/// The effective host lists outside any workspace, for `doctor --json`.
+pub(crate) fn host_rules() -> serde_json::Value {
+    match Layers::load().and_then(|layers| layers.standing_hosts(&[])) {
+        Ok(rules) => serde_json::to_value(rules).unwrap_or_default(),
+        Err(e) => serde_json::json!({ "error": e.to_string() }),
+    }
+}
+
+/// The variables that point HTTP clients, package managers and SOCKS-aware tools at the
+/// proxy inside the sandbox; no host bypasses it.
+fn proxy_env() -> Vec<(&'static str, OsString)> {
+    let http = format!("http://127.0.0.1:{}", crate::network::PROXY_PORT);
+    let socks = format!("socks5h://127.0.0.1:{}", crate::network::PROXY_PORT);
+    [
+        ("HTTP_PROXY", &http),
+        ("http_proxy", &http),
+        ("HTTPS_PROXY", &http),
+        ("https_proxy", &http),
+        ("ALL_PROXY", &socks),
+        ("all_proxy", &socks),
+    ]
+    .into_iter()
+    .map(|(name, value)| (name, OsString::from(value)))
+    .chain([("NO_PROXY", OsString::new()), ("no_proxy", OsString::new())])
+    .collect()
 }
 
 /// Reads what the environment contributes to the plan.

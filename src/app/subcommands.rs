@@ -39,21 +39,40 @@ pub(super) fn presets(json: bool, knobs: &cli::Knobs, workspace: Option<&Path>) 
         let layers = Layers::load()?;
         // Only to find the project file: no command runs, so home is no hazard here.
         let workspace = policy::resolve_workspace(workspace, &env.cwd, &[])?;
-        layers.standing(knobs, &workspace, &env)
+        let standing = layers.standing(knobs, &workspace, &env)?;
+        let hosts = layers.standing_hosts(&standing.denied_hosts)?;
+        Ok((standing, hosts))
     });
-    let current = match current {
-        Ok(standing) => standing,
+    let (current, hosts) = match current {
+        Ok(current) => current,
         Err(err) => return finish(Err(err), None),
     };
     let table = policy::preset::table();
     if json {
         let body = json!({
             "presets": table,
-            "current": { "preset": current.preset, "mode": current.mode, "approval": current.approval },
+            "current": { "preset": current.preset, "mode": current.mode, "approval": current.approval,
+                "allowed_hosts": hosts.allowed, "denied_hosts": hosts.denied },
         });
         crate::out!("{body}");
     } else {
-        crate::output::stdout_bytes(render_presets(&table, &current).as_bytes());
+        let mut text = render_presets(&table, &current);
+        if !hosts.is_empty() {
+            let list = |l: &[crate::network::hosts::HostPattern]| {
+                l.iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            text.push_str(&format!(
+                "\nallowed hosts (through the proxy): {}\n",
+                list(&hosts.allowed)
+            ));
+            if !hosts.denied.is_empty() {
+                text.push_str(&format!("denied hosts: {}\n", list(&hosts.denied)));
+            }
+        }
+        crate::output::stdout_bytes(text.as_bytes());
     }
     ExitCode::SUCCESS
 }

@@ -182,7 +182,15 @@ pub struct Operation {
     /// The socket address, for network operations.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub addr: Option<String>,
+    /// The host and port a request to sandgate's proxy named.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    /// The call refused; `proxy` for a request the proxy refused.
     pub syscall: &'static str,
+    /// The calling process; 0 when not known (a request to the proxy, which sees only a
+    /// TCP connection).
     pub pid: u32,
 }
 
@@ -195,6 +203,30 @@ pub struct Denial {
     /// The path is protected (sandgate's own files, `.sandgate`, what the profile names):
     /// only `full-access` reaches it, and the marker says why.
     pub protected: bool,
+    /// Why, when the refusing side said (the proxy's one-line reason).
+    pub reason: Option<String>,
+}
+
+impl Denial {
+    /// A request sandgate's proxy refused. Only `full-access` (which has the host's
+    /// network) reaches the host without the proxy; a host that is merely not listed is
+    /// better allowed alone with `--allow-host`, which the marker says.
+    pub fn of_refused_host(refusal: &crate::network::proxy::Refusal) -> Denial {
+        Denial {
+            what: Operation {
+                op: NETWORK,
+                path: None,
+                addr: None,
+                host: Some(refusal.host.clone()),
+                port: Some(refusal.port),
+                syscall: "proxy",
+                pid: 0,
+            },
+            needed: Mode::FullAccess,
+            protected: !refusal.listable,
+            reason: Some(refusal.reason.clone()),
+        }
+    }
 }
 
 /// How the command reached sandgate, which decides how a retry is spelled.

@@ -153,15 +153,17 @@ impl Reporter {
     /// The marker for `d` (without the caller's tag).
     pub fn marker(&self, d: &Denial) -> Marker {
         let needed = self.reachable(d.needed);
-        // Reaching one socket rarely needs a whole wider mode.
-        let allow = d
-            .what
-            .path
-            .clone()
-            .filter(|_| d.what.op == NETWORK)
-            .map(|path| ("--allow-unix-socket", path));
+        // Reaching one socket or host rarely needs a whole wider mode.
+        let host = d.what.host.as_deref().map(|h| host_port(h, d.what.port));
+        let allow = match (&d.what.path, &host) {
+            (Some(path), _) if d.what.op == NETWORK => Some(("--allow-unix-socket", path.clone())),
+            (None, Some(host)) if !d.protected => Some(("--allow-host", host.clone())),
+            _ => None,
+        };
         let protection = if d.what.op == crate::supervisor::GIT_METADATA_OP {
             Some("protected git metadata: git on the host reads or runs it, so only full-access may change it")
+        } else if d.protected && host.is_some() {
+            Some("a host the proxy refuses whatever is allowed: only full-access reaches it directly")
         } else if d.protected {
             Some("a protected path: only full-access may change it")
         } else {
@@ -173,8 +175,12 @@ impl Reporter {
             what: d.what.clone(),
             mode: self.mode,
             needed,
-            source: "seccomp-notify",
-            message: protection.map(str::to_owned),
+            source: if host.is_some() {
+                "proxy"
+            } else {
+                "seccomp-notify"
+            },
+            message: d.reason.clone().or_else(|| protection.map(str::to_owned)),
             retry: None,
             hint: None,
             allow: None,
@@ -195,8 +201,10 @@ impl Reporter {
             }
             (Some(needed), Escalation::Possible { .. }) => {
                 let mut retry = self.retry(needed, protection);
-                if let Some((flag, path)) = &allow {
-                    retry.hint = format!("to reach only this socket, rerun with {flag} {path}; or ask for {needed} with --sandbox-permissions");
+                match &allow {
+                    Some((flag, target)) if host.is_some() => retry.hint = format!("to reach only this host through the proxy, rerun with {flag} {target} (or add it to `allowed_hosts` in the user configuration); or ask for {needed} with --sandbox-permissions"),
+                    Some((flag, path)) => retry.hint = format!("to reach only this socket, rerun with {flag} {path}; or ask for {needed} with --sandbox-permissions"),
+                    None => {}
                 }
                 marker.retry = Some(retry);
             }
@@ -213,6 +221,23 @@ impl Reporter {
             // One write per line: concurrent readers never see half a marker.
             let _ = log.write_all(format!("{line}\n").as_bytes());
         }
+        self.hold(d, marker);
+    }
+
+    /// Records a denial another process already wrote to the denial log (the proxy's):
+    /// for stderr only.
+    pub fn record_logged_elsewhere(&mut self, d: &Denial) {
+        let marker = self.marker(d);
+        self.hold(d, marker);
+    }
+
+    /// The denial log's fd, which a process forked to record denials keeps open.
+    pub fn log_fd(&self) -> Option<std::os::fd::RawFd> {
+        use std::os::fd::AsRawFd;
+        self.log.as_ref().map(|(file, _)| file.as_raw_fd())
+    }
+
+    fn hold(&mut self, d: &Denial, marker: Marker) {
         self.count += 1;
         if let Some(needed) = self.reachable(d.needed) {
             self.widest = Some(self.widest.map_or(needed, |w| w.max(needed)));
@@ -222,6 +247,7 @@ impl Reporter {
             .path
             .clone()
             .or_else(|| d.what.addr.clone())
+            .or_else(|| d.what.host.as_deref().map(|h| host_port(h, d.what.port)))
             .unwrap_or_default();
         if self.shown.len() < STDERR_CAP && self.shown.insert((d.what.op, target)) {
             self.held.push(marker);
@@ -271,6 +297,16 @@ impl Reporter {
     }
 }
 
+/// `host:port`, with an IPv6 address in brackets, as `--allow-host` takes it.
+fn host_port(host: &str, port: Option<u16>) -> String {
+    let host = if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host.to_owned()
+    };
+    port.map_or(host.clone(), |p| format!("{host}:{p}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -282,11 +318,14 @@ mod tests {
                 op: "create",
                 path: Some("/etc/x".into()),
                 addr: None,
+                host: None,
+                port: None,
                 syscall: "openat",
                 pid: 1,
             },
             needed,
             protected: false,
+            reason: None,
         }
     }
 

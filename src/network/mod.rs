@@ -3,6 +3,7 @@
 
 pub mod address;
 pub mod hosts;
+pub mod process;
 pub mod proxy;
 
 /// Where the proxy listens inside every sandbox that has allowed hosts (the sandbox's own

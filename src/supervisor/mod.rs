@@ -52,7 +52,7 @@ use crate::denial::{Denial, Operation, Reporter};
 use crate::policy::Mode;
 use crate::sys::{self, Answer};
 use resolve::{Creds, Inode};
-use workers::{Connect, Workers};
+use workers::{Connect, Target, Workers};
 
 /// `sizeof(struct sockaddr_un)`.
 const SOCKADDR_UN_LEN: usize = std::mem::size_of::<libc::sockaddr_un>();
@@ -80,6 +80,8 @@ pub struct Setup {
     pub devices: Vec<PathBuf>,
     /// Where denials go; `None` with `--no-observe`.
     pub reporter: Option<Arc<Mutex<Reporter>>>,
+    /// The sandbox listens for sandgate's proxy: a TCP connect to it is performed.
+    pub proxy: bool,
 }
 
 /// The setup, with every path turned into an inode identity.
@@ -111,6 +113,7 @@ pub struct Context {
     cache: std::cell::RefCell<observe::VerdictCache>,
     procs: procfs::ProcDirs,
     reporter: Option<Arc<Mutex<Reporter>>>,
+    proxy: bool,
 }
 
 impl Context {
@@ -197,6 +200,7 @@ pub fn spawn(listener: OwnedFd, root: OwnedFd, setup: Setup) -> io::Result<Runni
         cache: Default::default(),
         procs: procfs::ProcDirs::default(),
         reporter: setup.reporter,
+        proxy: setup.proxy,
     };
     // Without it a notification round trip costs 10-80 µs on a small VM (kernel ≥ 6.6).
     sys::notif_sync_wake_up(listener.as_fd());
@@ -591,13 +595,41 @@ impl Call<'_> {
                 op,
                 path,
                 addr,
+                host: None,
+                port: None,
                 syscall: observe::syscall_name(i64::from(self.notif.data.nr)),
                 pid: self.notif.pid,
             },
             needed,
             protected: false,
+            reason: None,
         }
     }
+}
+
+/// Checks a TCP connect: the proxy's address is connected by the supervisor, on its own
+/// copy of that address; any other goes nowhere, with a marker naming it (the sandbox's
+/// network namespace has nothing else to reach, and the proxy is the way out).
+fn to_the_proxy(bytes: &[u8], socket: OwnedFd) -> Result<Connect, Refused> {
+    let family = u16::from_ne_bytes([bytes[0], bytes[1]]);
+    if i32::from(family) != libc::AF_INET || bytes.len() < 8 {
+        return Err(Refused::Policy(
+            Errno::EAFNOSUPPORT,
+            format!("address family {family}"),
+        ));
+    }
+    let port = u16::from_be_bytes([bytes[2], bytes[3]]);
+    let ip = std::net::Ipv4Addr::new(bytes[4], bytes[5], bytes[6], bytes[7]);
+    let proxy =
+        std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, crate::network::PROXY_PORT);
+    if std::net::SocketAddrV4::new(ip, port) != proxy {
+        return Err(Refused::Policy(Errno::EACCES, format!("{ip}:{port}")));
+    }
+    Ok(Connect {
+        socket,
+        target: Target::Proxy(proxy.into()),
+        may_wait: true,
+    })
 }
 
 /// Opens a pidfd for the calling thread's process.
@@ -680,7 +712,11 @@ fn mediate_connect(call: &Call<'_>, context: &Context) -> Result<Connect, Refuse
     let family = u16::from_ne_bytes([bytes[0], bytes[1]]);
     let may_wait = match sys::socket_kind(socket.as_raw_fd()) {
         Some((libc::AF_UNIX, kind)) => kind != libc::SOCK_DGRAM,
-        // Only inherited IP sockets get here: restricted profiles have no network.
+        Some((libc::AF_INET, libc::SOCK_STREAM)) if context.proxy => {
+            return to_the_proxy(&bytes, socket);
+        }
+        // Otherwise only inherited IP sockets get here: without a proxy a restricted
+        // profile has no network.
         Some((domain, _)) => {
             return Err(Refused::Policy(
                 Errno::EACCES,
@@ -725,7 +761,7 @@ fn mediate_connect(call: &Call<'_>, context: &Context) -> Result<Connect, Refuse
     }
     Ok(Connect {
         socket,
-        target: socket_file,
+        target: Target::Unix(socket_file),
         may_wait,
     })
 }

@@ -38,7 +38,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use nix::errno::Errno;
-use nix::sys::socket::{connect, UnixAddr};
+use nix::sys::socket::{connect, SockaddrIn, UnixAddr};
 
 use crate::sys::{self, Answer};
 
@@ -49,18 +49,31 @@ pub const MAX_WORKERS: usize = 64;
 pub struct Connect {
     /// A duplicate of the caller's socket.
     pub socket: OwnedFd,
-    /// The socket inode the address resolved to (`O_PATH`), connected through by its
-    /// `/proc/self/fd` name so that the path cannot be swapped.
-    pub target: OwnedFd,
+    pub target: Target,
     /// Whether the connect can wait (stream and seqpacket sockets).
     pub may_wait: bool,
 }
 
+/// Where a checked connect goes: sandgate's own copy of what it checked, never the
+/// caller's memory.
+pub enum Target {
+    /// The socket inode the address resolved to (`O_PATH`), connected through by its
+    /// `/proc/self/fd` name so that the path cannot be swapped.
+    Unix(OwnedFd),
+    /// The proxy's address in the sandbox's network namespace (the caller's socket
+    /// belongs to that namespace, so that is where the connect goes).
+    Proxy(SockaddrIn),
+}
+
 impl Connect {
     fn perform(&self) -> Result<(), Errno> {
-        let via = format!("/proc/self/fd/{}", self.target.as_raw_fd());
-        let target = UnixAddr::new(via.as_str())?;
-        connect(self.socket.as_raw_fd(), &target)
+        match &self.target {
+            Target::Unix(inode) => {
+                let via = format!("/proc/self/fd/{}", inode.as_raw_fd());
+                connect(self.socket.as_raw_fd(), &UnixAddr::new(via.as_str())?)
+            }
+            Target::Proxy(address) => connect(self.socket.as_raw_fd(), address),
+        }
     }
 }
 

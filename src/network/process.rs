@@ -1,0 +1,122 @@
+//! The proxy's process. It is forked from sandgate (still single-threaded) once the child
+//! has handed over the listener it made in the sandbox's network namespace, and lives,
+//! detached, for as long as anything is sandboxed — like the detached supervisor, since a
+//! build's background processes need the network too.
+//!
+//! Its lifetime is a pipe, the *lifeline*: sandgate holds the write end, and so does the
+//! detached supervisor forked from it at the hand-over, which serves until the last
+//! sandboxed process is gone. When the last holder exits the proxy sees the pipe hang up
+//! and ends.
+//!
+//! Each refusal goes to the denial log at once (the proxy has the reporter's log open) and,
+//! for stderr, to sandgate through a second pipe, written before the client gets its 403,
+//! so sandgate has it when the command that was refused ends.
+
+use std::io::{self, BufRead, Write};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::{Arc, Mutex};
+
+use crate::denial::{Denial, Reporter};
+use crate::sys;
+
+use super::hosts::HostRules;
+use super::proxy::{self, Refusal};
+
+/// sandgate's side of a running proxy.
+pub struct Proxy {
+    /// Held until sandgate exits (and by a detached supervisor forked meanwhile).
+    _lifeline: OwnedFd,
+    /// Refusals for stderr (non-blocking).
+    refusals: OwnedFd,
+}
+
+/// Forks the proxy for `listener`. sandgate must be single-threaded.
+///
+/// # Errors
+/// The pipes or the fork failed; the caller drops the listener then, so the sandbox's
+/// connects to the proxy are refused rather than left waiting.
+pub fn start(
+    listener: OwnedFd,
+    rules: HostRules,
+    reporter: Option<Arc<Mutex<Reporter>>>,
+) -> io::Result<Proxy> {
+    let (lifeline_r, lifeline_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    let (refusals_r, refusals_w) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)?;
+    let pid = sys::fork()?;
+    if pid == 0 {
+        // Forked again so that the proxy is nobody's child to reap: its parent exits now.
+        if !matches!(sys::fork(), Ok(0)) {
+            sys::exit_immediately(0);
+        }
+        let log = reporter
+            .as_ref()
+            .and_then(|r| r.lock().ok().and_then(|r| r.log_fd()));
+        let keep = [
+            listener.as_raw_fd(),
+            lifeline_r.as_raw_fd(),
+            refusals_w.as_raw_fd(),
+        ];
+        sys::close_fds_except(&keep.into_iter().chain(log).collect::<Vec<_>>());
+        std::mem::forget((lifeline_w, refusals_r));
+        let _ = nix::unistd::setsid();
+        let _ = nix::sys::signal::SigSet::all().thread_unblock();
+        sys::stdio_to_dev_null();
+        crate::output::let_go_of_stderr();
+        serve(listener, rules, lifeline_r, refusals_w, reporter);
+        sys::exit_immediately(0);
+    }
+    // The intermediate child exits at once.
+    let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None);
+    drop((lifeline_r, refusals_w));
+    Ok(Proxy {
+        _lifeline: lifeline_w,
+        refusals: refusals_r,
+    })
+}
+
+/// The proxy process's work: serve until the lifeline hangs up.
+fn serve(
+    listener: OwnedFd,
+    rules: HostRules,
+    lifeline: OwnedFd,
+    refusals: OwnedFd,
+    reporter: Option<Arc<Mutex<Reporter>>>,
+) {
+    let refusals = Mutex::new(std::fs::File::from(refusals));
+    let refused = move |refusal: &Refusal| {
+        if let Some(Ok(mut r)) = reporter.as_ref().map(|r| r.lock()) {
+            r.record(&Denial::of_refused_host(refusal));
+        }
+        if let (Ok(mut pipe), Ok(line)) = (refusals.lock(), serde_json::to_string(refusal)) {
+            // Non-blocking: with nobody reading (sandgate gone, or the pipe full) the line
+            // is dropped; the denial log has it.
+            let _ = pipe.write_all(format!("{line}\n").as_bytes());
+        }
+    };
+    let _ = proxy::run(
+        std::net::TcpListener::from(listener),
+        rules,
+        lifeline,
+        Box::new(refused),
+    );
+}
+
+impl Proxy {
+    /// Hands the refusals the proxy reported so far to `reporter`, for stderr.
+    pub fn collect_refusals(&self, reporter: &Mutex<Reporter>) {
+        let Ok(pipe) = self.refusals.as_fd().try_clone_to_owned() else {
+            return;
+        };
+        let reader = io::BufReader::new(std::fs::File::from(pipe));
+        let Ok(mut reporter) = reporter.lock() else {
+            return;
+        };
+        // Stops at the first read that would block: the pipe is non-blocking.
+        for line in reader.lines().map_while(Result::ok) {
+            if let Ok(refusal) = serde_json::from_str::<Refusal>(&line) {
+                reporter.record_logged_elsewhere(&Denial::of_refused_host(&refusal));
+            }
+        }
+    }
+}
