@@ -10,5 +10,10 @@
 mod support;
 
 mod network {
+    mod background;
+    mod call;
     mod fixtures;
+    mod private_names;
+    mod proxy;
+    mod registries;
 }
