@@ -527,7 +527,10 @@ pub fn pip(stand_in: &StandIn, dest: &Path, install: bool) -> Vec<OsString> {
     argv.push(dest.into());
     argv.push("sgwheel".into());
     argv.push(format!("--index-url={}", stand_in.url("/simple/")).into());
+    // --isolated: no PIP_* variables nor user configuration of the host's (a PIP_FIND_LINKS
+    // would add another source).
     for flag in [
+        "--isolated",
         "--trusted-host=127.0.0.1",
         "--no-cache-dir",
         "--disable-pip-version-check",
