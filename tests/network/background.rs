@@ -10,23 +10,30 @@ use crate::network::call::*;
 use crate::support::registry::StandIn;
 use crate::support::*;
 
-/// The processes whose command line mentions `needle`, as `(pid, argv)`.
+/// The processes whose command line or environment mentions `needle`, as `(pid, argv)`.
+/// sandgate's proxy and supervisor are forks of the call: they keep its command line
+/// (which names the workspace) and its environment (which names the test's directories).
 fn processes_mentioning(needle: &str) -> Vec<(u32, Vec<String>)> {
     let me = std::process::id();
     let Ok(entries) = std::fs::read_dir("/proc") else {
         panic!("cannot list /proc");
     };
+    let mentions = |raw: &[u8]| {
+        raw.split(|b| *b == 0)
+            .any(|a| String::from_utf8_lossy(a).contains(needle))
+    };
     entries
         .flatten()
         .filter_map(|entry| {
             let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
-            let raw = std::fs::read(entry.path().join("cmdline")).ok()?;
-            let argv: Vec<String> = raw
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();
+            let argv: Vec<String> = cmdline
                 .split(|b| *b == 0)
                 .filter(|a| !a.is_empty())
                 .map(|a| String::from_utf8_lossy(a).into_owned())
                 .collect();
-            (pid != me && argv.iter().any(|a| a.contains(needle))).then_some((pid, argv))
+            (pid != me && (mentions(&cmdline) || mentions(&environ))).then_some((pid, argv))
         })
         .collect()
 }
@@ -66,19 +73,34 @@ fn the_proxy_serves_background_processes_and_ends_with_them() {
          </dev/null >/dev/null 2>&1 & exit 0",
         upstream.url("/t/late")
     );
-    let call = sandboxed(
+    // The call's output goes to files, not pipes: it has returned when sandgate has exited,
+    // whatever else holds its output open.
+    let (stdout, stderr) = (env.root.join("call.out"), env.root.join("call.err"));
+    let create = |path: &Path| std::fs::File::create(path).unwrap_or_else(|e| panic!("{e}"));
+    let mut cmd = command(
         &env,
         &allow(&[&upstream.authority()], true),
+        &denial_log(&env),
         &["/bin/sh", "-c", &script],
     );
-    assert_status(&call.out, 0);
+    let status = cmd
+        .stdout(create(&stdout))
+        .stderr(create(&stderr))
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run sandgate: {e}"));
+    assert!(
+        status.success(),
+        "{status:?}: {}",
+        std::fs::read_to_string(&stderr).unwrap_or_default()
+    );
     assert!(
         !env.ws.join("late.rc").exists(),
         "the job ran before the call returned"
     );
 
     // sandgate returned; its proxy (and supervisor) serve on for the job.
-    let left = processes_mentioning(&ws);
+    let root = env.root.to_string_lossy().into_owned();
+    let left = processes_mentioning(&root);
     assert!(
         left.iter().any(|(_, argv)| is_sandgate(argv)),
         "no sandgate process left to serve the background job: {left:?}"
@@ -103,10 +125,10 @@ fn the_proxy_serves_background_processes_and_ends_with_them() {
 
     // The job has ended: the proxy and the supervisor end with it.
     assert!(
-        wait_for(Duration::from_secs(10), || processes_mentioning(&ws)
+        wait_for(Duration::from_secs(10), || processes_mentioning(&root)
             .is_empty()),
         "left behind: {:?}",
-        processes_mentioning(&ws)
+        processes_mentioning(&root)
     );
     // No mount of the call (a cache overlay, the workspace's private temp) on the host.
     let private_tmp = private_tmp_of(&env);
@@ -114,7 +136,6 @@ fn the_proxy_serves_background_processes_and_ends_with_them() {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let root = env.root.to_string_lossy().into_owned();
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
         .unwrap_or_else(|e| panic!("mountinfo: {e}"));
     let leaked: Vec<&str> = mountinfo

@@ -34,6 +34,12 @@ fn refused_then_allowed(
 ) -> Call {
     let call = sandboxed(env, &other_host_only(), &bounded(argv.to_vec()));
     assert_command_failed(&call.out);
+    assert_ne!(
+        call.out.status.code(),
+        Some(124),
+        "it hung\n{}",
+        show(&call.out)
+    );
     let marker = call.assert_unlisted("127.0.0.1", stand_in.port());
     assert!(!done(), "it succeeded anyway\n{}", show(&call.out));
     assert!(stand_in.seen().is_empty(), "{:?}", stand_in.seen());
