@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod endpoint;
+pub mod registry;
 pub mod server;
 pub mod webdriver;
 
