@@ -97,9 +97,11 @@ enum Args {
     /// `socket`/`socketpair`: every family but `AF_UNIX`, every unix type but stream and
     /// seqpacket.
     Socket,
-    /// `socket` when the sandbox has a proxy: as [`Args::Socket`], except that TCP over
-    /// IPv4 is allowed too. The sandbox's network namespace holds nothing but the proxy's
-    /// listener, and every connect still goes to the supervisor.
+    /// `socket` when the sandbox has a proxy: as [`Args::Socket`], and TCP (IPv4 and IPv6:
+    /// clients probe for IPv6 support) and `NETLINK_ROUTE` (the interface list that
+    /// `getaddrinfo` and `os.networkInterfaces()` read) too. All of them live in the
+    /// sandbox's own network namespace, which holds nothing but the proxy's listener, and
+    /// every connect still goes to the supervisor.
     SocketOrTcp,
     /// `clone` with a namespace flag.
     Clone,
@@ -117,7 +119,8 @@ enum Args {
 pub enum Sockets {
     /// Unix stream and seqpacket sockets only.
     Unix,
-    /// Those, and TCP over IPv4, for the proxy in the sandbox's own network namespace.
+    /// Those, TCP and route netlink sockets, for the proxy in the sandbox's own network
+    /// namespace (see [`Args::SocketOrTcp`]).
     UnixAndTcp,
 }
 
@@ -1009,9 +1012,15 @@ fn refuse(asm: &mut Asm, args: Args, refused: Dest, terminal: Terminal) -> Resul
             asm.jeq(word(SOCK_SEQPACKET)?, allow, refused);
         }
         Args::SocketOrTcp => {
-            let tcp = asm.label();
+            let (tcp, netlink, route) = (asm.label(), asm.label(), asm.label());
             asm.load(low(0));
             asm.jeq(word(libc::AF_INET as u64)?, Dest::At(tcp), Dest::Next);
+            asm.jeq(word(libc::AF_INET6 as u64)?, Dest::At(tcp), Dest::Next);
+            asm.jeq(
+                word(libc::AF_NETLINK as u64)?,
+                Dest::At(netlink),
+                Dest::Next,
+            );
             asm.jeq(word(libc::AF_UNIX as u64)?, Dest::Next, refused);
             asm.load(low(1));
             asm.and(word(SOCK_TYPE_MASK)?);
@@ -1024,6 +1033,14 @@ fn refuse(asm: &mut Asm, args: Args, refused: Dest, terminal: Terminal) -> Resul
             asm.load(low(2));
             asm.jeq(0, allow, Dest::Next);
             asm.jeq(word(libc::IPPROTO_TCP as u64)?, allow, refused);
+            asm.bind(netlink);
+            asm.load(low(1));
+            asm.and(word(SOCK_TYPE_MASK)?);
+            asm.jeq(word(libc::SOCK_RAW as u64)?, Dest::At(route), Dest::Next);
+            asm.jeq(word(libc::SOCK_DGRAM as u64)?, Dest::Next, refused);
+            asm.bind(route);
+            asm.load(low(2));
+            asm.jeq(word(libc::NETLINK_ROUTE as u64)?, allow, refused);
         }
         // Each flag is one bit, so "any flag set" is one test of their union.
         Args::Clone => {

@@ -51,6 +51,7 @@ use nix::unistd::Pid;
 use crate::denial::{Denial, Operation, Reporter};
 use crate::policy::Mode;
 use crate::sys::{self, Answer};
+use nix::sys::socket::SockaddrStorage;
 use resolve::{Creds, Inode};
 use workers::{Connect, Target, Workers};
 
@@ -607,27 +608,50 @@ impl Call<'_> {
     }
 }
 
-/// Checks a TCP connect: the proxy's address is connected by the supervisor, on its own
-/// copy of that address; any other goes nowhere, with a marker naming it (the sandbox's
-/// network namespace has nothing else to reach, and the proxy is the way out).
+/// Checks a TCP connect: the proxy's address (on an IPv6 socket, its IPv4-mapped form) is
+/// connected by the supervisor, on its own copy of that address; any other goes nowhere,
+/// with a marker naming it (the sandbox's network namespace has nothing else to reach, and
+/// the proxy is the way out).
 fn to_the_proxy(bytes: &[u8], socket: OwnedFd) -> Result<Connect, Refused> {
+    use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
     let family = u16::from_ne_bytes([bytes[0], bytes[1]]);
-    if i32::from(family) != libc::AF_INET || bytes.len() < 8 {
-        return Err(Refused::Policy(
-            Errno::EAFNOSUPPORT,
-            format!("address family {family}"),
-        ));
-    }
-    let port = u16::from_be_bytes([bytes[2], bytes[3]]);
-    let ip = std::net::Ipv4Addr::new(bytes[4], bytes[5], bytes[6], bytes[7]);
-    let proxy =
-        std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, crate::network::PROXY_PORT);
-    if std::net::SocketAddrV4::new(ip, port) != proxy {
-        return Err(Refused::Policy(Errno::EACCES, format!("{ip}:{port}")));
-    }
+    let port = |b: &[u8]| u16::from_be_bytes([b[2], b[3]]);
+    let asked = match i32::from(family) {
+        libc::AF_INET if bytes.len() >= 8 => SocketAddr::V4(SocketAddrV4::new(
+            Ipv4Addr::new(bytes[4], bytes[5], bytes[6], bytes[7]),
+            port(bytes),
+        )),
+        libc::AF_INET6 if bytes.len() >= 24 => {
+            let mut ip = [0u8; 16];
+            ip.copy_from_slice(&bytes[8..24]);
+            SocketAddr::V6(SocketAddrV6::new(Ipv6Addr::from(ip), port(bytes), 0, 0))
+        }
+        libc::AF_INET | libc::AF_INET6 => return Err(Errno::EINVAL.into()),
+        _ => {
+            return Err(Refused::Policy(
+                Errno::EAFNOSUPPORT,
+                format!("address family {family}"),
+            ))
+        }
+    };
+    let proxy = SocketAddrV4::new(Ipv4Addr::LOCALHOST, crate::network::PROXY_PORT);
+    let target = match asked {
+        SocketAddr::V4(v4) if v4 == proxy => Target::Proxy(SockaddrStorage::from(v4)),
+        SocketAddr::V6(v6)
+            if v6.ip().to_ipv4_mapped() == Some(*proxy.ip()) && v6.port() == proxy.port() =>
+        {
+            Target::Proxy(SockaddrStorage::from(SocketAddrV6::new(
+                proxy.ip().to_ipv6_mapped(),
+                proxy.port(),
+                0,
+                0,
+            )))
+        }
+        other => return Err(Refused::Policy(Errno::EACCES, other.to_string())),
+    };
     Ok(Connect {
         socket,
-        target: Target::Proxy(proxy.into()),
+        target,
         may_wait: true,
     })
 }
@@ -712,7 +736,7 @@ fn mediate_connect(call: &Call<'_>, context: &Context) -> Result<Connect, Refuse
     let family = u16::from_ne_bytes([bytes[0], bytes[1]]);
     let may_wait = match sys::socket_kind(socket.as_raw_fd()) {
         Some((libc::AF_UNIX, kind)) => kind != libc::SOCK_DGRAM,
-        Some((libc::AF_INET, libc::SOCK_STREAM)) if context.proxy => {
+        Some((libc::AF_INET | libc::AF_INET6, libc::SOCK_STREAM)) if context.proxy => {
             return to_the_proxy(&bytes, socket);
         }
         // Otherwise only inherited IP sockets get here: without a proxy a restricted

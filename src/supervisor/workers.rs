@@ -38,7 +38,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use nix::errno::Errno;
-use nix::sys::socket::{connect, SockaddrIn, UnixAddr};
+use nix::sys::socket::{connect, SockaddrStorage, UnixAddr};
 
 use crate::sys::{self, Answer};
 
@@ -62,7 +62,7 @@ pub enum Target {
     Unix(OwnedFd),
     /// The proxy's address in the sandbox's network namespace (the caller's socket
     /// belongs to that namespace, so that is where the connect goes).
-    Proxy(SockaddrIn),
+    Proxy(SockaddrStorage),
 }
 
 impl Connect {

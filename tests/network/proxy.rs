@@ -329,3 +329,53 @@ fn udp_raw_and_dns_stay_refused_with_markers() {
         show(&call.out)
     );
 }
+
+/// With allowed hosts, the sockets clients open besides their TCP one (an IPv6 probe, the
+/// interface list through route netlink) are allowed, and they reach nothing new: an IPv6
+/// connect reaches the proxy only by its IPv4-mapped address, `::1` is refused with a
+/// marker, and any other netlink family stays refused. Without allowed hosts none of these
+/// sockets can even be made.
+#[test]
+fn ipv6_and_route_netlink_sockets_reach_only_the_proxy() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let upstream = StandIn::plain(Ipv4Addr::LOCALHOST);
+    let script = r#"
+import errno, socket
+def attempt(make, addr=None):
+    try:
+        s = make()
+        if addr is not None:
+            s.settimeout(5)
+            s.connect(addr)
+        return "ok"
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+v6 = lambda: socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+print(attempt(v6, ("::ffff:127.0.0.1", 3128)),
+      attempt(v6, ("::1", 3128)),
+      attempt(lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)),
+      attempt(lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 9)),
+      attempt(lambda: socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)))
+"#;
+    let argv = ["/usr/bin/python3", "-c", script];
+    let call = sandboxed(&env, &allow(&[&upstream.authority()], true), &argv);
+    assert_eq!(
+        String::from_utf8_lossy(&call.out.stdout).trim(),
+        "ok EACCES ok EPERM EPERM",
+        "{}",
+        show(&call.out)
+    );
+    call.assert_connect_refused("[::1]:3128");
+
+    // Without allowed hosts: no TCP, no netlink at all.
+    let call = sandboxed(&env, &[], &argv);
+    assert_eq!(
+        String::from_utf8_lossy(&call.out.stdout).trim(),
+        "EPERM EPERM EPERM EPERM EPERM",
+        "{}",
+        show(&call.out)
+    );
+}

@@ -50,12 +50,20 @@ fn socket_rules() -> Result<Vec<SeccompRule>, BuildError> {
     Ok(rules)
 }
 
-/// As [`socket_rules`], with TCP over IPv4 (protocol 0 or `IPPROTO_TCP`) allowed too.
+/// As [`socket_rules`], with TCP over IPv4 and IPv6 (protocol 0 or `IPPROTO_TCP`) and
+/// `NETLINK_ROUTE` (raw or datagram) allowed too.
 fn socket_or_tcp_rules() -> Result<Vec<SeccompRule>, BuildError> {
-    let (unix, inet) = (libc::AF_UNIX as u64, libc::AF_INET as u64);
+    let unix = libc::AF_UNIX as u64;
+    let (inet, inet6, netlink) = (
+        libc::AF_INET as u64,
+        libc::AF_INET6 as u64,
+        libc::AF_NETLINK as u64,
+    );
     let mut rules = vec![rule(vec![
         dword(0, Op::Ne, unix)?,
         dword(0, Op::Ne, inet)?,
+        dword(0, Op::Ne, inet6)?,
+        dword(0, Op::Ne, netlink)?,
     ])?];
     for kind in (0..=SOCK_TYPE_MASK).filter(|t| *t != SOCK_STREAM && *t != SOCK_SEQPACKET) {
         rules.push(rule(vec![
@@ -63,17 +71,29 @@ fn socket_or_tcp_rules() -> Result<Vec<SeccompRule>, BuildError> {
             dword(1, Op::MaskedEq(SOCK_TYPE_MASK), kind)?,
         ])?);
     }
-    for kind in (0..=SOCK_TYPE_MASK).filter(|t| *t != SOCK_STREAM) {
+    for family in [inet, inet6] {
+        for kind in (0..=SOCK_TYPE_MASK).filter(|t| *t != SOCK_STREAM) {
+            rules.push(rule(vec![
+                dword(0, Op::Eq, family)?,
+                dword(1, Op::MaskedEq(SOCK_TYPE_MASK), kind)?,
+            ])?);
+        }
         rules.push(rule(vec![
-            dword(0, Op::Eq, inet)?,
+            dword(0, Op::Eq, family)?,
+            dword(2, Op::Ne, 0)?,
+            dword(2, Op::Ne, libc::IPPROTO_TCP as u64)?,
+        ])?);
+    }
+    let datagram = [libc::SOCK_RAW as u64, libc::SOCK_DGRAM as u64];
+    for kind in (0..=SOCK_TYPE_MASK).filter(|t| !datagram.contains(t)) {
+        rules.push(rule(vec![
+            dword(0, Op::Eq, netlink)?,
             dword(1, Op::MaskedEq(SOCK_TYPE_MASK), kind)?,
         ])?);
     }
     rules.push(rule(vec![
-        dword(0, Op::Eq, inet)?,
-        dword(1, Op::MaskedEq(SOCK_TYPE_MASK), SOCK_STREAM)?,
-        dword(2, Op::Ne, 0)?,
-        dword(2, Op::Ne, libc::IPPROTO_TCP as u64)?,
+        dword(0, Op::Eq, netlink)?,
+        dword(2, Op::Ne, libc::NETLINK_ROUTE as u64)?,
     ])?);
     Ok(rules)
 }
