@@ -141,7 +141,8 @@ mod tests {
 
     #[test]
     fn caches_are_chosen_and_the_unsafe_left_alone() -> std::io::Result<()> {
-        let dir = tempfile::tempdir()?;
+        // Not under /tmp, which the private temp would hide.
+        let dir = tempfile::tempdir_in("/var/tmp")?;
         let home = std::fs::canonicalize(dir.path())?;
         std::fs::create_dir_all(home.join(".npm/_cacache"))?;
         std::fs::create_dir_all(home.join(".cargo"))?;
