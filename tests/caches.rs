@@ -26,8 +26,12 @@ const DIRS: [&str; 8] = [
     ".gradle/caches",
 ];
 
-/// The profile's single-file caches (cargo's lock files).
-const FILES: [&str; 2] = [".cargo/.package-cache", ".cargo/.package-cache-mutate"];
+/// The profile's single-file caches (cargo's lock files and its cache-tracking database).
+const FILES: [&str; 3] = [
+    ".cargo/.package-cache",
+    ".cargo/.package-cache-mutate",
+    ".cargo/.global-cache",
+];
 
 /// A test environment with a home of its own holding warm caches.
 struct Home {

@@ -179,6 +179,13 @@ mod tests {
         assert_eq!(ro.temp, Temp::PerCall);
         assert_eq!(ww.writable_roots, ["$WORKSPACE"]);
         assert_eq!(ww.temp, Temp::PerWorkspace);
+        assert!(ro.caches.is_empty());
+        assert!(ww
+            .caches
+            .contains(&CacheSpec::Dir("$HOME/.cargo/registry".into())));
+        assert!(ww
+            .caches
+            .contains(&CacheSpec::File("$HOME/.cargo/.package-cache".into())));
     }
 
     #[test]
