@@ -227,6 +227,59 @@ pub fn mount_setattr_fd(
     .map(drop)
 }
 
+/// `FSOPEN_CLOEXEC`, `FSCONFIG_*` and `FSMOUNT_CLOEXEC` of `<linux/mount.h>` (stable uapi
+/// values; not every libc release exports them).
+const FSOPEN_CLOEXEC: libc::c_uint = 1;
+const FSCONFIG_SET_FLAG: libc::c_uint = 0;
+const FSCONFIG_SET_STRING: libc::c_uint = 1;
+const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
+const FSMOUNT_CLOEXEC: libc::c_uint = 1;
+
+/// `fsopen(2)`: a filesystem context for `fstype`, to be configured with [`fsconfig`] and
+/// turned into a detached mount by [`fsmount`].
+pub fn fsopen(fstype: &CStr) -> io::Result<OwnedFd> {
+    // SAFETY: a NUL-terminated name and integer flags; the returned fd is owned below.
+    let fd = check(unsafe { libc::syscall(libc::SYS_fsopen, fstype.as_ptr(), FSOPEN_CLOEXEC) })?;
+    // SAFETY: a fresh fd owned by nothing else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// One `fsconfig(2)` step on a context from [`fsopen`].
+pub enum FsConfig<'a> {
+    /// `key=value`.
+    String(&'a CStr, &'a CStr),
+    /// A bare `key`.
+    Flag(&'a CStr),
+    /// Creates the superblock from what was set.
+    Create,
+}
+
+/// `fsconfig(2)`: sets a parameter of, or creates, the filesystem context `fs`.
+pub fn fsconfig(fs: BorrowedFd<'_>, step: FsConfig<'_>) -> io::Result<()> {
+    let null = std::ptr::null::<libc::c_char>();
+    let (cmd, key, value) = match step {
+        FsConfig::String(key, value) => (FSCONFIG_SET_STRING, key.as_ptr(), value.as_ptr()),
+        FsConfig::Flag(key) => (FSCONFIG_SET_FLAG, key.as_ptr(), null),
+        FsConfig::Create => (FSCONFIG_CMD_CREATE, null, null),
+    };
+    // SAFETY: an fd, NUL-terminated strings (or NULL where the command takes none) that
+    // outlive the call, and an integer.
+    check(unsafe { libc::syscall(libc::SYS_fsconfig, fs.as_raw_fd(), cmd, key, value, 0) })
+        .map(drop)
+}
+
+/// `fsmount(2)`: a detached mount of the superblock created in `fs`, with the
+/// `MOUNT_ATTR_*` flags `attrs`; attach it with [`move_mount`].
+pub fn fsmount(fs: BorrowedFd<'_>, attrs: u64) -> io::Result<OwnedFd> {
+    let attrs =
+        libc::c_uint::try_from(attrs).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: an fd and integer flags; the returned fd is owned below.
+    let fd =
+        check(unsafe { libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), FSMOUNT_CLOEXEC, attrs) })?;
+    // SAFETY: a fresh fd owned by nothing else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
 /// Writes `data` to the file at `path` in one `write`. Async-signal-safe.
 pub fn write_file(path: &CStr, data: &[u8]) -> io::Result<()> {
     // SAFETY: `path` is NUL-terminated; the returned fd is owned below.

@@ -561,6 +561,8 @@ fn launch<'a>(
                 let temps = policy::roots::SHARED_TEMPS.map(PathBuf::from);
                 writable_roots.extend(temps.clone());
                 socket_roots.extend(temps);
+                // The copy-on-write caches: writable in the sandbox's view, so no marker.
+                writable_roots.extend(r.caches.iter().map(|c| c.path.clone()));
             }
             let setup = supervisor::Setup {
                 mode: plan.mode,

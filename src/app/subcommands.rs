@@ -209,7 +209,11 @@ pub(super) fn tmp(workspace: Option<&Path>, clean: bool) -> ExitCode {
     }
     match private_temp::clean(&workspace) {
         Ok(true) => {
-            crate::out!("removed {}", private_temp::path_for(&workspace).display());
+            crate::out!(
+                "removed {} (and its cache layers, {})",
+                private_temp::path_for(&workspace).display(),
+                private_temp::layers_path_for(&workspace).display()
+            );
             ExitCode::SUCCESS
         }
         Ok(false) => {

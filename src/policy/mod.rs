@@ -4,6 +4,7 @@
 //! Pure apart from reading the filesystem to canonicalise paths: it never touches the
 //! kernel's sandboxing facilities (that is `sandbox`'s job), so it runs the same anywhere.
 
+pub mod caches;
 pub mod config;
 pub mod escalation;
 mod gitconfig;
@@ -228,6 +229,8 @@ pub struct Restrictions {
     /// room for a proxy of its own), and then the sandbox has no network at all.
     pub proxy: Option<HostRules>,
     pub mounts: MountSource,
+    /// Toolchain caches writable copy-on-write (a per-workspace layer; `caches`).
+    pub caches: Vec<caches::Cache>,
 }
 
 /// Who provides the mount namespace of a restricted call.
@@ -374,13 +377,23 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
                     .chain(std::iter::once(&env.cwd))
                     .filter(|p| roots::hidden_by_temp(p)),
             );
+            let read_only: BTreeSet<PathBuf> = protected
+                .read_only
+                .iter()
+                .filter(|p| under_roots(p))
+                .cloned()
+                .collect();
+            let caches = caches::resolve(
+                &spec.caches,
+                &placeholders,
+                &caches::Around {
+                    writable_roots: &writable_roots,
+                    protected: &read_only,
+                },
+            );
             Confinement::Restricted(Box::new(Restrictions {
-                protected: protected
-                    .read_only
-                    .iter()
-                    .filter(|p| under_roots(p))
-                    .cloned()
-                    .collect(),
+                protected: read_only,
+                caches,
                 git_dirs: protected
                     .git_dirs
                     .iter()

@@ -42,6 +42,9 @@ pub struct RestrictedSpec {
     /// Paths that stay read-only whenever a writable root contains them, whether or not
     /// they exist (files a later login or tool runs: shell startup files, `~/.local/bin`).
     pub persistent_paths: Vec<String>,
+    /// Toolchain caches that are writable copy-on-write: the sandbox sees the host's
+    /// content and writes to a layer of its workspace's own (see `sandbox::caches`).
+    pub caches: Vec<CacheSpec>,
     /// Paths that read as empty (credentials).
     pub hidden_paths: Vec<String>,
     /// Environment variables that are not passed to the command.
@@ -57,6 +60,15 @@ pub struct SecretEnvSpec {
     pub name_contains: Vec<String>,
     /// Names that contain a pattern without being secrets (`GIT_AUTHOR_NAME`).
     pub except: Vec<String>,
+}
+
+/// One copy-on-write cache of a profile: a directory (`{"dir": PATH}`, an overlay), or a
+/// single file (`{"file": PATH}`, a per-workspace copy: cargo's lock files).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub enum CacheSpec {
+    Dir(String),
+    File(String),
 }
 
 /// What `/tmp` and `/dev/shm` are inside the sandbox. Never the host's: its `/tmp` holds
@@ -167,6 +179,13 @@ mod tests {
         assert_eq!(ro.temp, Temp::PerCall);
         assert_eq!(ww.writable_roots, ["$WORKSPACE"]);
         assert_eq!(ww.temp, Temp::PerWorkspace);
+        assert!(ro.caches.is_empty());
+        assert!(ww
+            .caches
+            .contains(&CacheSpec::Dir("$HOME/.cargo/registry".into())));
+        assert!(ww
+            .caches
+            .contains(&CacheSpec::File("$HOME/.cargo/.package-cache".into())));
     }
 
     #[test]

@@ -8,8 +8,9 @@
 //! ABI (`probe`), not discovered here.
 //!
 //! The ruleset is created in sandgate (opening the rule paths there), and finished and
-//! applied in the child: the private `/tmp` and `/dev/shm` exist only after the child has
-//! mounted them, so their rules can only be added then.
+//! applied in the child: the private `/tmp` and `/dev/shm` and the copy-on-write caches
+//! exist only after the child has mounted them (a rule binds an inode, and an overlay's
+//! are not the host's), so their rules can only be added then.
 
 use std::os::fd::OwnedFd;
 use std::path::Path;
@@ -83,18 +84,24 @@ fn rights_for(path: &Path) -> BitFlags<AccessFs> {
 }
 
 impl Prepared {
-    /// Adds the private temp directories (`/tmp`, `/dev/shm`) and restricts the calling
-    /// thread, which also sets no_new_privs. Runs in the child.
+    /// Adds the writable directories (`/tmp`, `/dev/shm`, the caches' overlays) and files
+    /// (the caches' per-workspace copies) mounted in the child's view, and restricts the
+    /// calling thread, which also sets no_new_privs. Runs in the child.
     ///
     /// # Errors
     /// Fails when the kernel refuses (the errno is all the child can report), or with
     /// `ENOSYS` when it enforced nothing at all.
-    pub fn apply(self, private_temps: Vec<OwnedFd>) -> std::io::Result<()> {
+    pub fn apply(self, dirs: Vec<OwnedFd>, files: Vec<OwnedFd>) -> std::io::Result<()> {
         let as_io = |e: RulesetError| std::io::Error::other(e.to_string());
         let mut ruleset = self.0;
-        for temp in private_temps {
+        for dir in dirs {
             ruleset = ruleset
-                .add_rule(PathBeneath::new(temp, writable_dir()))
+                .add_rule(PathBeneath::new(dir, writable_dir()))
+                .map_err(as_io)?;
+        }
+        for file in files {
+            ruleset = ruleset
+                .add_rule(PathBeneath::new(file, AccessFs::from_file(NEWEST)))
                 .map_err(as_io)?;
         }
         let status = ruleset.restrict_self().map_err(as_io)?;

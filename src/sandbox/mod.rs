@@ -4,6 +4,7 @@
 //! Preparing first means the child only makes syscalls on values built beforehand, and
 //! that a broken profile fails in sandgate with a clear error instead of in the child.
 
+mod caches;
 mod caps;
 mod freeze;
 pub mod landlock;
@@ -89,6 +90,9 @@ struct Layers {
     /// there.
     private_temp: bool,
     landlock: Option<landlock::Prepared>,
+    /// The copy-on-write caches an enclosing sandgate mounted (a nested call sharing its
+    /// namespace), for landlock; empty otherwise.
+    parent_caches: Vec<(std::ffi::CString, bool)>,
     seccomp: Option<seccomp::Prepared>,
     /// The child listens for the proxy in its own network namespace (see [`Applied`]).
     proxy: bool,
@@ -118,8 +122,9 @@ pub fn prepare(
                 Temp::PerWorkspace => private_temp::open(&plan.workspace, true)?,
                 Temp::PerCall => None,
             };
+            let caches = caches::build(&plan.workspace, &r.caches)?;
             Some(
-                mounts::MountPlan::build(r, &plan.cwd, temp.as_ref())
+                mounts::MountPlan::build(r, &plan.cwd, temp.as_ref(), caches)
                     .map_err(SandboxError::Mounts)?,
             )
         }
@@ -158,10 +163,20 @@ pub fn prepare(
             )
         })
         .transpose()?;
+    let parent_caches = match r.mounts {
+        MountSource::Parent => r
+            .caches
+            .iter()
+            .filter(|c| c.exists)
+            .filter_map(|c| Some((mounts::cstring(&c.path).ok()?, c.dir)))
+            .collect(),
+        MountSource::Own => vec![],
+    };
     Ok(Prepared(Some(Layers {
         mounts,
         private_temp,
         landlock,
+        parent_caches,
         seccomp,
         proxy,
         last_cap: last_cap(),
@@ -237,7 +252,8 @@ impl Prepared {
     ///    namespace the loopback interface and the proxy's listener, when the call has one;
     /// 2. capabilities: bounding, ambient, then inheritable/permitted/effective;
     /// 3. no_new_privs (landlock and seccomp require it; it also neuters setuid binaries);
-    /// 4. landlock, with rules for the private `/tmp` and `/dev/shm`;
+    /// 4. landlock, with rules for the private `/tmp` and `/dev/shm` and the copy-on-write
+    ///    caches (each its mount in this view, never the host's inode);
     /// 5. seccomp, last, because its deny list forbids the mount calls of step 1.
     ///
     /// # Errors
@@ -250,9 +266,17 @@ impl Prepared {
             // Best effort: an fd that vanished needs no closing.
             let _ = sys::set_cloexec(*fd);
         }
-        if let Some(mounts) = &layers.mounts {
-            mounts.apply().map_err(|e| (Step::MountNamespace, e))?;
-        }
+        let mut writable = match &layers.mounts {
+            Some(mounts) => mounts.apply().map_err(|e| (Step::MountNamespace, e))?,
+            None => vec![],
+        };
+        // A nested call: the enclosing sandbox's layers, as this view shows them (its own
+        // landlock domain still bounds whatever is granted here).
+        writable.extend(layers.parent_caches.iter().filter_map(|(path, dir)| {
+            let flags = if *dir { libc::O_DIRECTORY } else { 0 };
+            let fd = sys::open_path(path, flags).ok()?;
+            Some(caches::Mounted { fd, dir: *dir })
+        }));
         let proxy = if layers.proxy {
             Some(proxy_listener().map_err(|e| (Step::Proxy, e))?)
         } else {
@@ -270,7 +294,12 @@ impl Prepared {
         caps::drop_all(layers.last_cap).map_err(|e| (Step::Capabilities, e))?;
         sys::set_no_new_privs().map_err(|e| (Step::NoNewPrivs, e))?;
         if let Some(landlock) = layers.landlock {
-            landlock.apply(temps).map_err(|e| (Step::Landlock, e))?;
+            let (dirs, files): (Vec<_>, Vec<_>) = writable.into_iter().partition(|m| m.dir);
+            let dirs = temps.into_iter().chain(dirs.into_iter().map(|m| m.fd));
+            let files = files.into_iter().map(|m| m.fd).collect();
+            landlock
+                .apply(dirs.collect(), files)
+                .map_err(|e| (Step::Landlock, e))?;
         }
         let listener = match &layers.seccomp {
             Some(seccomp) => seccomp.apply().map_err(|e| (Step::Seccomp, e))?,

@@ -15,15 +15,19 @@
 //!    back to the host. The network namespace is what makes abstract socket names private
 //!    (TCP is refused by landlock and seccomp anyway);
 //! 2. open what must stay visible beneath `/tmp` or `/dev/shm` (the workspace, writable
-//!    roots, allowed sockets, the cwd) while the host's are still in view;
+//!    roots, allowed sockets, the cwd), and the copy-on-write caches' layers, while the
+//!    host's are still in view;
 //! 3. cover `/tmp` with the private temp (an empty tmpfs, or the workspace's own directory),
 //!    `/dev/shm` with an empty tmpfs, `/dev/mqueue` with this IPC namespace's queues and
 //!    `/dev/pts` with an empty directory, then put each kept object (the caller's own
 //!    terminal among them) back at its own path;
 //! 4. bind each writable root (and each pinned directory) onto itself, making it its own
-//!    mount;
-//! 5. mark the whole tree read-only, recursively, and re-open the writable binds and the
-//!    private temp for writing (never a bind whose host mount was read-only);
+//!    mount; mount each copy-on-write cache's layer at the cache's path (`caches`: made
+//!    here, before the tree goes read-only, because overlayfs takes its upper layer only
+//!    from a writable mount);
+//! 5. mark the whole tree read-only, recursively, and re-open the writable binds, the
+//!    caches and the private temp for writing (never a bind whose host mount was
+//!    read-only);
 //! 6. guard each git directory, shallow ones first: its top level bound read-only onto
 //!    itself, then its other subdirectories bound writable again on top (see
 //!    `policy::protected` for why, `supervisor::git` for what then still works);
@@ -51,23 +55,24 @@ use nix::sched::{unshare, CloneFlags};
 use nix::sys::stat::{fstat, mkdirat, Mode};
 use nix::unistd::{unlinkat, UnlinkatFlags};
 
+use super::caches::{CacheMount, Mounted};
 use super::private_temp::PrivateTemp;
 use crate::policy::{roots::COVERED, Restrictions, Temp};
 use crate::sys;
 
 /// A file's identity: device and inode.
-type Identity = (u64, u64);
+pub(super) type Identity = (u64, u64);
 
 /// A path the child re-opens, and the object it must find there.
 #[derive(Debug)]
-struct Checked {
-    path: CString,
-    id: Identity,
+pub(super) struct Checked {
+    pub(super) path: CString,
+    pub(super) id: Identity,
 }
 
 impl Checked {
     /// Opens `path` in sandgate with no symlink anywhere in it and records what it names.
-    fn record(path: &Path) -> io::Result<Checked> {
+    pub(super) fn record(path: &Path) -> io::Result<Checked> {
         let fd = super::open_exact(path)?;
         Ok(Checked {
             path: cstring(path)?,
@@ -77,7 +82,7 @@ impl Checked {
 
     /// Re-opens the path in the child; fails with `ESTALE` when it names another object
     /// than the one recorded (it was swapped since).
-    fn open(&self) -> io::Result<OwnedFd> {
+    pub(super) fn open(&self) -> io::Result<OwnedFd> {
         let fd = sys::open_path(&self.path, 0)?;
         if identity(fd.as_fd())? != self.id {
             return Err(io::Error::from_raw_os_error(libc::ESTALE));
@@ -86,7 +91,7 @@ impl Checked {
     }
 }
 
-fn identity(fd: BorrowedFd<'_>) -> io::Result<Identity> {
+pub(super) fn identity(fd: BorrowedFd<'_>) -> io::Result<Identity> {
     let st = fstat(fd)?;
     Ok((st.st_dev, st.st_ino))
 }
@@ -140,6 +145,8 @@ pub struct MountPlan {
     /// Shallow first, so each mount lands on the one made for its parent.
     git: Vec<(Checked, GitMount)>,
     ro_binds: Vec<Checked>,
+    /// Copy-on-write caches, each its own layer.
+    caches: Vec<CacheMount>,
     cwd: Option<CString>,
     /// Frozen directories (after the protected binds) and masks (last).
     freeze: super::freeze::Freeze,
@@ -159,14 +166,14 @@ fn id_maps() -> Option<(Vec<u8>, Vec<u8>)> {
     })
 }
 
-fn cstring(path: &Path) -> io::Result<CString> {
+pub(super) fn cstring(path: &Path) -> io::Result<CString> {
     CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
 }
 
 impl MountPlan {
     /// Prepares the mount steps for `r`; `temp` is the workspace's private temp when the
-    /// profile keeps one.
+    /// profile keeps one, `caches` the copy-on-write caches' layers.
     ///
     /// # Errors
     /// A path that cannot be opened without following a symlink (it was swapped since the
@@ -175,6 +182,7 @@ impl MountPlan {
         r: &Restrictions,
         cwd: &Path,
         temp: Option<&PrivateTemp>,
+        caches: Vec<CacheMount>,
     ) -> io::Result<MountPlan> {
         // Shallow paths first, so a nested root is bound on top of its parent's bind.
         let mut writable: Vec<&Path> = r
@@ -248,6 +256,7 @@ impl MountPlan {
             rw_binds,
             git,
             ro_binds,
+            caches,
             // Inside a hidden directory, the command starts in its empty stand-in.
             cwd: Some(cstring(masks.working_dir(cwd))?),
             freeze: super::freeze::Freeze::build(&r.frozen, &r.protected)?,
@@ -256,8 +265,9 @@ impl MountPlan {
     }
 
     /// Builds the private mount namespace in the calling (child) process; see the module
-    /// docs for the order. Runs after `fork` in a single-threaded child.
-    pub fn apply(&self) -> io::Result<()> {
+    /// docs for the order. Runs after `fork` in a single-threaded child. Returns the
+    /// copy-on-write caches it mounted (landlock lets the command write them).
+    pub fn apply(&self) -> io::Result<Vec<Mounted>> {
         let mut flags =
             CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWIPC | CloneFlags::CLONE_NEWNET;
         if self.id_maps.is_some() {
@@ -277,6 +287,11 @@ impl MountPlan {
             MsFlags::MS_REC | MsFlags::MS_PRIVATE,
             none,
         )?;
+        let caches = self
+            .caches
+            .iter()
+            .map(CacheMount::open)
+            .collect::<io::Result<Vec<_>>>()?;
         let temps = match &self.temp {
             Some(temp) => self.private_temps(temp)?,
             None => vec![],
@@ -290,8 +305,13 @@ impl MountPlan {
                 reopen.push(tree);
             }
         }
+        let mut mounted = Vec::new();
+        for cache in caches {
+            mounted.extend(cache.mount()?);
+        }
         sys::mount_setattr(c"/", true, libc::MOUNT_ATTR_RDONLY, 0)?;
-        for tree in reopen.iter().chain(temps.iter().flatten()) {
+        let caches = mounted.iter().map(|m| &m.fd);
+        for tree in reopen.iter().chain(temps.iter().flatten()).chain(caches) {
             sys::mount_setattr_fd(tree.as_fd(), false, 0, libc::MOUNT_ATTR_RDONLY)?;
         }
         for (path, how) in &self.git {
@@ -319,7 +339,7 @@ impl MountPlan {
         if let Some(cwd) = &self.cwd {
             nix::unistd::chdir(cwd.as_c_str())?;
         }
-        Ok(())
+        Ok(mounted)
     }
 
     /// Steps 2 and 3: covers `/tmp` and `/dev/shm` and puts back what stays visible.
@@ -500,6 +520,7 @@ impl MountPlan {
             rw_binds: vec![],
             git: vec![],
             ro_binds: vec![],
+            caches: vec![],
             cwd: None,
             freeze: Default::default(),
             masks: Default::default(),

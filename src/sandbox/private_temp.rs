@@ -3,6 +3,10 @@
 //! script written to `/tmp` in one call is there in the next call in the same workspace,
 //! and no other workspace (nor anything of the host's `/tmp`) is visible beside it.
 //!
+//! Beside it, `/tmp/sandgate-UID/NAME-HASH.caches` holds the workspace's copy-on-write
+//! layers of the toolchain caches (`caches`): outside the private temp, so the sandbox can
+//! never reach a layer it has mounted (and `/tmp` hides every other workspace's).
+//!
 //! The host's `/tmp` is shared with every other user and process, so the directory is
 //! reached without trusting it: every component is opened with `O_NOFOLLOW` relative to
 //! the one before, `/` and `/tmp` must belong to root (or the caller) and be sticky if
@@ -27,6 +31,11 @@ pub fn base() -> PathBuf {
 /// The private temp of `workspace` on the host (whether or not it exists yet).
 pub fn path_for(workspace: &Path) -> PathBuf {
     base().join(leaf_name(workspace))
+}
+
+/// Where the copy-on-write cache layers of `workspace` live on the host.
+pub fn layers_path_for(workspace: &Path) -> PathBuf {
+    base().join(format!("{}.caches", leaf_name(workspace)))
 }
 
 /// A readable, collision-free name: the workspace's base name (sanitised, shortened) and
@@ -85,7 +94,19 @@ pub struct PrivateTemp {
 /// A component that is a symlink, not a directory, owned by someone else, or open to
 /// others (see the module docs).
 pub fn open(workspace: &Path, create: bool) -> Result<Option<PrivateTemp>, TempError> {
-    let path = path_for(workspace);
+    open_owned(path_for(workspace), create)
+}
+
+/// Opens the directory of `workspace`'s cache layers like [`open`].
+///
+/// # Errors
+/// As [`open`].
+pub fn open_layers(workspace: &Path, create: bool) -> Result<Option<PrivateTemp>, TempError> {
+    open_owned(layers_path_for(workspace), create)
+}
+
+/// Opens `path`, two levels beneath `/tmp` (see the module docs for the checks).
+fn open_owned(path: PathBuf, create: bool) -> Result<Option<PrivateTemp>, TempError> {
     let me = nix::unistd::geteuid().as_raw();
     let open_dir = |dir: &OwnedFd, name: &OsStr| -> Result<OwnedFd, Errno> {
         openat(
@@ -151,18 +172,46 @@ fn check(st_mode: u32, uid: u32, owned_by_caller: bool, me: u32) -> Result<(), S
     Ok(())
 }
 
-/// Removes the private temp of `workspace`; returns whether there was one. Deletion never
-/// follows a symlink planted inside (std's `remove_dir_all` walks with `O_NOFOLLOW`).
+/// Removes the private temp of `workspace` and its cache layers; returns whether there was
+/// either. Deletion never follows a symlink planted inside (std's `remove_dir_all` walks
+/// with `O_NOFOLLOW`).
 ///
 /// # Errors
 /// As [`open`], or a removal that failed.
 pub fn clean(workspace: &Path) -> Result<bool, TempError> {
-    let Some(temp) = open(workspace, false)? else {
-        return Ok(false);
-    };
-    drop(temp.fd);
-    std::fs::remove_dir_all(&temp.path).map_err(|e| error(&temp.path, e.to_string()))?;
-    Ok(true)
+    let mut found = false;
+    for path in [path_for(workspace), layers_path_for(workspace)] {
+        let Some(dir) = open_owned(path, false)? else {
+            continue;
+        };
+        drop(dir.fd);
+        remove_tree(&dir.path).map_err(|e| error(&dir.path, e.to_string()))?;
+        found = true;
+    }
+    Ok(found)
+}
+
+/// Removes a tree of the caller's own. overlayfs leaves its work directory with mode 000,
+/// which even its owner cannot list: when a first attempt fails, every directory in the
+/// tree (never a symlink's target) is made the owner's again and the removal retried.
+fn remove_tree(path: &Path) -> std::io::Result<()> {
+    if std::fs::remove_dir_all(path).is_ok() {
+        return Ok(());
+    }
+    fn open_up(dir: &Path) {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                open_up(&entry.path());
+            }
+        }
+    }
+    open_up(path);
+    std::fs::remove_dir_all(path)
 }
 
 #[cfg(test)]

@@ -347,6 +347,11 @@ impl Context {
         if object.is_some_and(|id| self.protected.contains(&id)) {
             return Some(Verdict::Protected);
         }
+        // A file bound writable at its own path (a copy-on-write cache's per-workspace
+        // copy): its data and attributes are writable, its name is not.
+        if acts == Acts::OnObject && object.is_some_and(|id| self.writable.contains(&id)) {
+            return Some(Verdict::Allowed);
+        }
         let object_dir = match (&target.object, acts) {
             (Some((fd, st)), Acts::OnObject) if st.st_mode & libc::S_IFMT == libc::S_IFDIR => {
                 Some(fd.as_fd())
