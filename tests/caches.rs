@@ -414,3 +414,63 @@ fn go_build_uses_the_host_caches_and_changes_none_of_them() {
     chmod.args(["-R", "u+w"]).arg(h.home.join("go"));
     assert_status(&output(&mut chmod), 0);
 }
+
+/// `cargo build --offline` of a project with a dependency, from a registry cache the host
+/// warmed (a `cargo fetch` against a stand-in registry, outside any sandbox): it succeeds
+/// inside without a marker and without a request, and the host's `~/.cargo` is unchanged.
+#[test]
+fn cargo_build_offline_uses_the_host_registry_cache_and_changes_none_of_it() {
+    use support::registry::{cargo_fetch, cargo_fetched, cargo_project, rust_toolchain, StandIn};
+    let h = Home::new();
+    // Cargo's own caches are made by cargo: start from none.
+    for dir in ["registry", "git"] {
+        std::fs::remove_dir_all(h.home.join(".cargo").join(dir)).unwrap_or_else(|e| panic!("{e}"));
+    }
+    for file in FILES {
+        std::fs::remove_file(h.home.join(file)).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let stand_in = StandIn::registries(&h.env.root.join("registry"));
+    let project = h.env.ws.join("app");
+    let cargo_home = h.home.join(".cargo");
+    cargo_project(&stand_in, &project, &cargo_home);
+    let warm = cargo_fetch(&project, &cargo_home);
+    let mut fetch = Command::new(&warm[0]);
+    h.env.isolate(&mut fetch);
+    support::registry::without_host_proxies(&mut fetch);
+    fetch.args(&warm[1..]).env("HOME", &h.home);
+    assert_status(&output(&mut fetch), 0);
+    assert!(cargo_fetched(&cargo_home), "the host's cache is warm");
+    stand_in.clear();
+    let before = snapshot(&h.home);
+
+    let (cargo, rustc) = rust_toolchain();
+    let log = h.env.root.join("denials.ndjson");
+    let mut cmd = h.sandgate("workspace-write", None);
+    support::registry::without_host_proxies(&mut cmd);
+    cmd.arg("--denial-log").arg(&log).arg("--").arg("env");
+    cmd.arg(format!("CARGO_HOME={}", cargo_home.display()))
+        .arg(format!("RUSTC={}", rustc.display()))
+        .arg(cargo)
+        .args(["build", "--offline", "--manifest-path"])
+        .arg(project.join("Cargo.toml"));
+    let out = output(&mut cmd);
+    assert_status(&out, 0);
+    let denials: Vec<_> = read_markers(&log)
+        .into_iter()
+        .filter(|m| m["kind"] == "sandbox_denial")
+        .collect();
+    assert!(denials.is_empty(), "{denials:?}");
+    assert!(stand_in.seen().is_empty(), "{:?}", stand_in.seen());
+    assert!(project.join("target/debug/libsgapp.rlib").exists());
+    // The one change on the host: a cache the host lacked (cargo fetch makes no
+    // `~/.cargo/git`) was created, empty, so that it could be a layer at all.
+    let mut after = snapshot(&h.home);
+    assert!(!before.contains_key(Path::new(".cargo/git")));
+    assert!(
+        after
+            .remove(Path::new(".cargo/git"))
+            .is_some_and(|d| d.starts_with("dir ")),
+        "{after:?}"
+    );
+    assert_eq!(after, before, "the host's cargo caches are unchanged");
+}
