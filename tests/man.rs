@@ -101,6 +101,7 @@ fn the_man_page_has_every_section() {
         "OPTIONS",
         "SUBCOMMANDS",
         "SHELL MODE",
+        "NETWORK AND CACHES",
         "DENIAL MARKERS",
         "EXIT STATUS",
         "ENVIRONMENT",
@@ -247,6 +248,7 @@ fn files_names_the_paths_the_code_uses() {
         .strip_suffix(&uid)
         .unwrap_or_else(|| panic!("{base} does not end in the uid {uid}"));
     paths.push(format!("{base}UID/NAME-HASH"));
+    paths.push(format!("{base}UID/NAME-HASH.caches"));
     for path in &paths {
         assert!(
             files.contains(path.as_str()),
