@@ -615,6 +615,47 @@ fn run(op: &str, args: &[String]) -> Res {
             }
             Ok(())
         }
+        "exchange-many" => {
+            // In DIR, N directories dI and N symlinks lI -> TARGET, each pair swapped back
+            // and forth (errors ignored) for MILLIS, a new file added each round: a
+            // directory tree that a remover walking it by name finds changing under it.
+            let (dir, target) = (arg(0), arg(2));
+            let n: usize = num(&arg(1))?;
+            std::fs::create_dir_all(&dir).map_err(|_| Errno::EIO)?;
+            let pair = |i: usize| -> Result<(CString, CString), Errno> {
+                let d = CString::new(format!("{dir}/d{i}")).map_err(|_| Errno::EINVAL)?;
+                let l = CString::new(format!("{dir}/l{i}")).map_err(|_| Errno::EINVAL)?;
+                Ok((d, l))
+            };
+            let pairs = (0..n).map(pair).collect::<Result<Vec<_>, _>>()?;
+            for (d, l) in &pairs {
+                let _ = nix::unistd::mkdir(
+                    d.as_c_str(),
+                    nix::sys::stat::Mode::from_bits_truncate(0o755),
+                );
+                let _ = std::os::unix::fs::symlink(&target, l.to_string_lossy().as_ref());
+            }
+            let until = std::time::Instant::now()
+                + std::time::Duration::from_millis(arg(3).parse().unwrap_or(1000));
+            let mut round = 0u64;
+            while std::time::Instant::now() < until {
+                for (d, l) in &pairs {
+                    let _ = raw(unsafe {
+                        libc::syscall(
+                            libc::SYS_renameat2,
+                            libc::AT_FDCWD,
+                            d.as_ptr(),
+                            libc::AT_FDCWD,
+                            l.as_ptr(),
+                            libc::RENAME_EXCHANGE,
+                        )
+                    });
+                }
+                round += 1;
+                let _ = std::fs::write(format!("{dir}/f{}", round % 64), "");
+            }
+            Ok(())
+        }
         "mq-create" => {
             // Create the POSIX message queue NAME ("/name") holding one message.
             let name = CString::new(arg(0)).map_err(|_| Errno::EINVAL)?;
