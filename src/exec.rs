@@ -140,7 +140,7 @@ impl Outcome {
 /// # Errors
 /// See [`ExecError`]: the command could not be found or executed, or the sandbox could not
 /// be applied (the child then never ran the command).
-pub fn run(launch: Launch<'_>) -> Result<Outcome, ExecError> {
+pub fn run(mut launch: Launch<'_>) -> Result<Outcome, ExecError> {
     let Some(program) = launch.command.first() else {
         return Err(ExecError::NotFound(OsString::new()));
     };
@@ -219,6 +219,9 @@ pub fn run(launch: Launch<'_>) -> Result<Outcome, ExecError> {
                 true => sys::recv_fd(ours.as_fd())?,
                 false => None,
             };
+            if listener.is_some() {
+                refused_caches(ours.as_fd(), launch.supervision.as_mut());
+            }
             (listener.zip(root), proxy)
         }
         None => (None, None),
@@ -258,6 +261,34 @@ pub fn run(launch: Launch<'_>) -> Result<Outcome, ExecError> {
         running.hand_over(&waited);
     }
     Ok(outcome)
+}
+
+/// Reads the child's last message, the copy-on-write caches whose overlay the kernel
+/// refused: each is said on stderr and leaves the supervisor's writable roots, so that a
+/// write there gets its marker.
+fn refused_caches(channel: std::os::fd::BorrowedFd<'_>, setup: Option<&mut supervisor::Setup>) {
+    let mut buf = vec![0u8; 64 * 1024];
+    let Ok(n) = nix::sys::socket::recv(
+        channel.as_raw_fd(),
+        &mut buf,
+        nix::sys::socket::MsgFlags::empty(),
+    ) else {
+        return;
+    };
+    let refused: Vec<crate::sandbox::RefusedCache> =
+        serde_json::from_slice(&buf[..n]).unwrap_or_default();
+    for cache in &refused {
+        crate::say!(
+            "sandgate: note: {} stays read-only: the kernel refused its copy-on-write layer ({})",
+            cache.path.display(),
+            io::Error::from_raw_os_error(cache.errno)
+        );
+    }
+    if let Some(setup) = setup {
+        setup
+            .writable_roots
+            .retain(|root| !refused.iter().any(|c| &c.path == root));
+    }
 }
 
 /// Runs an unconfined command in sandgate's own process: with no sandbox there is nothing
@@ -379,6 +410,7 @@ fn child(
         Ok(Applied {
             listener: Some(listener),
             proxy,
+            refused_caches,
         }) => {
             let Some(sock) = send else {
                 report(Step::Supervisor, io::Error::from_raw_os_error(libc::EBADF))
@@ -390,10 +422,15 @@ fn child(
             let sent = root.and_then(|root| {
                 sys::send_fd(sys::borrow_raw(sock), listener.as_fd())?;
                 sys::send_fd(sys::borrow_raw(sock), root.as_fd())?;
-                match &proxy {
-                    Some(proxy) => sys::send_fd(sys::borrow_raw(sock), proxy.as_fd()),
-                    None => Ok(()),
+                if let Some(proxy) = &proxy {
+                    sys::send_fd(sys::borrow_raw(sock), proxy.as_fd())?;
                 }
+                // Last, what sandgate is to say for the child: it may not write to a stderr
+                // nobody reads.
+                let refused = serde_json::to_vec(&refused_caches).map_err(io::Error::other)?;
+                nix::sys::socket::send(sock, &refused, nix::sys::socket::MsgFlags::empty())
+                    .map(drop)
+                    .map_err(io::Error::from)
             });
             if let Err(e) = sent {
                 report(Step::Supervisor, e);

@@ -474,3 +474,40 @@ fn cargo_build_offline_uses_the_host_registry_cache_and_changes_none_of_it() {
     );
     assert_eq!(after, before, "the host's cargo caches are unchanged");
 }
+
+/// When the kernel refuses a cache's overlay (here: root without `CAP_DAC_OVERRIDE`, as in
+/// a trimmed container), that cache stays read-only, sandgate says so once on stderr, and a
+/// write there gets its marker like any read-only path. Unprivileged, the same call gets
+/// its layers (in a user namespace of its own) and the write succeeds.
+#[test]
+fn a_cache_the_kernel_will_not_layer_stays_read_only_and_says_so() {
+    let h = Home::new();
+    let log = h.env.root.join("denials.ndjson");
+    let mut cmd = h.sandgate("workspace-write", None);
+    cmd.arg("--denial-log")
+        .arg(&log)
+        .args(["--", "/bin/sh", "-c", "echo x > \"$HOME/.npm/new\""]);
+    let out = output(&mut support::bound_by_file_modes(cmd));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let markers = read_markers(&log);
+    if support::is_root() {
+        assert_ne!(out.status.code(), Some(0), "{stderr}");
+        let npm = h.home.join(".npm");
+        assert!(
+            stderr.contains(&format!(
+                "sandgate: note: {} stays read-only: the kernel refused its copy-on-write layer",
+                npm.display()
+            )),
+            "{stderr}"
+        );
+        let new = npm.join("new").display().to_string();
+        assert!(
+            markers.iter().any(|m| m["path"] == new.as_str()),
+            "{markers:?}"
+        );
+    } else {
+        assert_status(&out, 0);
+        assert!(markers.is_empty(), "{markers:?}");
+    }
+    assert!(!h.home.join(".npm/new").exists());
+}

@@ -303,28 +303,38 @@ impl CacheMount {
     }
 }
 
+/// A cache whose overlay the kernel refused: it stays read-only. The child cannot say so
+/// itself (a write to a stderr nobody reads would hold it for ever), so sandgate does.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Refused {
+    pub path: std::path::PathBuf,
+    pub errno: i32,
+}
+
 impl Opened<'_> {
-    /// Mounts the layer at the cache's path. `Ok(None)` when the kernel refuses to make
-    /// the overlay: the cache then stays read-only, and a note says so.
-    pub(super) fn mount(self) -> io::Result<Option<Mounted>> {
+    /// Mounts the layer at the cache's path. `Ok(Err(_))` when the kernel refuses to make
+    /// the overlay: the cache then stays read-only.
+    pub(super) fn mount(self) -> io::Result<Result<Mounted, Refused>> {
         let [first, second] = &self.layers;
         match (&self.cache.how, first, second) {
             (How::Overlay { userxattr, .. }, Some(upper), Some(work)) => {
                 match overlay(self.target.as_fd(), upper.as_fd(), work.as_fd(), *userxattr) {
                     Ok(fs) => {
                         sys::move_mount(fs.as_fd(), self.target.as_fd())?;
-                        Ok(Some(Mounted { fd: fs, dir: true }))
+                        Ok(Ok(Mounted { fd: fs, dir: true }))
                     }
-                    Err(e) => {
-                        note(&self.cache.target.path, &e);
-                        Ok(None)
-                    }
+                    Err(e) => Ok(Err(Refused {
+                        path: std::path::PathBuf::from(std::ffi::OsStr::from_bytes(
+                            self.cache.target.path.to_bytes(),
+                        )),
+                        errno: e.raw_os_error().unwrap_or(libc::EIO),
+                    })),
                 }
             }
             (How::File { .. }, Some(copy), _) => {
                 let tree = sys::clone_tree(copy.as_fd(), false)?;
                 sys::move_mount(tree.as_fd(), self.target.as_fd())?;
-                Ok(Some(Mounted {
+                Ok(Ok(Mounted {
                     fd: tree,
                     dir: false,
                 }))
@@ -361,16 +371,6 @@ fn overlay(
     set(c"index", c"off")?;
     sys::fsconfig(fs.as_fd(), sys::FsConfig::Create)?;
     sys::fsmount(fs.as_fd(), libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV)
-}
-
-/// Says on stderr that a cache stays read-only (the child has no other channel for a
-/// step that did not fail the call).
-fn note(path: &CStr, e: &io::Error) {
-    let line = format!(
-        "sandgate: note: {} stays read-only: the kernel refused its copy-on-write layer (overlayfs: {e})\n",
-        String::from_utf8_lossy(path.to_bytes())
-    );
-    let _ = nix::unistd::write(std::io::stderr(), line.as_bytes());
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ mod mask;
 pub mod mounts;
 pub mod private_temp;
 pub mod probe;
+mod remove_tree;
 pub mod seccomp;
 
 use std::io;
@@ -19,6 +20,7 @@ use std::os::fd::{OwnedFd, RawFd};
 
 use crate::policy::{Confinement, MountSource, Plan, Temp};
 use crate::sys;
+pub use caches::Refused as RefusedCache;
 pub use probe::{Features, Guarantee};
 
 /// Why the sandbox for a call cannot be prepared in sandgate.
@@ -266,9 +268,9 @@ impl Prepared {
             // Best effort: an fd that vanished needs no closing.
             let _ = sys::set_cloexec(*fd);
         }
-        let mut writable = match &layers.mounts {
+        let (mut writable, refused_caches) = match &layers.mounts {
             Some(mounts) => mounts.apply().map_err(|e| (Step::MountNamespace, e))?,
-            None => vec![],
+            None => (vec![], vec![]),
         };
         // A nested call: the enclosing sandbox's layers, as this view shows them (its own
         // landlock domain still bounds whatever is granted here).
@@ -305,7 +307,11 @@ impl Prepared {
             Some(seccomp) => seccomp.apply().map_err(|e| (Step::Seccomp, e))?,
             None => None,
         };
-        Ok(Applied { listener, proxy })
+        Ok(Applied {
+            listener,
+            proxy,
+            refused_caches,
+        })
     }
 
     /// Returns the fds the child will not pass on (for a note on stderr).
@@ -323,6 +329,9 @@ pub struct Applied {
     /// namespace: sandgate's proxy accepts on it from outside, so the sandbox reaches the
     /// proxy and nothing else.
     pub proxy: Option<OwnedFd>,
+    /// The copy-on-write caches that stay read-only because the kernel refused their
+    /// overlay.
+    pub refused_caches: Vec<RefusedCache>,
 }
 
 /// Brings this (new) network namespace's loopback up and listens on the proxy's port.

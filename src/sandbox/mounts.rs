@@ -55,7 +55,7 @@ use nix::sched::{unshare, CloneFlags};
 use nix::sys::stat::{fstat, mkdirat, Mode};
 use nix::unistd::{unlinkat, UnlinkatFlags};
 
-use super::caches::{CacheMount, Mounted};
+use super::caches::{CacheMount, Mounted, Refused};
 use super::private_temp::PrivateTemp;
 use crate::policy::{roots::COVERED, Restrictions, Temp};
 use crate::sys;
@@ -266,8 +266,9 @@ impl MountPlan {
 
     /// Builds the private mount namespace in the calling (child) process; see the module
     /// docs for the order. Runs after `fork` in a single-threaded child. Returns the
-    /// copy-on-write caches it mounted (landlock lets the command write them).
-    pub fn apply(&self) -> io::Result<Vec<Mounted>> {
+    /// copy-on-write caches it mounted (landlock lets the command write them) and those
+    /// whose overlay the kernel refused.
+    pub fn apply(&self) -> io::Result<(Vec<Mounted>, Vec<Refused>)> {
         let mut flags =
             CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWIPC | CloneFlags::CLONE_NEWNET;
         if self.id_maps.is_some() {
@@ -305,9 +306,12 @@ impl MountPlan {
                 reopen.push(tree);
             }
         }
-        let mut mounted = Vec::new();
+        let (mut mounted, mut refused) = (Vec::new(), Vec::new());
         for cache in caches {
-            mounted.extend(cache.mount()?);
+            match cache.mount()? {
+                Ok(cache) => mounted.push(cache),
+                Err(cache) => refused.push(cache),
+            }
         }
         sys::mount_setattr(c"/", true, libc::MOUNT_ATTR_RDONLY, 0)?;
         let caches = mounted.iter().map(|m| &m.fd);
@@ -339,7 +343,7 @@ impl MountPlan {
         if let Some(cwd) = &self.cwd {
             nix::unistd::chdir(cwd.as_c_str())?;
         }
-        Ok(mounted)
+        Ok((mounted, refused))
     }
 
     /// Steps 2 and 3: covers `/tmp` and `/dev/shm` and puts back what stays visible.

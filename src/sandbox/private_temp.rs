@@ -173,8 +173,8 @@ fn check(st_mode: u32, uid: u32, owned_by_caller: bool, me: u32) -> Result<(), S
 }
 
 /// Removes the private temp of `workspace` and its cache layers; returns whether there was
-/// either. Deletion never follows a symlink planted inside (std's `remove_dir_all` walks
-/// with `O_NOFOLLOW`).
+/// either. Nothing a sandboxed process planted there, or swaps in while this runs, is
+/// followed (see [`super::remove_tree`]).
 ///
 /// # Errors
 /// As [`open`], or a removal that failed.
@@ -184,34 +184,19 @@ pub fn clean(workspace: &Path) -> Result<bool, TempError> {
         let Some(dir) = open_owned(path, false)? else {
             continue;
         };
-        drop(dir.fd);
-        remove_tree(&dir.path).map_err(|e| error(&dir.path, e.to_string()))?;
+        let removed = openat(
+            dir.fd.as_fd(),
+            ".",
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(std::io::Error::from)
+        .and_then(|readable| super::remove_tree::empty(readable.as_fd()))
+        .and_then(|()| std::fs::remove_dir(&dir.path));
+        removed.map_err(|e| error(&dir.path, e.to_string()))?;
         found = true;
     }
     Ok(found)
-}
-
-/// Removes a tree of the caller's own. overlayfs leaves its work directory with mode 000,
-/// which even its owner cannot list: when a first attempt fails, every directory in the
-/// tree (never a symlink's target) is made the owner's again and the removal retried.
-fn remove_tree(path: &Path) -> std::io::Result<()> {
-    if std::fs::remove_dir_all(path).is_ok() {
-        return Ok(());
-    }
-    fn open_up(dir: &Path) {
-        use std::os::unix::fs::PermissionsExt;
-        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                open_up(&entry.path());
-            }
-        }
-    }
-    open_up(path);
-    std::fs::remove_dir_all(path)
 }
 
 #[cfg(test)]
