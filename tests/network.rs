@@ -10,6 +10,7 @@
 mod support;
 
 mod network {
+    mod attacks;
     mod background;
     mod call;
     mod fixtures;

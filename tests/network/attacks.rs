@@ -1,0 +1,200 @@
+//! Attacks on the allowlist that get through: each test states what must hold and fails
+//! while the proxy lets the attack succeed.
+//!
+//! The resolver's search list. The proxy resolves a listed name with the system resolver
+//! as it was written, without the trailing dot that makes it absolute. A name below a
+//! listed domain that does not exist is then retried under each `search` domain of
+//! `/etc/resolv.conf` (`nx.allowed.test` becomes `nx.allowed.test.corp.test`), and the
+//! proxy connects to that host: one no pattern names. In a Kubernetes pod (`ndots:5`) the
+//! search domains are even tried first.
+//!
+//! The test runs sandgate in a network and mount namespace of its own, where a small DNS
+//! server answers for `corp.test` only, `/etc/resolv.conf` names it with `search
+//! corp.test`, and an upstream records what reaches it.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::network::call::*;
+use crate::support::*;
+
+/// The port of the upstream in the test's own network namespace.
+const PORT: u16 = 8080;
+
+/// Answers A queries for the names in `ANSWERS` with 127.0.0.1, NXDOMAIN for the rest.
+const DNS: &str = r#"
+import socket, struct, sys
+answers = sys.argv[1].split(',')
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(('127.0.0.1', 53))
+open(sys.argv[2], 'w').close()
+while True:
+    data, peer = s.recvfrom(512)
+    i, labels = 12, []
+    while data[i]:
+        labels.append(data[i + 1:i + 1 + data[i]].decode())
+        i += 1 + data[i]
+    name, qtype, question = '.'.join(labels).lower(), data[i + 1:i + 3], data[12:i + 5]
+    if name in answers and qtype == b'\x00\x01':
+        answer = b'\xc0\x0c' + struct.pack('>HHIH', 1, 1, 60, 4) + socket.inet_aton('127.0.0.1')
+        s.sendto(data[:2] + b'\x81\x80\x00\x01\x00\x01\x00\x00\x00\x00' + question + answer, peer)
+    elif name in answers:
+        s.sendto(data[:2] + b'\x81\x80\x00\x01\x00\x00\x00\x00\x00\x00' + question, peer)
+    else:
+        s.sendto(data[:2] + b'\x81\x83\x00\x01\x00\x00\x00\x00\x00\x00' + question, peer)
+"#;
+
+/// Records the request line and Host header of each request, answers `served PATH`.
+const UPSTREAM: &str = r#"
+import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('127.0.0.1', int(sys.argv[1])))
+s.listen(16)
+open(sys.argv[3], 'w').close()
+while True:
+    c, _ = s.accept()
+    head = b''
+    while b'\r\n\r\n' not in head:
+        more = c.recv(4096)
+        if not more:
+            break
+        head += more
+    lines = head.decode('latin1').split('\r\n')
+    host = [l.split(':', 1)[1].strip() for l in lines if l.lower().startswith('host:')]
+    with open(sys.argv[2], 'a') as seen:
+        seen.write(lines[0].split(' ')[1] + ' ' + ''.join(host) + '\n')
+    body = ('served ' + lines[0].split(' ')[1]).encode()
+    c.sendall(b'HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n' % len(body) + body)
+    c.close()
+"#;
+
+/// `sandgate` (as built by [`command`]) in a fresh network and mount namespace where
+/// `/etc/resolv.conf` names the DNS server of [`DNS`] (answering for `answers`) with
+/// `search corp.test`, `/etc/hosts` names only localhost, and the upstream of [`UPSTREAM`]
+/// listens on 127.0.0.1:[`PORT`], writing what reached it to `dir/seen`. As root `unshare
+/// -mn` does; otherwise a user namespace mapping the caller to root, and a nested one
+/// mapping root back to the caller for sandgate.
+fn with_search_domain(sandgate: Command, dir: &Path, answers: &[&str]) -> Command {
+    let write = |name: &str, text: &str| {
+        std::fs::write(dir.join(name), text).unwrap_or_else(|e| panic!("{name}: {e}"));
+    };
+    write(
+        "resolv.conf",
+        "nameserver 127.0.0.1\nsearch corp.test\noptions timeout:2 attempts:1\n",
+    );
+    write("hosts", "127.0.0.1 localhost\n");
+    write("dns.py", DNS);
+    write("upstream.py", UPSTREAM);
+    let back = if is_root() {
+        String::new()
+    } else {
+        format!(
+            "unshare --map-user={} --map-group={}",
+            nix::unistd::geteuid(),
+            nix::unistd::getegid()
+        )
+    };
+    let script = format!(
+        r#"d="$1"; shift
+ip link set lo up || exit 99
+mount --bind "$d/resolv.conf" /etc/resolv.conf || exit 99
+mount --bind "$d/hosts" /etc/hosts || exit 99
+/usr/bin/python3 "$d/dns.py" {answers} "$d/dns.ready" </dev/null >/dev/null 2>&1 & dns=$!
+/usr/bin/python3 "$d/upstream.py" {PORT} "$d/seen" "$d/up.ready" </dev/null >/dev/null 2>&1 & up=$!
+for i in $(seq 100); do [ -e "$d/dns.ready" ] && [ -e "$d/up.ready" ] && break; sleep 0.1; done
+[ -e "$d/dns.ready" ] && [ -e "$d/up.ready" ] || exit 99
+{back} "$@"; rc=$?
+kill $dns $up
+exit $rc"#,
+        answers = answers.join(","),
+    );
+    let mut cmd = Command::new("unshare");
+    cmd.arg(if is_root() { "-mn" } else { "-Urmn" });
+    cmd.args(["sh", "-c", &script, "sh"])
+        .arg(dir)
+        .arg(sandgate.get_program())
+        .args(sandgate.get_args());
+    if let Some(cwd) = sandgate.get_current_dir() {
+        cmd.current_dir(cwd);
+    }
+    for (key, value) in sandgate.get_envs() {
+        match value {
+            Some(value) => cmd.env(key, value),
+            None => cmd.env_remove(key),
+        };
+    }
+    cmd
+}
+
+fn seen(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join("seen"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn a_listed_domain_does_not_reach_hosts_under_the_resolvers_search_domains() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let dir = env.root.join("dns");
+    std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let listed = format!("*.allowed.test:{PORT}");
+    let log = denial_log(&env);
+    // The DNS server knows a listed name and one under the search domain.
+    let answers = ["ok.allowed.test", "nx.allowed.test.corp.test"];
+
+    // Control: a listed name that exists is fetched through the proxy, by plain HTTP and by
+    // SOCKS with the name resolved by the proxy (private: the upstream is on loopback).
+    for args in [vec![], vec!["--socks5-hostname", PROXY]] {
+        let url = format!("http://ok.allowed.test:{PORT}/t/listed");
+        let sandgate = command(&env, &allow(&[&listed], true), &log, &curl(&args, &url));
+        let call = run(&env, with_search_domain(sandgate, &dir, &answers));
+        assert_ne!(
+            call.out.status.code(),
+            Some(99),
+            "setup: {}",
+            show(&call.out)
+        );
+        call.assert_fetched("/t/listed");
+    }
+    assert_eq!(
+        seen(&dir),
+        [
+            "/t/listed ok.allowed.test:8080",
+            "/t/listed ok.allowed.test:8080"
+        ]
+    );
+    std::fs::remove_file(dir.join("seen")).unwrap_or_else(|e| panic!("{e}"));
+
+    // `nx.allowed.test` does not exist; `nx.allowed.test.corp.test` is no listed host and
+    // must not be reached, with or without the trailing dot that makes the name absolute.
+    for (args, host) in [
+        (vec![], "nx.allowed.test"),
+        (vec![], "nx.allowed.test."),
+        (vec!["-p"], "nx.allowed.test"),
+        (vec!["--socks5-hostname", PROXY], "nx.allowed.test"),
+    ] {
+        let url = format!("http://{host}:{PORT}/t/search");
+        let sandgate = command(&env, &allow(&[&listed], true), &log, &curl(&args, &url));
+        let call = run(&env, with_search_domain(sandgate, &dir, &answers));
+        assert_ne!(
+            call.out.status.code(),
+            Some(99),
+            "setup: {}",
+            show(&call.out)
+        );
+        assert!(
+            seen(&dir).is_empty(),
+            "{args:?} {host}: the proxy reached nx.allowed.test.corp.test, a host no pattern \
+             names, through the resolver's search list: {:?}\n{}",
+            seen(&dir),
+            show(&call.out)
+        );
+        assert_command_failed(&call.out);
+    }
+}
