@@ -258,6 +258,12 @@ impl HostPattern {
             }
     }
 
+    /// As [`HostPattern::matches`], but a pattern without a port matches every port.
+    fn denies(&self, host: &str, port: u16) -> bool {
+        let port_ok = self.port.is_none_or(|p| p == port);
+        port_ok && request_host(host).is_some_and(|requested| self.host_matches(&requested))
+    }
+
     fn host_matches(&self, requested: &RequestHost) -> bool {
         match (&self.host, requested) {
             (PatternHost::Ip(want), RequestHost::Ip(got)) => want == got,
@@ -357,8 +363,10 @@ impl HostRules {
     }
 
     /// The verdict for a request to `host` on `port`; denied wins over allowed.
+    /// A denial without a port denies every port: `denied_hosts: ["example.com"]` is not
+    /// undone by `--allow-host example.com:8080`.
     pub fn verdict(&self, host: &str, port: u16) -> Verdict {
-        if self.denied.iter().any(|p| p.matches(host, port)) {
+        if self.denied.iter().any(|p| p.denies(host, port)) {
             Verdict::Denied
         } else if self.allowed.iter().any(|p| p.matches(host, port)) {
             Verdict::Allowed
@@ -552,6 +560,15 @@ mod tests {
         assert!(!rules.is_empty());
         assert_eq!(rules.verdict("www.example.com", 443), Verdict::Allowed);
         assert_eq!(rules.verdict("Secret.Example.com.", 443), Verdict::Denied);
+        // A denial without a port denies every port, whatever allows one.
+        let with_port = HostRules {
+            allowed: parse_entries(["secret.example.com:8080"]).unwrap_or_else(|e| panic!("{e}")),
+            ..rules.clone()
+        };
+        assert_eq!(
+            with_port.verdict("secret.example.com", 8080),
+            Verdict::Denied
+        );
         assert_eq!(rules.verdict("other.org", 80), Verdict::Allowed);
         assert_eq!(rules.verdict("other.org", 8080), Verdict::NotListed);
         assert_eq!(rules.verdict("example.com", 443), Verdict::NotListed);

@@ -52,6 +52,9 @@ pub fn start(
         let log = reporter
             .as_ref()
             .and_then(|r| r.lock().ok().and_then(|r| r.log_fd()));
+        // First what owns an fd (sandgate's stderr sink), then every fd but these.
+        crate::output::let_go_of_stderr();
+        sys::stdio_to_dev_null();
         let keep = [
             listener.as_raw_fd(),
             lifeline_r.as_raw_fd(),
@@ -61,8 +64,9 @@ pub fn start(
         std::mem::forget((lifeline_w, refusals_r));
         let _ = nix::unistd::setsid();
         let _ = nix::sys::signal::SigSet::all().thread_unblock();
-        sys::stdio_to_dev_null();
-        crate::output::let_go_of_stderr();
+        // Names are resolved as the client wrote them: no search domain of the resolver
+        // may turn a listed `missing.example.com` into `missing.example.com.corp`.
+        std::env::set_var("LOCALDOMAIN", "");
         serve(listener, rules, lifeline_r, refusals_w, reporter);
         sys::exit_immediately(0);
     }

@@ -178,7 +178,7 @@ impl Gate {
             Verdict::Allowed => {}
             Verdict::Denied => {
                 return Err(self.refuse(Refusal {
-                    reason: format!("{target} is denied by the managed configuration"),
+                    reason: format!("{target} is denied by the configuration (denied_hosts)"),
                     host,
                     port,
                     listable: false,
