@@ -379,3 +379,32 @@ print(attempt(v6, ("::ffff:127.0.0.1", 3128)),
         show(&call.out)
     );
 }
+
+/// A project file cannot allow a host (its `allowed_hosts` is ignored with a warning), and
+/// whatever sandgate printed before the proxy started does not stop the proxy.
+#[test]
+fn a_project_file_cannot_allow_a_host_and_its_warning_leaves_the_proxy_working() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let upstream = StandIn::plain(Ipv4Addr::LOCALHOST);
+    let other = StandIn::plain(Ipv4Addr::LOCALHOST);
+    std::fs::create_dir_all(env.ws.join(".sandgate")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        env.ws.join(".sandgate/config.json"),
+        format!(r#"{{"allowed_hosts": ["{}"]}}"#, other.authority()),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let flags = allow(&[&upstream.authority()], true);
+
+    let call = sandboxed(&env, &flags, &curl(&[], &upstream.url("/t/listed")));
+    call.assert_fetched("/t/listed");
+    let stderr = String::from_utf8_lossy(&call.out.stderr);
+    assert!(stderr.contains("ignoring `allowed_hosts`"), "{stderr}");
+
+    let call = sandboxed(&env, &flags, &curl(&[], &other.url("/t/project")));
+    assert_eq!(call.curl().status, 403, "{}", show(&call.out));
+    call.assert_unlisted("127.0.0.1", other.port());
+    assert!(other.seen().is_empty(), "{:?}", other.seen());
+}
