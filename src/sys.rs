@@ -318,6 +318,28 @@ pub struct Stat {
     pub born: Option<(i64, u32)>,
 }
 
+/// The id of the mount `fd` lies on (`statx`'s `STATX_MNT_ID`): two objects with the same
+/// id are reached without crossing a mount point between them and that mount's root.
+pub fn mount_id(fd: BorrowedFd<'_>) -> io::Result<u64> {
+    // SAFETY: statx is plain old data that the kernel fills.
+    let mut st: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: an fd, an empty NUL-terminated path, a live local for the result.
+    let ret = unsafe {
+        libc::statx(
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH | libc::AT_STATX_SYNC_AS_STAT,
+            libc::STATX_MNT_ID,
+            &mut st,
+        )
+    };
+    check(ret.into())?;
+    if st.stx_mask & libc::STATX_MNT_ID == 0 {
+        return Err(io::Error::from_raw_os_error(libc::ENOSYS));
+    }
+    Ok(st.stx_mnt_id)
+}
+
 /// `statx` of `path` beneath `dir` (`""`: `dir` itself), not following a symlink in the
 /// last place when `nofollow`.
 pub fn statx(dir: BorrowedFd<'_>, path: &[u8], nofollow: bool) -> io::Result<Stat> {

@@ -33,6 +33,8 @@ pub struct Cache {
     pub dir: bool,
     /// False when sandgate creates it, empty, right before the sandbox starts.
     pub exists: bool,
+    /// The caller's home it lies in (the caches of one home share one overlay).
+    pub home: Option<PathBuf>,
 }
 
 /// What a cache must stay clear of.
@@ -65,6 +67,15 @@ pub fn resolve(
         })
         .filter_map(|(path, dir)| locate(&path, dir, around.writable_roots, me))
         .filter(|c| usable(&c.path, around))
+        .map(|c| Cache {
+            home: placeholders
+                .homes
+                .iter()
+                .filter(|h| c.path.starts_with(h))
+                .max_by_key(|h| h.as_os_str().len())
+                .cloned(),
+            ..c
+        })
         .collect();
     let paths: Vec<&PathBuf> = found.iter().map(|c| &c.path).collect();
     found
@@ -93,6 +104,7 @@ fn locate(path: &Path, dir: bool, writable_roots: &BTreeSet<PathBuf>, me: u32) -
                 path: resolved.path,
                 dir,
                 exists: true,
+                home: None,
             });
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -108,6 +120,7 @@ fn locate(path: &Path, dir: bool, writable_roots: &BTreeSet<PathBuf>, me: u32) -
         path: parent.path.join(name),
         dir,
         exists: false,
+        home: None,
     })
 }
 
@@ -169,6 +182,7 @@ mod tests {
             path: home.join(path),
             dir,
             exists,
+            home: Some(home.clone()),
         };
         // ~/.cache and ~/go/pkg are missing, so pip's and go's caches are not created;
         // the one inside the workspace, the link, the file and the nested one are left.

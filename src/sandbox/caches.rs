@@ -2,10 +2,14 @@
 //! `policy::caches` is writable through a layer of the workspace's own, while the host's
 //! cache is never written.
 //!
-//! - A directory gets an overlayfs mount at its own path: the host's directory is the
-//!   lower layer, the upper and work directories are the workspace's. What a build fetches
-//!   stays there for the next call in the same workspace; other workspaces and the host
-//!   never see it.
+//! - Directories get overlayfs: the host's directory is the lower layer, the upper and
+//!   work directories are the workspace's. What a build fetches stays there for the next
+//!   call in the same workspace; other workspaces and the host never see it. Making an
+//!   overlay costs the kernel a fraction of a millisecond (it tests the upper filesystem
+//!   each time), so the caches on one mount share one: its lower layer is their closest
+//!   common directory (usually the home), its root is never attached anywhere, and each
+//!   cache is a bind of its own subtree of it at the cache's path — nothing else of that
+//!   directory is reachable through it.
 //! - A single file (cargo's lock files; an overlay cannot be a file) gets a per-workspace
 //!   copy, made from the host's file the first time, bound writable over it.
 //!
@@ -41,23 +45,28 @@ use super::private_temp::{self, TempError};
 use crate::policy::caches::Cache;
 use crate::sys;
 
-/// One cache's mount, prepared in sandgate.
+/// One mount of caches, prepared in sandgate.
 #[derive(Debug)]
 pub struct CacheMount {
-    /// The host's cache (the lower layer, and where the mount goes).
-    target: Checked,
     how: How,
 }
 
 #[derive(Debug)]
 enum How {
+    /// One overlay for the directory caches beneath `lower`, all on one mount.
     Overlay {
+        lower: Checked,
         upper: Checked,
         work: Checked,
         /// In a user namespace: overlayfs keeps its metadata in `user.overlay.*`.
         userxattr: bool,
+        /// Each cache (the host's directory, where its bind goes) and its path beneath
+        /// `lower` (empty: `lower` itself).
+        caches: Vec<(Checked, PathBuf)>,
     },
     File {
+        /// The host's file, where the copy is bound.
+        target: Checked,
         copy: Checked,
     },
 }
@@ -84,45 +93,103 @@ pub(super) fn build(workspace: &Path, caches: &[Cache]) -> Result<Vec<CacheMount
         path: private_temp::layers_path_for(workspace),
         why: "it vanished while being created".into(),
     })?;
-    let userxattr = !nix::unistd::geteuid().is_root();
+    let checked = |fd: &OwnedFd, path: &Path| -> Result<Checked, TempError> {
+        let id = identity(fd.as_fd()).map_err(|e| temp_error(path, e))?;
+        let c = cstring(path).map_err(|e| temp_error(path, e))?;
+        Ok(Checked { path: c, id })
+    };
     let mut out = Vec::new();
+    // Directory caches by the home and the mount they lie on.
+    type Group = (Option<PathBuf>, u64);
+    let mut groups: std::collections::BTreeMap<Group, Vec<(PathBuf, OwnedFd)>> = Default::default();
     for cache in caches {
         let Some((target, st)) = host_object(cache) else {
             continue;
         };
+        if cache.dir {
+            if let Ok(mount) = sys::mount_id(target.as_fd()) {
+                let group = (cache.home.clone(), mount);
+                groups
+                    .entry(group)
+                    .or_default()
+                    .push((cache.path.clone(), target));
+            }
+            continue;
+        }
         let key = key_for(&cache.path);
         let shown = layers.path.join(&key);
         let dir = owned_dir(layers.fd.as_fd(), OsStr::new(&key), None, &shown)?;
-        let checked = |fd: &OwnedFd, path: PathBuf| -> Result<Checked, TempError> {
-            let id = identity(fd.as_fd()).map_err(|e| temp_error(&path, e))?;
-            let path = cstring(&path).map_err(|e| temp_error(&path, e))?;
-            Ok(Checked { path, id })
-        };
-        let how = if cache.dir {
+        let copy = file_copy(dir.as_fd(), &target, &st, &shown.join("file"))?;
+        out.push(CacheMount {
+            how: How::File {
+                target: checked(&target, &cache.path)?,
+                copy: checked(&copy, &shown.join("file"))?,
+            },
+        });
+    }
+    for ((home, mount), members) in groups {
+        for (lower, members) in share_lower(home, mount, &layers.path, members) {
+            let Ok(lower_fd) = super::open_exact(&lower) else {
+                continue;
+            };
+            let key = key_for(&lower);
+            let shown = layers.path.join(&key);
+            let dir = owned_dir(layers.fd.as_fd(), OsStr::new(&key), None, &shown)?;
+            let mode = fstat(lower_fd.as_fd())
+                .map_err(|e| temp_error(&lower, e))?
+                .st_mode;
             let upper = owned_dir(
                 dir.as_fd(),
                 OsStr::new("upper"),
-                Some(st.st_mode & 0o777),
+                Some(mode & 0o777),
                 &shown.join("upper"),
             )?;
             let work = owned_dir(dir.as_fd(), OsStr::new("work"), None, &shown.join("work"))?;
-            How::Overlay {
-                upper: checked(&upper, shown.join("upper"))?,
-                work: checked(&work, shown.join("work"))?,
-                userxattr,
+            let mut binds = Vec::new();
+            for (path, fd) in &members {
+                let beneath = path
+                    .strip_prefix(&lower)
+                    .unwrap_or(Path::new(""))
+                    .to_path_buf();
+                binds.push((checked(fd, path)?, beneath));
             }
-        } else {
-            let copy = file_copy(dir.as_fd(), &target, &st, &shown.join("file"))?;
-            How::File {
-                copy: checked(&copy, shown.join("file"))?,
-            }
-        };
-        out.push(CacheMount {
-            target: checked(&target, cache.path.clone())?,
-            how,
-        });
+            out.push(CacheMount {
+                how: How::Overlay {
+                    lower: checked(&lower_fd, &lower)?,
+                    upper: checked(&upper, &shown.join("upper"))?,
+                    work: checked(&work, &shown.join("work"))?,
+                    userxattr: !nix::unistd::geteuid().is_root(),
+                    caches: binds,
+                },
+            });
+        }
     }
     Ok(out)
+}
+
+/// Splits the directory caches of one home on one mount into overlays: one, on the home,
+/// when the home lies on that mount too (nothing between it and a cache is another
+/// filesystem, which an overlay's lower layer would not show) and does not hold the layers
+/// themselves; else one each.
+fn share_lower(
+    home: Option<PathBuf>,
+    mount: u64,
+    layers: &Path,
+    members: Vec<(PathBuf, OwnedFd)>,
+) -> Vec<(PathBuf, Vec<(PathBuf, OwnedFd)>)> {
+    let shared = home.filter(|home| {
+        !layers.starts_with(home)
+            && super::open_exact(home)
+                .and_then(|fd| sys::mount_id(fd.as_fd()))
+                .is_ok_and(|m| m == mount)
+    });
+    match shared {
+        Some(home) => vec![(home, members)],
+        None => members
+            .into_iter()
+            .map(|(path, fd)| (path.clone(), vec![(path, fd)]))
+            .collect(),
+    }
 }
 
 fn temp_error(path: &Path, e: impl std::fmt::Display) -> TempError {
@@ -144,6 +211,7 @@ fn key_for(path: &Path) -> String {
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .take(24)
         .collect();
+    let stem = if stem.is_empty() { "root".into() } else { stem };
     format!("{stem}-{hash}")
 }
 
@@ -280,25 +348,39 @@ fn file_copy(
     Ok(fd)
 }
 
-/// A cache's objects, re-opened and checked in the child while the host's `/tmp` (where
-/// the layers are) is still in view.
+/// A mount of caches, its objects re-opened and checked in the child while the host's
+/// `/tmp` (where the layers are) is still in view.
 pub(super) struct Opened<'a> {
-    cache: &'a CacheMount,
-    target: OwnedFd,
-    layers: [Option<OwnedFd>; 2],
+    how: &'a How,
+    /// The overlay's lower, upper and work directories, or the file's copy.
+    layers: Vec<OwnedFd>,
+    /// Where each bind goes.
+    targets: Vec<OwnedFd>,
 }
 
 impl CacheMount {
     /// Re-opens everything in the child; `ESTALE` when something was swapped since.
     pub(super) fn open(&self) -> io::Result<Opened<'_>> {
-        let layers = match &self.how {
-            How::Overlay { upper, work, .. } => [Some(upper.open()?), Some(work.open()?)],
-            How::File { copy } => [Some(copy.open()?), None],
+        let (layers, targets) = match &self.how {
+            How::Overlay {
+                lower,
+                upper,
+                work,
+                caches,
+                ..
+            } => (
+                vec![lower.open()?, upper.open()?, work.open()?],
+                caches
+                    .iter()
+                    .map(|(target, _)| target.open())
+                    .collect::<io::Result<_>>()?,
+            ),
+            How::File { target, copy } => (vec![copy.open()?], vec![target.open()?]),
         };
         Ok(Opened {
-            cache: self,
-            target: self.target.open()?,
+            how: &self.how,
             layers,
+            targets,
         })
     }
 }
@@ -307,41 +389,71 @@ impl CacheMount {
 /// itself (a write to a stderr nobody reads would hold it for ever), so sandgate does.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Refused {
-    pub path: std::path::PathBuf,
+    pub path: PathBuf,
     pub errno: i32,
 }
 
 impl Opened<'_> {
-    /// Mounts the layer at the cache's path. `Ok(Err(_))` when the kernel refuses to make
-    /// the overlay: the cache then stays read-only.
-    pub(super) fn mount(self) -> io::Result<Result<Mounted, Refused>> {
-        let [first, second] = &self.layers;
-        match (&self.cache.how, first, second) {
-            (How::Overlay { userxattr, .. }, Some(upper), Some(work)) => {
-                match overlay(self.target.as_fd(), upper.as_fd(), work.as_fd(), *userxattr) {
-                    Ok(fs) => {
-                        sys::move_mount(fs.as_fd(), self.target.as_fd())?;
-                        Ok(Ok(Mounted { fd: fs, dir: true }))
+    /// Mounts each cache at its path. `Ok(Err(_))` when the kernel refuses to make the
+    /// overlay: those caches then stay read-only.
+    pub(super) fn mount(self) -> io::Result<Result<Vec<Mounted>, Vec<Refused>>> {
+        match (self.how, self.layers.as_slice()) {
+            (
+                How::Overlay {
+                    userxattr, caches, ..
+                },
+                [lower, upper, work],
+            ) => {
+                let fs = match overlay(lower.as_fd(), upper.as_fd(), work.as_fd(), *userxattr) {
+                    Ok(fs) => fs,
+                    Err(e) => {
+                        let errno = e.raw_os_error().unwrap_or(libc::EIO);
+                        return Ok(Err(caches
+                            .iter()
+                            .map(|(target, _)| Refused {
+                                path: PathBuf::from(OsStr::from_bytes(target.path.to_bytes())),
+                                errno,
+                            })
+                            .collect()));
                     }
-                    Err(e) => Ok(Err(Refused {
-                        path: std::path::PathBuf::from(std::ffi::OsStr::from_bytes(
-                            self.cache.target.path.to_bytes(),
-                        )),
-                        errno: e.raw_os_error().unwrap_or(libc::EIO),
-                    })),
+                };
+                let mut mounted = Vec::new();
+                for ((_, beneath), target) in caches.iter().zip(&self.targets) {
+                    let tree = sys::clone_tree(walk_beneath(fs.as_fd(), beneath)?.as_fd(), false)?;
+                    sys::move_mount(tree.as_fd(), target.as_fd())?;
+                    mounted.push(Mounted {
+                        fd: tree,
+                        dir: true,
+                    });
                 }
+                Ok(Ok(mounted))
             }
-            (How::File { .. }, Some(copy), _) => {
-                let tree = sys::clone_tree(copy.as_fd(), false)?;
-                sys::move_mount(tree.as_fd(), self.target.as_fd())?;
-                Ok(Ok(Mounted {
-                    fd: tree,
-                    dir: false,
-                }))
+            (How::File { .. }, [copy]) => {
+                let mut mounted = Vec::new();
+                for target in &self.targets {
+                    let tree = sys::clone_tree(copy.as_fd(), false)?;
+                    sys::move_mount(tree.as_fd(), target.as_fd())?;
+                    mounted.push(Mounted {
+                        fd: tree,
+                        dir: false,
+                    });
+                }
+                Ok(Ok(mounted))
             }
             _ => Err(io::Error::from_raw_os_error(libc::EINVAL)),
         }
     }
+}
+
+/// Opens `path` beneath the (detached) overlay `root`, one directory at a time, none of
+/// them a link.
+fn walk_beneath(root: BorrowedFd<'_>, path: &Path) -> io::Result<OwnedFd> {
+    let flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let mut cur = openat(root, ".", flags, Mode::empty())?;
+    for part in path.iter() {
+        cur = openat(cur.as_fd(), part, flags, Mode::empty())?;
+    }
+    Ok(cur)
 }
 
 /// A detached overlay mount of `lower` with `upper` and `work`, each named by its fd.

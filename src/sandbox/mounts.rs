@@ -309,8 +309,8 @@ impl MountPlan {
         let (mut mounted, mut refused) = (Vec::new(), Vec::new());
         for cache in caches {
             match cache.mount()? {
-                Ok(cache) => mounted.push(cache),
-                Err(cache) => refused.push(cache),
+                Ok(caches) => mounted.extend(caches),
+                Err(caches) => refused.extend(caches),
             }
         }
         sys::mount_setattr(c"/", true, libc::MOUNT_ATTR_RDONLY, 0)?;
