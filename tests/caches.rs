@@ -81,10 +81,7 @@ impl Home {
             .arg(&log)
             .args(["--", "/bin/sh", "-c", script]);
         let out = output(&mut cmd);
-        let denials = read_markers(&log)
-            .into_iter()
-            .filter(|m| m["kind"] == "sandbox_denial")
-            .collect();
+        let denials = support::sandbox_denials(&log);
         (out, denials)
     }
 }
@@ -398,10 +395,7 @@ fn go_build_uses_the_host_caches_and_changes_none_of_them() {
         .and_then(|n| n.trim().parse().ok())
         .unwrap_or(0);
     assert!(entries > 0, "the build cache was written inside: {shown}");
-    let denials: Vec<_> = read_markers(&log)
-        .into_iter()
-        .filter(|m| m["kind"] == "sandbox_denial")
-        .collect();
+    let denials = support::sandbox_denials(&log);
     assert!(denials.is_empty(), "{denials:?}");
     assert_eq!(
         snapshot(&h.home),
@@ -455,10 +449,7 @@ fn cargo_build_offline_uses_the_host_registry_cache_and_changes_none_of_it() {
         .arg(project.join("Cargo.toml"));
     let out = output(&mut cmd);
     assert_status(&out, 0);
-    let denials: Vec<_> = read_markers(&log)
-        .into_iter()
-        .filter(|m| m["kind"] == "sandbox_denial")
-        .collect();
+    let denials = support::sandbox_denials(&log);
     assert!(denials.is_empty(), "{denials:?}");
     assert!(stand_in.seen().is_empty(), "{:?}", stand_in.seen());
     assert!(project.join("target/debug/libsgapp.rlib").exists());

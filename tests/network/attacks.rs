@@ -111,20 +111,8 @@ exit $rc"#,
     );
     let mut cmd = Command::new("unshare");
     cmd.arg(if is_root() { "-mn" } else { "-Urmn" });
-    cmd.args(["sh", "-c", &script, "sh"])
-        .arg(dir)
-        .arg(sandgate.get_program())
-        .args(sandgate.get_args());
-    if let Some(cwd) = sandgate.get_current_dir() {
-        cmd.current_dir(cwd);
-    }
-    for (key, value) in sandgate.get_envs() {
-        match value {
-            Some(value) => cmd.env(key, value),
-            None => cmd.env_remove(key),
-        };
-    }
-    cmd
+    cmd.args(["sh", "-c", &script, "sh"]).arg(dir);
+    behind(cmd, &sandgate)
 }
 
 fn seen(dir: &Path) -> Vec<String> {

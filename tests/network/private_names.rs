@@ -31,20 +31,8 @@ fn with_hosts_file(sandgate: Command, hosts: &Path) -> Command {
             nix::unistd::getegid()
         )
     };
-    cmd.args(["sh", "-c", &script, "sh"])
-        .arg(hosts)
-        .arg(sandgate.get_program())
-        .args(sandgate.get_args());
-    if let Some(dir) = sandgate.get_current_dir() {
-        cmd.current_dir(dir);
-    }
-    for (key, value) in sandgate.get_envs() {
-        match value {
-            Some(value) => cmd.env(key, value),
-            None => cmd.env_remove(key),
-        };
-    }
-    cmd
+    cmd.args(["sh", "-c", &script, "sh"]).arg(hosts);
+    behind(cmd, &sandgate)
 }
 
 #[test]

@@ -236,10 +236,7 @@ impl TestEnv {
         let mut cmd = self.sandgate(mode);
         cmd.arg("--denial-log").arg(&log).arg("--").args(argv);
         let out = output(&mut cmd);
-        let denials = read_markers(&log)
-            .into_iter()
-            .filter(|m| m["kind"] == "sandbox_denial")
-            .collect();
+        let denials = sandbox_denials(&log);
         (out, denials)
     }
 
@@ -396,20 +393,27 @@ pub fn bound_by_file_modes(sandgate: Command) -> Command {
     if !is_root() {
         return sandgate;
     }
-    let mut cmd = Command::new("setpriv");
-    cmd.arg("--bounding-set=-dac_override,-dac_read_search")
+    let mut setpriv = Command::new("setpriv");
+    setpriv.arg("--bounding-set=-dac_override,-dac_read_search");
+    behind(setpriv, &sandgate)
+}
+
+/// `wrapper` (a program and its first arguments) running `sandgate`: its program and
+/// arguments appended, its directory and environment changes taken over.
+pub fn behind(mut wrapper: Command, sandgate: &Command) -> Command {
+    wrapper
         .arg(sandgate.get_program())
         .args(sandgate.get_args());
     if let Some(dir) = sandgate.get_current_dir() {
-        cmd.current_dir(dir);
+        wrapper.current_dir(dir);
     }
     for (key, value) in sandgate.get_envs() {
         match value {
-            Some(value) => cmd.env(key, value),
-            None => cmd.env_remove(key),
+            Some(value) => wrapper.env(key, value),
+            None => wrapper.env_remove(key),
         };
     }
-    cmd
+    wrapper
 }
 
 /// `sandgate doctor --json`, run once per test binary.
@@ -446,6 +450,14 @@ pub fn require_full_enforcement() -> bool {
     let ok = d["profiles"]["workspace-write"]["enforceable"] == serde_json::Value::Bool(true)
         && d["profiles"]["read-only"]["enforceable"] == serde_json::Value::Bool(true);
     require("full-enforcement", ok)
+}
+
+/// The `sandbox_denial` markers in a denial log.
+pub fn sandbox_denials(log: &Path) -> Vec<serde_json::Value> {
+    read_markers(log)
+        .into_iter()
+        .filter(|m| m["kind"] == "sandbox_denial")
+        .collect()
 }
 
 /// The markers in a denial log (none when it does not exist).
