@@ -375,7 +375,9 @@ fn go_build_uses_the_host_caches_and_changes_none_of_them() {
     let mut cmd = h.sandgate("workspace-write", None);
     go_env(&mut cmd);
     cmd.env("GOPROXY", "off")
-        .env("GOFLAGS", "-mod=mod")
+        // No VCS stamp: a repository around the test's directory would have go run git
+        // there, outside the workspace.
+        .env("GOFLAGS", "-mod=mod -buildvcs=false")
         .env("PATH", "/usr/bin:/bin")
         .arg("--denial-log")
         .arg(&log)
