@@ -39,8 +39,8 @@ pub struct Refusal {
     pub host: String,
     pub port: u16,
     pub reason: String,
-    /// true when `--allow-host host:port` would allow it (not listed);
-    /// false when denied by managed config or a private address.
+    /// true when `--allow-host host:port` would allow it (not listed); false when
+    /// `denied_hosts` refuses it or it resolves only to private addresses.
     pub listable: bool,
 }
 
