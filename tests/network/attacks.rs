@@ -98,6 +98,8 @@ fn with_search_domain(sandgate: Command, dir: &Path, answers: &[&str]) -> Comman
     let script = format!(
         r#"d="$1"; shift
 ip link set lo up || exit 99
+# Each call starts its own servers: an earlier call's ready files say nothing of these.
+rm -f "$d/dns.ready" "$d/up.ready"
 mount --bind "$d/resolv.conf" /etc/resolv.conf || exit 99
 mount --bind "$d/hosts" /etc/hosts || exit 99
 /usr/bin/python3 "$d/dns.py" {answers} "$d/dns.ready" </dev/null >/dev/null 2>&1 & dns=$!
