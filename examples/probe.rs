@@ -806,6 +806,49 @@ fn run(op: &str, args: &[String]) -> Res {
             );
             Ok(())
         }
+        // Forks children that wait on a pipe until the kernel refuses one or MAX are
+        // running; prints how many, then lets them all exit and reaps them.
+        "fork-until-refused" => {
+            let max: usize = num(&arg(0))?;
+            let (r, w) = nix::unistd::pipe()?;
+            let mut children = Vec::new();
+            let mut refused = Ok(());
+            while children.len() < max {
+                match unsafe { nix::unistd::fork() } {
+                    Ok(nix::unistd::ForkResult::Child) => {
+                        drop(w);
+                        let mut buf = [0u8; 1];
+                        let _ = nix::unistd::read(&r, &mut buf);
+                        unsafe { libc::_exit(0) }
+                    }
+                    Ok(nix::unistd::ForkResult::Parent { child }) => children.push(child),
+                    Err(e) => {
+                        refused = Err(e);
+                        break;
+                    }
+                }
+            }
+            println!("forked {}", children.len());
+            drop(w);
+            for child in children {
+                let _ = nix::sys::wait::waitpid(child, None);
+            }
+            refused
+        }
+        // Allocates MIB mebibytes and writes every page of them.
+        "touch-memory" => {
+            let mib: usize = num(&arg(0))?;
+            let mut chunks: Vec<Vec<u8>> = Vec::new();
+            for _ in 0..mib {
+                let mut chunk = vec![0u8; 1 << 20];
+                for page in chunk.chunks_mut(4096) {
+                    page[0] = 1;
+                }
+                chunks.push(chunk);
+            }
+            println!("touched {}", chunks.len());
+            Ok(())
+        }
         other => {
             eprintln!("probe: unknown operation {other}");
             std::process::exit(2)

@@ -5,12 +5,14 @@
 //! next to each flag.
 
 use std::ffi::OsString;
+use std::num::NonZeroU64;
 use std::path::PathBuf;
 
 use clap::builder::{PossibleValue, TypedValueParser};
 use clap::error::ErrorKind;
 use clap::{Args, Parser, Subcommand, ValueHint};
 
+use crate::limits::{Asked, Size};
 use crate::policy::{preset, Approval, Mode};
 
 /// What `--help` and the man page say beyond the one line: the boundary of the restricted
@@ -209,9 +211,46 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE", env = "SANDGATE_AUDIT_LOG")]
     pub audit_log: Option<PathBuf>,
 
+    #[command(flatten)]
+    pub limits: LimitArgs,
+
     /// The command and its arguments.
     #[arg(value_name = "CMD", trailing_var_arg = true)]
     pub command: Vec<OsString>,
+}
+
+/// Resource limits of a restricted call (also `tmpfs_size`, `limit_pids`, `limit_memory`
+/// in the user or managed configuration; a project's may only lower them).
+#[derive(Debug, Args, Clone, Default)]
+pub struct LimitArgs {
+    /// Bound each private tmpfs (read-only's /tmp, /dev/shm) to SIZE: 512M, 2G, or a share
+    /// of RAM such as 25%; inodes are bounded with it (one per 4 KiB). Default: the smaller
+    /// of 1G and a quarter of RAM.
+    #[arg(long, value_name = "SIZE", env = "SANDGATE_TMPFS_SIZE")]
+    pub tmpfs_size: Option<Size>,
+
+    /// Let the call's processes and threads number at most N, in a cgroup of its own; a
+    /// fork past it fails with EAGAIN. Refused (78) where sandgate cannot make a cgroup,
+    /// unless --allow-degraded.
+    #[arg(long, value_name = "N", env = "SANDGATE_LIMIT_PIDS")]
+    pub limit_pids: Option<NonZeroU64>,
+
+    /// Let the call's processes use at most SIZE of memory (512M, 2G, or a share of RAM
+    /// such as 50%), in a cgroup of its own; past it the kernel kills one of them. Refused
+    /// (78) where sandgate cannot make a cgroup, unless --allow-degraded.
+    #[arg(long, value_name = "SIZE", env = "SANDGATE_LIMIT_MEMORY")]
+    pub limit_memory: Option<Size>,
+}
+
+impl LimitArgs {
+    /// What the flags (or their variables) ask for.
+    pub fn asked(&self) -> Asked {
+        Asked {
+            tmpfs_size: self.tmpfs_size,
+            pids: self.limit_pids,
+            memory: self.limit_memory,
+        }
+    }
 }
 
 /// sandgate's own subcommands.
