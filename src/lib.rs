@@ -22,3 +22,4 @@ pub mod sandbox;
 pub mod shell;
 pub mod supervisor;
 mod sys;
+pub mod terminal;

@@ -432,6 +432,12 @@ fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Ou
         &shellish,
         escalation,
     )?;
+    // Put back when the command has ended, however it ended (full access runs in
+    // sandgate's own process: nothing remains to restore it).
+    let mut terminal = match plan.confinement {
+        Confinement::Restricted(_) => crate::terminal::Saved::take(),
+        Confinement::None => None,
+    };
     let outcome = loop {
         announce_degraded(&plan, &skip, &limits.degraded);
         let mut prepared = sandbox::prepare(&plan, &features, &skip)?;
@@ -469,6 +475,9 @@ fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Ou
             other => break other?,
         }
     };
+    if let Some(terminal) = &mut terminal {
+        terminal.restore();
+    }
     limits.report(plan.mode);
     // Held until now: only a command that failed gets markers on stderr.
     if let Some(Ok(reporter)) = reporter.as_ref().map(|r| r.lock()) {
