@@ -16,8 +16,19 @@ use crate::policy::{self, Mode, Plan, Standing};
 /// The limits of this call, from its flags, the configuration files and the standing
 /// preset; what a person should know about how is said on stderr.
 pub(super) fn resolve(args: &LimitArgs, layers: &Layers, standing: &Standing) -> Limits {
+    let resolved = resolved(args, layers, standing);
+    for warning in &resolved.warnings {
+        crate::say!("sandgate: warning: {warning}");
+    }
+    for note in &resolved.notes {
+        crate::say!("sandgate: note: {note}");
+    }
+    resolved.limits
+}
+
+fn resolved(args: &LimitArgs, layers: &Layers, standing: &Standing) -> limits::Resolved {
     let preset = policy::preset::find(&standing.preset).ok();
-    let resolved = limits::resolve(
+    limits::resolve(
         &limits::Layers {
             flags: args.asked(),
             user: layers.user.limits(),
@@ -26,14 +37,61 @@ pub(super) fn resolve(args: &LimitArgs, layers: &Layers, standing: &Standing) ->
             preset: preset.as_ref().map(|p| (p.key.as_str(), p.limits)),
         },
         limits::ram(),
-    );
-    for warning in &resolved.warnings {
-        crate::say!("sandgate: warning: {warning}");
-    }
-    for note in &resolved.notes {
-        crate::say!("sandgate: note: {note}");
-    }
-    resolved.limits
+    )
+}
+
+/// What `doctor` says of the limits: each one, what enforces it, whether it holds here
+/// (tried for real: a cgroup is made, joined by a throwaway child and removed), and what a
+/// call would get outside any workspace (from the environment, the configuration files
+/// and the standing preset).
+pub(crate) fn doctor() -> serde_json::Value {
+    use clap::Parser;
+    let (args, layers) = match (
+        crate::cli::Cli::try_parse_from(["sandgate"]),
+        Layers::load(),
+    ) {
+        (Ok(cli), Ok(layers)) => (cli.run, layers),
+        (Err(e), _) => return json!({ "error": e.to_string() }),
+        (_, Err(e)) => return json!({ "error": e.to_string() }),
+    };
+    let knobs = policy::standing::Knobs {
+        preset: args.knobs.preset.clone(),
+        mode: args.knobs.sandbox,
+        approval: args.knobs.approval,
+    };
+    let standing = match policy::standing::resolve(
+        &knobs,
+        &layers.user,
+        &layers.managed,
+        &policy::config::Project::default(),
+        None,
+    ) {
+        Ok(standing) => standing,
+        Err(e) => return json!({ "error": e.to_string() }),
+    };
+    let resolved = resolved(&args.limits, &layers, &standing);
+    let limits = resolved.limits;
+    let probe = limits::cgroup::probe();
+    let cgroup = |kind: Kind, limit: &Option<limits::Limit>| {
+        let held = probe.held.iter().find(|h| h.kind == kind);
+        let unheld = probe.unheld.iter().find(|u| u.kind == kind);
+        json!({
+            "mechanism": held.map(|h| h.version),
+            "beneath": held.and_then(|h| h.dir.parent()),
+            "holds": held.is_some(),
+            "why": unheld.map(|u| &u.why),
+            "default": limit,
+        })
+    };
+    json!({
+        "preset": standing.preset,
+        "mode": standing.mode,
+        "tmpfs": { "mechanism": "tmpfs", "holds": true, "size": limits.tmpfs.bytes,
+            "inodes": limits.tmpfs.inodes, "origin": limits.tmpfs_origin },
+        "pids": cgroup(Kind::LimitPids, &limits.pids),
+        "memory": cgroup(Kind::LimitMemory, &limits.memory),
+        "warnings": resolved.warnings,
+    })
 }
 
 /// The cgroup limits of a call, as far as they hold.

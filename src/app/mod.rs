@@ -29,6 +29,7 @@ use std::io::IsTerminal;
 mod escalate;
 pub(crate) use escalate::answerers;
 mod limits;
+pub(crate) use limits::doctor as limits_report;
 mod script_head;
 mod shell_mode;
 mod subcommands;
