@@ -28,6 +28,10 @@ fn raw(ret: libc::c_long) -> Res {
     }
 }
 
+fn errno_of(e: std::io::Error) -> Errno {
+    Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))
+}
+
 fn num<T: std::str::FromStr>(s: &str) -> Result<T, Errno> {
     s.parse().map_err(|_| Errno::EINVAL)
 }
@@ -833,6 +837,38 @@ fn run(op: &str, args: &[String]) -> Res {
             for child in children {
                 let _ = nix::sys::wait::waitpid(child, None);
             }
+            refused
+        }
+        // Writes to a new file at PATH until the filesystem refuses; prints how much.
+        "fill" => {
+            use std::io::Write;
+            let mut file = std::fs::File::create(arg(0)).map_err(errno_of)?;
+            let chunk = vec![b'x'; 64 << 10];
+            let mut written = 0usize;
+            let refused = loop {
+                match file.write(&chunk) {
+                    Ok(n) => written += n,
+                    Err(e) => break errno_of(e),
+                }
+            };
+            println!("wrote {written}");
+            Err(refused)
+        }
+        // Creates up to N empty files in DIR until the filesystem refuses; prints how many.
+        "create-files" => {
+            let max: usize = num(&arg(1))?;
+            let mut made = 0;
+            let mut refused = Ok(());
+            while made < max {
+                match std::fs::File::create(format!("{}/f{made}", arg(0))) {
+                    Ok(_) => made += 1,
+                    Err(e) => {
+                        refused = Err(errno_of(e));
+                        break;
+                    }
+                }
+            }
+            println!("created {made}");
             refused
         }
         // Allocates MIB mebibytes and writes every page of them.

@@ -336,8 +336,8 @@ pub fn resolve(layers: &Layers<'_>, ram: u64) -> Resolved {
     out
 }
 
-/// Resolves one limit: the first layer that sets it, lowered by the project, capped by
-/// the managed configuration.
+/// Resolves one limit: the first layer that sets it, capped by the managed configuration,
+/// then lowered by the project (which is compared with everything else in force).
 fn one(
     key: &str,
     flag: &str,
@@ -355,25 +355,6 @@ fn one(
             value,
             origin,
         });
-    match (project, &mut limit) {
-        (Some(p), Some(limit)) if p >= limit.value => out.warnings.push(format!(
-            "project config: ignoring `{key}`: {} is not below the {} in force (a project file may only narrow)",
-            show(p),
-            show(limit.value)
-        )),
-        (Some(p), Some(limit)) => {
-            limit.value = p;
-            limit.origin = Origin::ProjectConfig;
-        }
-        (Some(p), None) => {
-            limit = Some(Limit {
-                value: p,
-                origin: Origin::ProjectConfig,
-                explicit: false,
-            })
-        }
-        (None, _) => {}
-    }
     if let Some(cap) = managed {
         match &mut limit {
             Some(limit) if limit.value > cap => {
@@ -398,6 +379,25 @@ fn one(
                 })
             }
         }
+    }
+    match (project, &mut limit) {
+        (Some(p), Some(limit)) if p >= limit.value => out.warnings.push(format!(
+            "project config: ignoring `{key}`: {} is not below the {} in force (a project file may only narrow)",
+            show(p),
+            show(limit.value)
+        )),
+        (Some(p), Some(limit)) => {
+            limit.value = p;
+            limit.origin = Origin::ProjectConfig;
+        }
+        (Some(p), None) => {
+            limit = Some(Limit {
+                value: p,
+                origin: Origin::ProjectConfig,
+                explicit: false,
+            })
+        }
+        (None, _) => {}
     }
     limit
 }
