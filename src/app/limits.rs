@@ -125,7 +125,7 @@ impl CallLimits {
                 .filter(|(_, l)| l.origin == Origin::Flag)
                 .map(|(k, _)| k.flag())
                 .collect();
-            if call.limits.tmpfs_origin == Some(Origin::Flag) {
+            if call.limits.tmpfs_origin == Origin::Flag {
                 flags.insert(0, "--tmpfs-size");
             }
             if !flags.is_empty() {

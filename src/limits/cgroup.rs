@@ -248,7 +248,12 @@ fn owner_gone(name: &OsStr) -> bool {
     let (Ok(pid), Ok(start)) = (pid.parse::<u32>(), start.parse::<u64>()) else {
         return false;
     };
-    matches!(start_time(pid), Ok(None)) || matches!(start_time(pid), Ok(Some(s)) if s != start)
+    match start_time(pid) {
+        Ok(Some(now)) => now != start,
+        Ok(None) => true,
+        // Unknown: it may still run, so its cgroup stays.
+        Err(_) => false,
+    }
 }
 
 /// Removes the empty cgroups of calls whose sandgate has exited, beneath `parent`.

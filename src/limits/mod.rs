@@ -110,7 +110,7 @@ impl PresetLimits {
 }
 
 /// Where a limit's value came from.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "source", content = "preset")]
 pub enum Origin {
     /// The flag or its `SANDGATE_*` variable.
@@ -122,6 +122,7 @@ pub enum Origin {
     /// The standing preset's default.
     Preset(String),
     /// sandgate's own default (tmpfs only).
+    #[default]
     Default,
 }
 
@@ -238,7 +239,7 @@ impl std::fmt::Display for Unenforced {
 pub struct Limits {
     /// Every private tmpfs of the call, each.
     pub tmpfs: TmpfsBound,
-    pub tmpfs_origin: Option<Origin>,
+    pub tmpfs_origin: Origin,
     pub pids: Option<Limit>,
     pub memory: Option<Limit>,
 }
@@ -300,7 +301,7 @@ pub fn resolve(layers: &Layers<'_>, ram: u64) -> Resolved {
     out.limits.tmpfs = tmpfs
         .as_ref()
         .map_or_else(|| TmpfsBound::default_for(ram), |l| TmpfsBound::of(l.value));
-    out.limits.tmpfs_origin = Some(tmpfs.map_or(Origin::Default, |l| l.origin));
+    out.limits.tmpfs_origin = tmpfs.map_or(Origin::Default, |l| l.origin);
     let preset_pids = preset
         .clone()
         .map(|(o, l)| (o, l.pids.map(NonZeroU64::get)));
@@ -425,7 +426,7 @@ mod tests {
         );
         let r = resolve(&Layers::default(), 24 * GIB);
         assert_eq!(r.limits.tmpfs, TmpfsBound::of(GIB));
-        assert_eq!(r.limits.tmpfs_origin, Some(Origin::Default));
+        assert_eq!(r.limits.tmpfs_origin, Origin::Default);
         assert_eq!((r.limits.pids, r.limits.memory), (None, None));
     }
 

@@ -96,8 +96,7 @@ fn mem_total() -> u64 {
 fn super_options(mountinfo: &str, point: &str) -> String {
     mountinfo
         .lines()
-        .filter(|l| l.split(' ').nth(4) == Some(point))
-        .last()
+        .rfind(|l| l.split(' ').nth(4) == Some(point))
         .and_then(|l| l.rsplit(' ').next())
         .unwrap_or_else(|| panic!("nothing mounted at {point}:\n{mountinfo}"))
         .to_owned()
