@@ -31,7 +31,10 @@ untrusted as any file the command wrote. A workspace derived from the current di
 that is or holds your home is refused; shell startup files and other persistence paths \
 stay read-only; credential files read as empty and secret-looking variables are withheld \
 (--keep-env). A terminal prompt grants only on the code it shows, and never through the \
-agent links (sandgate-sh, a bash link, sandgate-prefix) unless SANDGATE_TTY=always.";
+agent links (sandgate-sh, a bash link, sandgate-prefix) unless SANDGATE_TTY=always. Every \
+private tmpfs is bounded (--tmpfs-size); --limit-pids and --limit-memory bound the call in a \
+cgroup of its own where the kernel lets sandgate make one; the terminal's modes are put back \
+when the command ends.";
 
 /// Every way to run a command, then the subcommands. `-c`, `-s` and SCRIPT are read the
 /// way bash reads them, so they are not clap arguments and are spelled out here.
