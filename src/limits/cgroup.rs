@@ -15,7 +15,8 @@
 //! writes the limit, and a refusal anywhere on the way is the answer, with its reason.
 //!
 //! **Placement.** A call's cgroup is `sandgate-PID-START` (sandgate's pid and start time).
-//! sandgate opens each `cgroup.procs` before forking; the child writes itself into them as
+//! sandgate opens each cgroup's join file before forking (`Version::join_file`); the child,
+//! still single-threaded, writes itself into them as
 //! the first thing it does (`Join::enter`, the first step of `sandbox::Prepared::apply`),
 //! before it unshares, mounts or forks anything. So every process of the call — the
 //! command, whatever it forks, and any process the child itself forks before the command —
@@ -62,6 +63,19 @@ impl Version {
             Version::V2 => "cgroup v2",
         }
     }
+
+    /// The file a process writes `0` into to join a cgroup. On v1, `tasks`: it moves the
+    /// writing thread alone, which the kernel does without the global lock that moving a
+    /// whole process takes (`cgroup.procs` waits for an RCU grace period: 12 ms on a busy
+    /// machine, at every call). The child is single-threaded when it joins, so its one
+    /// thread is the process, and everything it starts later is born inside. v2 has no
+    /// such file for a domain cgroup: `cgroup.procs`.
+    fn join_file(self) -> &'static str {
+        match self {
+            Version::V1 => "tasks",
+            Version::V2 => "cgroup.procs",
+        }
+    }
 }
 
 /// One cgroup of the call: on v2 it holds both controllers, on v1 one each.
@@ -94,7 +108,8 @@ pub struct CallCgroups {
     made: Vec<Made>,
 }
 
-/// What the child writes itself into: each cgroup's `cgroup.procs`, opened by sandgate.
+/// What the child writes itself into: each cgroup's `tasks` (v1) or `cgroup.procs` (v2),
+/// opened by sandgate.
 #[derive(Debug)]
 pub struct Join {
     procs: Vec<OwnedFd>,
@@ -157,7 +172,7 @@ impl CallCgroups {
             .map(|m| {
                 fs::OpenOptions::new()
                     .write(true)
-                    .open(m.dir.join("cgroup.procs"))
+                    .open(m.dir.join(m.version.join_file()))
                     .map(OwnedFd::from)
             })
             .collect::<io::Result<_>>()?;
