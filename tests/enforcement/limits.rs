@@ -58,6 +58,18 @@ fn cgroups_hold() -> bool {
     holds
 }
 
+/// Whether the cgroup limits hold here. Where they do not, checks instead that a call with
+/// the explicit `flag value` is refused, so that a test built on them still proves a claim.
+fn cgroups_hold_else_refused(env: &TestEnv, flag: &str, value: &str) -> bool {
+    if cgroups_hold() {
+        return true;
+    }
+    let out = sh_with(env, "workspace-write", &[flag, value], "true");
+    let kind = flag.trim_start_matches("--");
+    assert_limit_refused(&out, kind, &format!("{flag} {value}"));
+    false
+}
+
 /// Asserts that `out` is the refusal of an explicit `kind` limit that cannot hold here.
 #[track_caller]
 fn assert_limit_refused(out: &Output, kind: &str, flag_and_value: &str) {
@@ -78,6 +90,19 @@ fn assert_limit_refused(out: &Output, kind: &str, flag_and_value: &str) {
     );
     assert!(message.contains("--allow-degraded"), "{message}");
     assert!(stdout(out).is_empty(), "the command ran: {}", show(out));
+}
+
+/// Asserts that sandgate said the kernel enforced the `limit` of `value` during the call.
+#[track_caller]
+fn assert_limit_reached(out: &Output, limit: &str, value: u64) {
+    assert!(
+        json_notes(out).iter().any(|n| n["kind"] == "limit_reached"
+            && n["limit"] == limit
+            && n["value"] == value
+            && n["count"].as_u64() >= Some(1)),
+        "{}",
+        show(out)
+    );
 }
 
 /// `MemTotal` in bytes, as the kernel reports it to this process.
@@ -266,15 +291,7 @@ fn a_fork_loop_cannot_pass_the_pid_limit_and_the_call_still_ends() {
             show(&out)
         );
         assert_status(&out, 0);
-        let notes = json_notes(&out);
-        assert!(
-            notes.iter().any(|n| n["kind"] == "limit_reached"
-                && n["limit"] == "limit-pids"
-                && n["value"] == 50
-                && n["count"].as_u64() >= Some(1)),
-            "{mode}: {}",
-            show(&out)
-        );
+        assert_limit_reached(&out, "limit-pids", 50);
         assert!(started.elapsed() < Duration::from_secs(60), "{mode}");
     }
     // Control: without the limit the same loop passes 50.
@@ -307,15 +324,7 @@ fn a_memory_hog_is_killed_at_the_memory_limit_and_sandgate_says_so() {
             show(&out)
         );
         assert!(!stdout(&out).contains("touched"), "{mode}: {}", show(&out));
-        let notes = json_notes(&out);
-        assert!(
-            notes.iter().any(|n| n["kind"] == "limit_reached"
-                && n["limit"] == "limit-memory"
-                && n["value"] == 64 << 20
-                && n["count"].as_u64() >= Some(1)),
-            "{mode}: {}",
-            show(&out)
-        );
+        assert_limit_reached(&out, "limit-memory", 64 << 20);
         // Control: well below the limit the same program runs to its end.
         let out = probe_with(
             &env,
@@ -381,9 +390,7 @@ fn from_the_host_the_calls_cgroups_hold_their_limits_while_it_runs_and_are_gone_
     }
     let env = TestEnv::new();
     let flags = ["--limit-pids", "77", "--limit-memory", "96M"];
-    if !cgroups_hold() {
-        let out = sh_with(&env, "workspace-write", &flags[..2], "true");
-        assert_limit_refused(&out, "limit-pids", "--limit-pids 77");
+    if !cgroups_hold_else_refused(&env, "--limit-pids", "77") {
         return;
     }
     let mut cmd = env.sandgate("workspace-write");
@@ -437,14 +444,10 @@ fn a_cgroup_still_holding_a_background_process_is_left_and_swept_later() {
     if !require_full_enforcement() {
         return;
     }
-    if !cgroups_hold() {
-        // Without cgroups there is nothing to leave; the refusal is tested above.
-        let env = TestEnv::new();
-        let out = sh_with(&env, "workspace-write", &["--limit-pids", "20"], "true");
-        assert_limit_refused(&out, "limit-pids", "--limit-pids 20");
+    let env = TestEnv::new();
+    if !cgroups_hold_else_refused(&env, "--limit-pids", "20") {
         return;
     }
-    let env = TestEnv::new();
     let out = sh_with(
         &env,
         "workspace-write",
@@ -480,13 +483,10 @@ fn the_sandbox_cannot_leave_or_loosen_its_cgroup() {
     if !require_full_enforcement() {
         return;
     }
-    if !cgroups_hold() {
-        let env = TestEnv::new();
-        let out = sh_with(&env, "read-only", &["--limit-memory", "1G"], "true");
-        assert_limit_refused(&out, "limit-memory", "--limit-memory 1G");
+    let env = TestEnv::new();
+    if !cgroups_hold_else_refused(&env, "--limit-memory", "1G") {
         return;
     }
-    let env = TestEnv::new();
     let probe = probe();
     let probe = probe.display();
     for mode in ["read-only", "workspace-write"] {
