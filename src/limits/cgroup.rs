@@ -57,13 +57,6 @@ pub enum Version {
 }
 
 impl Version {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Version::V1 => "cgroup v1",
-            Version::V2 => "cgroup v2",
-        }
-    }
-
     /// The file a process writes `0` into to join a cgroup. On v1, `tasks`: it moves the
     /// writing thread alone, which the kernel does without the global lock that moving a
     /// whole process takes (`cgroup.procs` waits for an RCU grace period: 12 ms on a busy
@@ -112,7 +105,7 @@ pub struct CallCgroups {
 /// opened by sandgate.
 #[derive(Debug)]
 pub struct Join {
-    procs: Vec<OwnedFd>,
+    files: Vec<OwnedFd>,
 }
 
 impl Join {
@@ -123,7 +116,7 @@ impl Join {
     /// # Errors
     /// The kernel refused the move.
     pub fn enter(self) -> io::Result<()> {
-        for fd in &self.procs {
+        for fd in &self.files {
             let n = nix::unistd::write(fd.as_fd(), b"0")?;
             if n != 1 {
                 return Err(io::Error::from_raw_os_error(libc::EIO));
@@ -158,15 +151,15 @@ impl CallCgroups {
         places.make(limits, &name, root)
     }
 
-    /// Opens what the child writes itself into.
+    /// Opens what the child writes itself into; `None` when the call has no cgroup.
     ///
     /// # Errors
-    /// A `cgroup.procs` that cannot be opened for writing.
+    /// A file that cannot be opened for writing.
     pub fn join(&self) -> io::Result<Option<Join>> {
         if self.made.is_empty() {
             return Ok(None);
         }
-        let procs = self
+        let files = self
             .made
             .iter()
             .map(|m| {
@@ -176,11 +169,11 @@ impl CallCgroups {
                     .map(OwnedFd::from)
             })
             .collect::<io::Result<_>>()?;
-        Ok(Some(Join { procs }))
+        Ok(Some(Join { files }))
     }
 
-    /// How often each limit was reached during the call: processes the kernel killed for
-    /// memory, and forks refused for the pid limit. `None` where the kernel does not say.
+    /// Each limit the kernel enforced during the call, and how often: processes it killed
+    /// for memory, forks it refused for the pid limit.
     pub fn reached(&self) -> Vec<(Kind, u64)> {
         let mut out = Vec::new();
         for m in &self.made {
@@ -200,11 +193,6 @@ impl CallCgroups {
             }
         }
         out
-    }
-
-    /// Whether the call has any cgroup.
-    pub fn is_empty(&self) -> bool {
-        self.made.is_empty()
     }
 }
 

@@ -8,9 +8,8 @@
 //! ignored with a warning naming the key. The managed file sets a ceiling nothing below it
 //! can exceed.
 
-use std::path::{Path, PathBuf};
-
 use std::num::NonZeroU64;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 

@@ -452,7 +452,7 @@ fn a_cgroup_still_holding_a_background_process_is_left_and_swept_later() {
         &env,
         "workspace-write",
         &["--limit-pids", "20"],
-        "cat /proc/self/cgroup > cgroups; sleep 1 & echo started",
+        "cat /proc/self/cgroup > cgroups; sleep 3 & echo started",
     );
     assert_status(&out, 0);
     let cgroups =
