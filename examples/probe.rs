@@ -28,6 +28,10 @@ fn raw(ret: libc::c_long) -> Res {
     }
 }
 
+fn errno_of(e: std::io::Error) -> Errno {
+    Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))
+}
+
 fn num<T: std::str::FromStr>(s: &str) -> Result<T, Errno> {
     s.parse().map_err(|_| Errno::EINVAL)
 }
@@ -804,6 +808,81 @@ fn run(op: &str, args: &[String]) -> Res {
                 swaps.load(Relaxed),
                 flips.load(Relaxed)
             );
+            Ok(())
+        }
+        // Forks children that wait on a pipe until the kernel refuses one or MAX are
+        // running; prints how many, then lets them all exit and reaps them.
+        "fork-until-refused" => {
+            let max: usize = num(&arg(0))?;
+            let (r, w) = nix::unistd::pipe()?;
+            let mut children = Vec::new();
+            let mut refused = Ok(());
+            while children.len() < max {
+                match unsafe { nix::unistd::fork() } {
+                    Ok(nix::unistd::ForkResult::Child) => {
+                        drop(w);
+                        let mut buf = [0u8; 1];
+                        let _ = nix::unistd::read(&r, &mut buf);
+                        unsafe { libc::_exit(0) }
+                    }
+                    Ok(nix::unistd::ForkResult::Parent { child }) => children.push(child),
+                    Err(e) => {
+                        refused = Err(e);
+                        break;
+                    }
+                }
+            }
+            println!("forked {}", children.len());
+            drop(w);
+            for child in children {
+                let _ = nix::sys::wait::waitpid(child, None);
+            }
+            refused
+        }
+        // Writes to a new file at PATH until the filesystem refuses; prints how much.
+        "fill" => {
+            use std::io::Write;
+            let mut file = std::fs::File::create(arg(0)).map_err(errno_of)?;
+            let chunk = vec![b'x'; 64 << 10];
+            let mut written = 0usize;
+            let refused = loop {
+                match file.write(&chunk) {
+                    Ok(n) => written += n,
+                    Err(e) => break errno_of(e),
+                }
+            };
+            println!("wrote {written}");
+            Err(refused)
+        }
+        // Creates up to N empty files in DIR until the filesystem refuses; prints how many.
+        "create-files" => {
+            let max: usize = num(&arg(1))?;
+            let mut made = 0;
+            let mut refused = Ok(());
+            while made < max {
+                match std::fs::File::create(format!("{}/f{made}", arg(0))) {
+                    Ok(_) => made += 1,
+                    Err(e) => {
+                        refused = Err(errno_of(e));
+                        break;
+                    }
+                }
+            }
+            println!("created {made}");
+            refused
+        }
+        // Allocates MIB mebibytes and writes every page of them.
+        "touch-memory" => {
+            let mib: usize = num(&arg(0))?;
+            let mut chunks: Vec<Vec<u8>> = Vec::new();
+            for _ in 0..mib {
+                let mut chunk = vec![0u8; 1 << 20];
+                for page in chunk.chunks_mut(4096) {
+                    page[0] = 1;
+                }
+                chunks.push(chunk);
+            }
+            println!("touched {}", chunks.len());
             Ok(())
         }
         other => {

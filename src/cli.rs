@@ -5,12 +5,14 @@
 //! next to each flag.
 
 use std::ffi::OsString;
+use std::num::NonZeroU64;
 use std::path::PathBuf;
 
 use clap::builder::{PossibleValue, TypedValueParser};
 use clap::error::ErrorKind;
 use clap::{Args, Parser, Subcommand, ValueHint};
 
+use crate::limits::{Asked, Size};
 use crate::policy::{preset, Approval, Mode};
 
 /// What `--help` and the man page say beyond the one line: the boundary of the restricted
@@ -29,7 +31,10 @@ untrusted as any file the command wrote. A workspace derived from the current di
 that is or holds your home is refused; shell startup files and other persistence paths \
 stay read-only; credential files read as empty and secret-looking variables are withheld \
 (--keep-env). A terminal prompt grants only on the code it shows, and never through the \
-agent links (sandgate-sh, a bash link, sandgate-prefix) unless SANDGATE_TTY=always.";
+agent links (sandgate-sh, a bash link, sandgate-prefix) unless SANDGATE_TTY=always. Every \
+private tmpfs is bounded (--tmpfs-size); --limit-pids and --limit-memory bound the call in a \
+cgroup of its own where the kernel lets sandgate make one; the terminal's modes are put back \
+when the command ends.";
 
 /// Every way to run a command, then the subcommands. `-c`, `-s` and SCRIPT are read the
 /// way bash reads them, so they are not clap arguments and are spelled out here.
@@ -209,9 +214,46 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE", env = "SANDGATE_AUDIT_LOG")]
     pub audit_log: Option<PathBuf>,
 
+    #[command(flatten)]
+    pub limits: LimitArgs,
+
     /// The command and its arguments.
     #[arg(value_name = "CMD", trailing_var_arg = true)]
     pub command: Vec<OsString>,
+}
+
+/// Resource limits of a restricted call (also `tmpfs_size`, `limit_pids`, `limit_memory`
+/// in the user or managed configuration; a project's may only lower them).
+#[derive(Debug, Args, Clone, Default)]
+pub struct LimitArgs {
+    /// Bound each private tmpfs (read-only's /tmp, /dev/shm) to SIZE: 512M, 2G, or a share
+    /// of RAM such as 25%; inodes are bounded with it (one per 4 KiB). Default: the smaller
+    /// of 1G and a quarter of RAM.
+    #[arg(long, value_name = "SIZE", env = "SANDGATE_TMPFS_SIZE")]
+    pub tmpfs_size: Option<Size>,
+
+    /// Let the call's processes and threads number at most N, in a cgroup of its own; a
+    /// fork past it fails with EAGAIN. Refused (78) where sandgate cannot make a cgroup,
+    /// unless --allow-degraded.
+    #[arg(long, value_name = "N", env = "SANDGATE_LIMIT_PIDS")]
+    pub limit_pids: Option<NonZeroU64>,
+
+    /// Let the call's processes use at most SIZE of memory (512M, 2G, or a share of RAM
+    /// such as 50%), in a cgroup of its own; past it the kernel kills one of them. Refused
+    /// (78) where sandgate cannot make a cgroup, unless --allow-degraded.
+    #[arg(long, value_name = "SIZE", env = "SANDGATE_LIMIT_MEMORY")]
+    pub limit_memory: Option<Size>,
+}
+
+impl LimitArgs {
+    /// What the flags (or their variables) ask for.
+    pub fn asked(&self) -> Asked {
+        Asked {
+            tmpfs_size: self.tmpfs_size,
+            pids: self.limit_pids,
+            memory: self.limit_memory,
+        }
+    }
 }
 
 /// sandgate's own subcommands.

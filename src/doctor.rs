@@ -68,6 +68,8 @@ pub struct Report {
     pub answerer: Value,
     /// The hosts a call without `--allow-host` reaches through the proxy, and those denied.
     pub hosts: Value,
+    /// Each resource limit: what enforces it, whether it holds here, its effective default.
+    pub limits: Value,
 }
 
 /// Builds the report by querying the kernel.
@@ -106,6 +108,7 @@ pub fn report() -> Report {
         profiles: Value::Object(profiles),
         answerer: crate::app::answerers(),
         hosts: crate::app::host_rules(),
+        limits: crate::app::limits_report(),
     }
 }
 
@@ -172,6 +175,7 @@ pub fn render_text(r: &Report) -> String {
             list(&r.hosts["denied"])
         ));
     }
+    render_limits(&mut out, &r.limits);
     if let Value::Object(profiles) = &r.profiles {
         for (name, p) in profiles {
             let verdict = if p["enforceable"] == Value::Bool(true) {
@@ -213,4 +217,48 @@ pub fn render_text(r: &Report) -> String {
         }
     }
     out
+}
+
+/// The limits, for people: one line each.
+fn render_limits(out: &mut String, limits: &Value) {
+    if let Some(e) = limits["error"].as_str() {
+        out.push_str(&format!("limits      unknown: {e}\n"));
+        return;
+    }
+    let tmpfs = &limits["tmpfs"];
+    out.push_str(&format!(
+        "limits      tmpfs: {} and {} inodes for each private tmpfs ({})\n",
+        crate::limits::human(tmpfs["size"].as_u64().unwrap_or(0)),
+        tmpfs["inodes"],
+        tmpfs["origin"]["source"].as_str().unwrap_or("default")
+    ));
+    for (name, kind) in [
+        ("pids", crate::limits::Kind::LimitPids),
+        ("memory", crate::limits::Kind::LimitMemory),
+    ] {
+        let l = &limits[name];
+        let default = match l["default"]["value"].as_u64() {
+            Some(v) => format!(
+                "default {} ({})",
+                kind.show(v),
+                l["default"]["origin"]["preset"]
+                    .as_str()
+                    .map(|p| format!("the {p} preset"))
+                    .or_else(|| l["default"]["origin"]["source"].as_str().map(str::to_owned))
+                    .unwrap_or_default()
+            ),
+            None => "no default".to_owned(),
+        };
+        let holds = match (l["holds"].as_bool(), l["mechanism"].as_str()) {
+            (Some(true), Some(mechanism)) => format!(
+                "holds ({mechanism}, beneath {})",
+                l["beneath"].as_str().unwrap_or("?")
+            ),
+            _ => format!(
+                "does NOT hold here: {}",
+                l["why"].as_str().unwrap_or("unknown")
+            ),
+        };
+        out.push_str(&format!("            {name}: {holds}; {default}\n"));
+    }
 }

@@ -3,6 +3,7 @@
 
 use crate::audit::AuditError;
 use crate::exec::ExecError;
+use crate::limits::Unenforced;
 use crate::logfile::LogFileError;
 use crate::policy::{InvalidEscalation, Mode, PolicyError};
 use crate::sandbox::{Guarantee, SandboxError};
@@ -99,6 +100,11 @@ pub enum Error {
     Audit(#[from] AuditError),
     #[error(transparent)]
     DenialLog(LogFileError),
+    /// Limits asked for explicitly that cannot hold here (`--limit-pids`, …).
+    #[error("{}; rerun with --allow-degraded to run without {}",
+        .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "),
+        if .0.len() == 1 { "it" } else { "them" })]
+    Limits(Vec<Unenforced>),
 }
 
 fn describe(missing: &[Guarantee]) -> String {
@@ -161,7 +167,7 @@ impl Error {
                 | PolicyError::Hosts { .. }
                 | PolicyError::Config(_),
             ) => EXIT_CONFIG,
-            Error::Unenforceable { .. } | Error::Sandbox(_) => EXIT_CONFIG,
+            Error::Unenforceable { .. } | Error::Sandbox(_) | Error::Limits(_) => EXIT_CONFIG,
             Error::Exec(ExecError::NotFound(_)) => EXIT_NOT_FOUND,
             Error::Exec(ExecError::NotExecutable { .. } | ExecError::ProgramAsScript(..)) => {
                 EXIT_NOT_EXECUTABLE

@@ -14,6 +14,7 @@ mod enforcement {
     mod git_integrity;
     mod home;
     mod host_session;
+    mod limits;
     mod nested;
     mod network;
     mod process;

@@ -28,6 +28,8 @@ use std::io::IsTerminal;
 
 mod escalate;
 pub(crate) use escalate::answerers;
+mod limits;
+pub(crate) use limits::doctor as limits_report;
 mod script_head;
 mod shell_mode;
 mod subcommands;
@@ -202,6 +204,10 @@ fn finish(result: Result<Outcome, Error>, mode_hint: Option<Mode>) -> ExitCode {
                 Error::Unenforceable { missing, .. } => {
                     extra.insert("missing".into(), json!(missing));
                 }
+                Error::Limits(unheld) => {
+                    let missing: Vec<_> = unheld.iter().map(|u| u.kind).collect();
+                    extra.insert("missing".into(), json!(missing));
+                }
                 Error::NotGranted { to, .. } => {
                     extra.insert("requested".into(), json!(to));
                 }
@@ -296,6 +302,7 @@ fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Ou
             standing.mode
         );
     }
+    let limits = limits::resolve(&args.limits, &layers, &standing);
     let escalation = policy::escalation::validate(
         args.sandbox_permissions.as_deref(),
         args.justification.as_deref(),
@@ -387,6 +394,7 @@ fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Ou
         unhidden_paths: layers.user.unhidden_paths.clone(),
         keep_env,
         hosts,
+        tmpfs: limits.tmpfs,
     };
     let plan = policy::resolve(request, &env)?;
     if plan.workspace != workspace {
@@ -409,6 +417,7 @@ fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Ou
             missing: skip,
         });
     }
+    let mut limits = limits::CallLimits::make(&plan, limits)?;
     let escalation = match standing.approval {
         Approval::Never => Escalation::Impossible {
             preset: standing.preset.clone(),
@@ -424,9 +433,18 @@ fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Ou
         &shellish,
         escalation,
     )?;
+    // Put back when the command has ended, however it ended (full access runs in
+    // sandgate's own process: nothing remains to restore it).
+    let mut terminal = match plan.confinement {
+        Confinement::Restricted(_) => crate::terminal::Saved::take(),
+        Confinement::None => None,
+    };
     let outcome = loop {
-        announce_degraded(&plan, &skip);
-        let prepared = sandbox::prepare(&plan, &features, &skip)?;
+        announce_degraded(&plan, &skip, &limits.degraded);
+        let mut prepared = sandbox::prepare(&plan, &features, &skip)?;
+        if let Some(join) = limits.join()? {
+            prepared = prepared.joining(join);
+        }
         for fd in prepared.withheld_fds() {
             crate::say!(
                 "sandgate: not passing fd {fd} (a datagram or network socket) into the sandbox"
@@ -451,9 +469,17 @@ fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Ou
                     missing: vec![Guarantee::MountNamespace],
                 });
             }
+            Err(ExecError::Setup {
+                step: Step::Cgroup,
+                source,
+            }) => limits.moving_refused(&source)?,
             other => break other?,
         }
     };
+    if let Some(terminal) = &mut terminal {
+        terminal.restore();
+    }
+    limits.report(plan.mode);
     // Held until now: only a command that failed gets markers on stderr.
     if let Some(Ok(reporter)) = reporter.as_ref().map(|r| r.lock()) {
         for line in reporter.closing_lines(matches!(outcome, Outcome::Exited(0))) {
@@ -520,19 +546,27 @@ fn observer(
     Ok(Some(Arc::new(Mutex::new(reporter))))
 }
 
-/// Says on stderr, as a marker, which guarantees a degraded run lacks.
-fn announce_degraded(plan: &Plan, skip: &[Guarantee]) {
-    if skip.is_empty() {
+/// Says on stderr, as a marker, which guarantees and limits a degraded run lacks.
+fn announce_degraded(plan: &Plan, skip: &[Guarantee], limits: &[crate::limits::Unenforced]) {
+    if skip.is_empty() && limits.is_empty() {
         return;
     }
-    let what: Vec<&str> = skip.iter().map(|g| g.describe()).collect();
+    let what: Vec<String> = skip
+        .iter()
+        .map(|g| g.describe().to_owned())
+        .chain(limits.iter().map(ToString::to_string))
+        .collect();
     let message = format!(
         "running degraded (--allow-degraded); not enforced: {}",
         what.join("; ")
     );
     crate::say!("sandgate: {message}");
+    let mut missing = json!(skip);
+    if let Some(list) = missing.as_array_mut() {
+        list.extend(limits.iter().map(|u| json!(u.kind)));
+    }
     let mut extra = Map::new();
-    extra.insert("missing".into(), json!(skip));
+    extra.insert("missing".into(), missing);
     crate::say!(
         "{}",
         marker("degraded_enforcement", Some(plan.mode), &message, extra)

@@ -99,7 +99,7 @@ fn render_presets(table: &[policy::preset::Preset], current: &policy::Standing) 
             row.key.clone(),
             row.mode.to_string(),
             row.approval.to_string(),
-            format!("{}{aliases}", row.description),
+            format!("{}{aliases}{}", row.description, preset_limits(&row.limits)),
         ]);
     }
     if current.preset == policy::preset::CUSTOM {
@@ -136,6 +136,24 @@ fn render_presets(table: &[policy::preset::Preset], current: &policy::Standing) 
         text.push('\n');
     }
     text
+}
+
+/// A preset's default limits, for its row: ` (limits: 4096 processes, 75% of RAM)`.
+fn preset_limits(limits: &crate::limits::PresetLimits) -> String {
+    let shown: Vec<String> = [
+        limits.pids.map(|n| format!("{n} processes")),
+        limits.memory.map(|m| match m {
+            crate::limits::Size::PercentOfRam(p) => format!("{p}% of RAM"),
+            bytes => format!("{bytes} of memory"),
+        }),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    match shown.is_empty() {
+        true => String::new(),
+        false => format!(" (limits: {})", shown.join(", ")),
+    }
 }
 
 /// `sandgate audit verify`: checks the hash chain.

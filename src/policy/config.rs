@@ -8,12 +8,14 @@
 //! ignored with a warning naming the key. The managed file sets a ceiling nothing below it
 //! can exceed.
 
+use std::num::NonZeroU64;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
 use super::mode::Mode;
 use super::preset::Approval;
+use crate::limits::{Asked, Size};
 
 /// The managed (administrator) file: limits and the endpoint everyone must use.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -34,6 +36,10 @@ pub struct Managed {
     /// Hosts no sandbox may reach, whatever allows them.
     #[serde(default)]
     pub denied_hosts: Vec<String>,
+    /// Caps on each limit, and its value when nothing lower is asked (see `limits`).
+    pub tmpfs_size: Option<Size>,
+    pub limit_pids: Option<NonZeroU64>,
+    pub limit_memory: Option<Size>,
 }
 
 /// The user's file: defaults for every call.
@@ -61,6 +67,10 @@ pub struct User {
     /// Hosts this user's sandboxes may reach through the proxy (as `--allow-host`).
     #[serde(default)]
     pub allowed_hosts: Vec<String>,
+    /// Limits of every call (as `--tmpfs-size`, `--limit-pids`, `--limit-memory`).
+    pub tmpfs_size: Option<Size>,
+    pub limit_pids: Option<NonZeroU64>,
+    pub limit_memory: Option<Size>,
 }
 
 /// The project's file (`.sandgate/config.json` in the workspace): may only narrow.
@@ -79,6 +89,10 @@ pub struct Project {
     /// Hosts this project's sandboxes may not reach, whatever allows them.
     #[serde(default)]
     pub denied_hosts: Vec<String>,
+    /// Limits: a project may only lower them (see `limits`).
+    pub tmpfs_size: Option<Size>,
+    pub limit_pids: Option<NonZeroU64>,
+    pub limit_memory: Option<Size>,
     /// Keys a project may not set; accepted only to be refused with a warning.
     pub approval_endpoint: Option<serde_json::Value>,
     pub approver: Option<serde_json::Value>,
@@ -88,6 +102,22 @@ pub struct Project {
     pub keep_env: Option<serde_json::Value>,
     pub allowed_hosts: Option<serde_json::Value>,
 }
+
+/// The limits each file asks for.
+macro_rules! asked_limits {
+    ($($file:ty),*) => {$(
+        impl $file {
+            pub fn limits(&self) -> Asked {
+                Asked {
+                    tmpfs_size: self.tmpfs_size,
+                    pids: self.limit_pids,
+                    memory: self.limit_memory,
+                }
+            }
+        }
+    )*};
+}
+asked_limits!(Managed, User, Project);
 
 /// Why a configuration file cannot be used.
 #[derive(Debug, thiserror::Error)]

@@ -157,6 +157,8 @@ pub struct Request {
     pub keep_env: Vec<String>,
     /// The hosts the sandbox may reach through the proxy.
     pub hosts: HostRules,
+    /// The bound of each private tmpfs.
+    pub tmpfs: crate::limits::TmpfsBound,
 }
 
 /// Everything the later stages need to run one call.
@@ -231,6 +233,8 @@ pub struct Restrictions {
     pub mounts: MountSource,
     /// Toolchain caches writable copy-on-write (a per-workspace layer; `caches`).
     pub caches: Vec<caches::Cache>,
+    /// The size and inode bound of each private tmpfs (`/tmp` per call, `/dev/shm`).
+    pub tmpfs: crate::limits::TmpfsBound,
 }
 
 /// Who provides the mount namespace of a restricted call.
@@ -423,6 +427,7 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
                     && !request.hosts.is_empty())
                 .then(|| request.hosts.clone()),
                 mounts,
+                tmpfs: request.tmpfs,
             }))
         }
     };

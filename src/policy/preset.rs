@@ -9,6 +9,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use super::mode::Mode;
+use crate::limits::PresetLimits;
 
 const PRESETS: &str = include_str!("../../profiles/presets.json");
 
@@ -61,6 +62,9 @@ pub struct Preset {
     pub mode: Mode,
     pub approval: Approval,
     pub description: String,
+    /// Default limits of a call under this preset (a flag or configuration overrides them).
+    #[serde(default, skip_serializing_if = "PresetLimits::is_empty")]
+    pub limits: PresetLimits,
 }
 
 /// The name `custom`: what a combination matching no row is called.

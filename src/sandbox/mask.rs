@@ -49,6 +49,8 @@ struct Mask {
 #[derive(Debug)]
 struct Staging {
     mount_point: CString,
+    /// Its mount options: no data, and an inode for its root and each empty object.
+    options: CString,
 }
 
 /// The masks of one call, prepared before forking.
@@ -108,6 +110,8 @@ impl Masks {
                 .collect::<io::Result<_>>()?,
             staging: Some(Staging {
                 mount_point: cstring(mount_point)?,
+                options: CString::new(format!("mode=0755,size=4k,nr_inodes={}", targets.len() + 1))
+                    .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?,
             }),
             refuge,
         })
@@ -123,7 +127,7 @@ impl Masks {
             staging.mount_point.as_c_str(),
             Some(c"tmpfs"),
             MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
-            Some(c"mode=0755,size=4k"),
+            Some(staging.options.as_c_str()),
         )?;
         let covered = self.cover();
         // Detached whatever happened: the binds keep the tmpfs alive, nothing else can

@@ -48,6 +48,7 @@ pub enum Step {
     Supervisor = 6,
     Exec = 7,
     Proxy = 8,
+    Cgroup = 9,
 }
 
 impl Step {
@@ -62,6 +63,7 @@ impl Step {
             Step::Supervisor,
             Step::Exec,
             Step::Proxy,
+            Step::Cgroup,
         ]
         .into_iter()
         .find(|s| *s as u32 == n)
@@ -80,6 +82,7 @@ impl Step {
             Step::Supervisor => "handing the seccomp listener to the supervisor",
             Step::Exec => "executing the command",
             Step::Proxy => "the proxy's listener in the sandbox's network namespace",
+            Step::Cgroup => "joining the call's cgroups (its pid and memory limits)",
         }
     }
 }
@@ -101,6 +104,8 @@ struct Layers {
     last_cap: u32,
     /// Inherited sockets that could reach an address the sandbox refuses.
     close_on_exec: Vec<RawFd>,
+    /// The call's cgroups, joined first (see [`Prepared::joining`]).
+    cgroups: Option<crate::limits::cgroup::Join>,
 }
 
 /// Everything the child applies before `execve`; `None` for full access.
@@ -183,6 +188,7 @@ pub fn prepare(
         proxy,
         last_cap: last_cap(),
         close_on_exec: risky_inherited_sockets(),
+        cgroups: None,
     })))
 }
 
@@ -244,12 +250,25 @@ impl Prepared {
         self.0.is_some()
     }
 
+    /// Has the child join the call's cgroups before anything else (a restricted call only:
+    /// full access runs in sandgate's own process).
+    pub fn joining(mut self, join: crate::limits::cgroup::Join) -> Prepared {
+        if let Some(layers) = &mut self.0 {
+            layers.cgroups = Some(join);
+        }
+        self
+    }
+
     /// Returns true when the child will listen for the proxy.
     pub fn has_proxy(&self) -> bool {
         self.0.as_ref().is_some_and(|l| l.proxy)
     }
 
     /// Applies every layer to the calling (forked, single-threaded) child, in this order:
+    /// 0. the call's cgroups, before anything else: from here on every process the child
+    ///    forks (the command, an init of its own) starts inside them and is bound by their
+    ///    limits. **Nothing may be forked in the child before this step** (see
+    ///    `limits::cgroup`);
     /// 1. the mount namespace (needs the capabilities dropped in 2), and in its new network
     ///    namespace the loopback interface and the proxy's listener, when the call has one;
     /// 2. capabilities: bounding, ambient, then inheritable/permitted/effective;
@@ -261,9 +280,12 @@ impl Prepared {
     /// # Errors
     /// The step that failed and its errno.
     pub fn apply(self) -> Result<Applied, (Step, io::Error)> {
-        let Some(layers) = self.0 else {
+        let Some(mut layers) = self.0 else {
             return Ok(Applied::default());
         };
+        if let Some(join) = layers.cgroups.take() {
+            join.enter().map_err(|e| (Step::Cgroup, e))?;
+        }
         for fd in &layers.close_on_exec {
             // Best effort: an fd that vanished needs no closing.
             let _ = sys::set_cloexec(*fd);

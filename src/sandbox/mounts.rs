@@ -20,7 +20,9 @@
 //! 3. cover `/tmp` with the private temp (an empty tmpfs, or the workspace's own directory),
 //!    `/dev/shm` with an empty tmpfs, `/dev/mqueue` with this IPC namespace's queues and
 //!    `/dev/pts` with an empty directory, then put each kept object (the caller's own
-//!    terminal among them) back at its own path;
+//!    terminal among them) back at its own path. Every tmpfs made here has a size and an
+//!    inode bound: the writable ones the call's (`limits::TmpfsBound`), the read-only
+//!    stand-ins just what they hold;
 //! 4. bind each writable root (and each pinned directory) onto itself, making it its own
 //!    mount; mount each copy-on-write cache's layer at the cache's path (`caches`: made
 //!    here, before the tree goes read-only, because overlayfs takes its upper layer only
@@ -140,6 +142,11 @@ pub struct MountPlan {
     id_maps: Option<(Vec<u8>, Vec<u8>)>,
     /// `None`: a plan that only builds the namespaces and the read-only view (`probe`).
     temp: Option<TempMount>,
+    /// The options of the writable private tmpfs (`/tmp` per call, `/dev/shm`): mode, size
+    /// and inode bound (`limits::TmpfsBound`).
+    tmpfs_options: CString,
+    /// The options of the `/dev/pts` stand-in (see `private_temps`).
+    pts_options: CString,
     kept: Vec<Kept>,
     rw_binds: Vec<RwBind>,
     /// Shallow first, so each mount lands on the one made for its parent.
@@ -164,6 +171,10 @@ fn id_maps() -> Option<(Vec<u8>, Vec<u8>)> {
             format!("{gid} {gid} 1\n").into_bytes(),
         )
     })
+}
+
+fn options(text: &str) -> io::Result<CString> {
+    CString::new(text).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
 }
 
 pub(super) fn cstring(path: &Path) -> io::Result<CString> {
@@ -228,7 +239,7 @@ impl MountPlan {
             (Temp::PerWorkspace, None) => return Err(io::Error::from_raw_os_error(libc::ENOENT)),
             (Temp::PerCall, _) => TempMount::Empty,
         };
-        let kept = r
+        let kept: Vec<Kept> = r
             .kept_visible
             .iter()
             .filter_map(|p| {
@@ -252,6 +263,15 @@ impl MountPlan {
         Ok(MountPlan {
             id_maps: id_maps(),
             temp: Some(temp),
+            tmpfs_options: options(&r.tmpfs.options("1777"))?,
+            pts_options: options(&format!(
+                "mode=755,size=4k,nr_inodes={}",
+                1 + kept
+                    .iter()
+                    .filter(|k| COVERED[k.temp] == "/dev/pts")
+                    .map(|k| k.below.len())
+                    .sum::<usize>()
+            ))?,
             kept,
             rw_binds,
             git,
@@ -355,17 +375,17 @@ impl MountPlan {
             .map(|k| k.source.open())
             .collect::<io::Result<_>>()?;
         let none = None::<&CStr>;
-        let tmpfs = |at: &CStr| {
+        let tmpfs = |at: &CStr, options: &CStr| {
             mount(
                 Some(c"tmpfs"),
                 at,
                 Some(c"tmpfs"),
                 MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-                Some(c"mode=1777"),
+                Some(options),
             )
         };
         match temp {
-            TempMount::Empty => tmpfs(c"/tmp")?,
+            TempMount::Empty => tmpfs(c"/tmp", &self.tmpfs_options)?,
             TempMount::Workspace(dir) => {
                 let source = dir.open()?;
                 let tree = sys::clone_tree(source.as_fd(), true)?;
@@ -382,7 +402,7 @@ impl MountPlan {
         let tmp = Some(sys::open_path(c"/tmp", libc::O_DIRECTORY)?);
         let shm = match sys::open_path(c"/dev/shm", libc::O_DIRECTORY) {
             Ok(_) => {
-                tmpfs(c"/dev/shm")?;
+                tmpfs(c"/dev/shm", &self.tmpfs_options)?;
                 Some(sys::open_path(c"/dev/shm", libc::O_DIRECTORY)?)
             }
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,
@@ -403,14 +423,16 @@ impl MountPlan {
                 )
                 .is_err()
                 {
-                    tmpfs(c"/dev/mqueue")?;
+                    // Empty and read-only: its root is all it holds.
+                    tmpfs(c"/dev/mqueue", c"mode=755,size=4k,nr_inodes=1")?;
                 }
             }
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
             Err(e) => return Err(e),
         }
         // The terminals' directory: an empty one (the caller's own terminals are put back
-        // below), read-only like the rest of the tree.
+        // below), read-only like the rest of the tree. It holds no data, and an inode for
+        // its root and for each mount point made in it.
         let pts = match sys::open_path(c"/dev/pts", libc::O_DIRECTORY) {
             Ok(_) => {
                 mount(
@@ -418,7 +440,7 @@ impl MountPlan {
                     c"/dev/pts",
                     Some(c"tmpfs"),
                     MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
-                    Some(c"mode=755"),
+                    Some(self.pts_options.as_c_str()),
                 )?;
                 Some(sys::open_path(c"/dev/pts", libc::O_DIRECTORY)?)
             }
@@ -520,6 +542,8 @@ impl MountPlan {
         MountPlan {
             id_maps: id_maps(),
             temp: None,
+            tmpfs_options: CString::default(),
+            pts_options: CString::default(),
             kept: vec![],
             rw_binds: vec![],
             git: vec![],

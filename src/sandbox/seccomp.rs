@@ -65,6 +65,7 @@ const TIOCSETD: u64 = 0x5423;
 const TIOCVHANGUP: u64 = 0x5437;
 const TIOCNOTTY: u64 = 0x5422;
 const TIOCSLCKTRMIOS: u64 = 0x5457;
+const TCXONC: u64 = 0x540A;
 const SOCK_TYPE_MASK: u64 = 0xf;
 const SOCK_STREAM: u64 = libc::SOCK_STREAM as u64;
 const SOCK_SEQPACKET: u64 = libc::SOCK_SEQPACKET as u64;
@@ -430,6 +431,9 @@ const PRCTL_OPTIONS: [u64; 1] = [PR_SCHED_CORE];
 /// - `TIOCVHANGUP` hangs up every other holder; `TIOCSLCKTRMIOS` locks its modes against
 ///   them; `TIOCEXCL` makes every later open of the device fail, for the user too, until
 ///   it is closed;
+/// - `TCXONC` (`tcflow`) suspends the terminal's output (`TCOOFF`), or has it send a stop
+///   character (`TCIOFF`): left so, the user's terminal shows nothing more after sandgate
+///   returns, and the process that did it may be gone;
 /// - `TIOCNOTTY` gives up the controlling terminal, like `setsid` (refused in `DENY_LIST`):
 ///   job control guards only a process's controlling terminal, so a background process
 ///   that gave it up reads the user's typed lines from the fd it still holds.
@@ -444,8 +448,9 @@ const PRCTL_OPTIONS: [u64; 1] = [PR_SCHED_CORE];
 /// background process can do it only with `SIGTTOU` ignored, and the modes never send
 /// input elsewhere), `TIOCSWINSZ` (a size; ptys the sandbox makes need it), `TIOCSIG` (on
 /// a pty master, which the sandbox holds only
-/// for its own ptys), `TCFLSH`/`TCXONC` (flush and flow control: password prompts flush,
-/// and neither moves input to another reader).
+/// for its own ptys), `TCFLSH` (flush: password prompts flush, and it moves input to no
+/// other reader). The modes a command leaves changed are put back by sandgate when the
+/// command ends (`terminal`).
 ///
 /// Joining another process group (`setpgid(pid, PGID)`) is refused in `DENY_LIST`: the
 /// filter cannot tell the user's shell's group from a sandboxed one, and a shell inside
@@ -454,7 +459,7 @@ const PRCTL_OPTIONS: [u64; 1] = [PR_SCHED_CORE];
 /// With `setsid` refused, no sandboxed process is a session leader, so none can take a
 /// controlling terminal by opening one either. (`setsid` and `TIOCNOTTY` are refused only
 /// while a terminal is reachable at all: see [`Terminal`].)
-const TERMINAL_IOCTLS: [u64; 9] = [
+const TERMINAL_IOCTLS: [u64; 10] = [
     TIOCSTI,
     TIOCLINUX,
     TIOCSPGRP,
@@ -464,6 +469,7 @@ const TERMINAL_IOCTLS: [u64; 9] = [
     TIOCVHANGUP,
     TIOCSLCKTRMIOS,
     TIOCEXCL,
+    TCXONC,
 ];
 
 /// Terminal requests refused while a terminal is reachable: giving up the controlling
@@ -1491,6 +1497,7 @@ mod tests {
                 libc::TIOCVHANGUP,
                 libc::TIOCSLCKTRMIOS,
                 libc::TIOCEXCL,
+                libc::TCXONC,
             ]
             .map(u64::from)
         );
@@ -1511,6 +1518,7 @@ mod tests {
         }
         assert_eq!(ioctl_class(TIOCSTI).op, "tiocsti");
         assert_eq!(ioctl_class(TIOCSPGRP).op, "terminal");
+        assert_eq!(ioctl_class(TCXONC).op, "terminal");
         assert_eq!(ioctl_class(garbage(TIOCLINUX)).op, "tiocsti");
         assert_eq!(
             deny_list_entry(libc::SYS_prlimit64).map(|d| d.class),

@@ -242,7 +242,8 @@ fn terminal_takeover_and_redirection_requests_are_refused() {
         ("TIOCSWINSZ", "5414"),
         ("TCFLSH", "540b"),
     ];
-    for (name, request) in refused.iter().chain(&allowed) {
+    let refused = refused.iter().chain(&[("TCXONC", "540a")]);
+    for (name, request) in refused.clone().chain(&allowed) {
         assert_eq!(
             env.probe("full-access", &["ioctl-null", request]),
             "err:ENOTTY",
@@ -250,7 +251,7 @@ fn terminal_takeover_and_redirection_requests_are_refused() {
         );
     }
     for mode in ["read-only", "workspace-write"] {
-        for (name, request) in refused {
+        for (name, request) in refused.clone() {
             assert_eq!(
                 env.probe(mode, &["ioctl-null", request]),
                 "err:EPERM",
@@ -342,4 +343,129 @@ fn the_users_other_terminals_cannot_be_read() {
             show(&out)
         );
     }
+}
+
+/// Every `stty -g` a session on a fresh pty printed — before `"$@"`, whatever `"$@"`
+/// printed, after it — and everything the terminal showed.
+fn settings_around(env: &TestEnv, mode: &str, script: &str) -> (Vec<String>, String) {
+    let session = Session::start(
+        env,
+        mode,
+        r#"stty -g; "$@"; echo "rc=$?"; stty -g"#,
+        &["/bin/sh", "-c", script],
+    );
+    let shown = session.finish();
+    // Raw mode left behind may drop the carriage returns: lines end at the newline.
+    let settings = shown
+        .split('\n')
+        .map(|l| l.trim_end_matches('\r'))
+        .filter(|l| {
+            l.matches(':').count() > 10 && l.chars().all(|c| c == ':' || c.is_ascii_hexdigit())
+        })
+        .map(str::to_owned)
+        .collect();
+    (settings, shown)
+}
+
+#[test]
+fn the_terminal_comes_back_as_the_command_found_it() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    for script in [
+        "stty -echo -icanon -isig; stty raw; stty -g",
+        // Killed by a signal, with its modes still changed.
+        "stty raw -echo -isig; stty -g; kill -9 $$",
+    ] {
+        for mode in ["read-only", "workspace-write"] {
+            let (settings, shown) = settings_around(&env, mode, script);
+            let [before, inside, after] = settings.as_slice() else {
+                panic!("{mode}, {script}: three `stty -g` lines expected: {shown:?}")
+            };
+            assert_ne!(
+                before, inside,
+                "{mode}, {script}: the change was made: {shown:?}"
+            );
+            assert_eq!(before, after, "{mode}, {script}: {shown:?}");
+            assert!(shown.contains("rc="), "{mode}, {script}: {shown:?}");
+        }
+        // Control: without a sandbox nothing restores the terminal.
+        let (settings, shown) = settings_around(&env, "full-access", script);
+        assert_eq!(settings.len(), 3, "control, {script}: {shown:?}");
+        assert_eq!(settings[1], settings[2], "control, {script}: {shown:?}");
+    }
+    let (_, shown) = settings_around(&env, "read-only", "stty raw -echo; kill -9 $$");
+    assert!(shown.contains("rc=137"), "{shown:?}");
+}
+
+#[test]
+fn output_cannot_be_suspended_and_the_terminal_still_works_after() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let tcflow = "import termios\n\
+                  try:\n    termios.tcflow(1, termios.TCOOFF)\n    print('output', 'off')\n\
+                  except termios.error as e:\n    print('tcflow errno', e.args[0])";
+    for mode in ["read-only", "workspace-write"] {
+        let session = Session::start(
+            &env,
+            mode,
+            r#""$@"; echo "rc=$?"; echo still-shown"#,
+            // Ends failing, so that the markers are shown on the terminal.
+            &[
+                "/bin/sh",
+                "-c",
+                r#"/usr/bin/python3 -c "$0"; exit 3"#,
+                tcflow,
+            ],
+        );
+        let shown = session.finish();
+        assert!(
+            shown.contains(&format!("tcflow errno {}", libc::EPERM)),
+            "{mode}: {shown:?}"
+        );
+        assert!(!shown.contains("output off"), "{mode}: {shown:?}");
+        assert!(
+            shown.contains("rc=3") && shown.contains("still-shown"),
+            "{mode}: {shown:?}"
+        );
+        if observing() {
+            assert!(
+                shown.contains(r#""op":"terminal""#) && shown.contains(r#""syscall":"ioctl""#),
+                "{mode}: {shown:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_sandgate_in_the_background_leaves_the_terminal_to_its_owner() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    // A shell with job control runs sandgate as a background job, and meanwhile changes the
+    // terminal itself: sandgate must neither undo that nor be stopped by SIGTTOU.
+    let session = Session::start(
+        &env,
+        "read-only",
+        r#"exec /bin/bash -c 'stty -g; set -m; "$@" & sleep 0.5; stty -echo; wait $!; echo "rc=$?"; stty -g' bash "$@""#,
+        &["/bin/sh", "-c", "sleep 1.5; echo job-done"],
+    );
+    let shown = session.finish();
+    assert!(
+        shown.contains("job-done") && shown.contains("rc=0"),
+        "{shown:?}"
+    );
+    let settings: Vec<&str> = shown
+        .split('\n')
+        .map(|l| l.trim_end_matches('\r'))
+        .filter(|l| l.matches(':').count() > 10)
+        .collect();
+    let [before, after] = settings.as_slice() else {
+        panic!("{shown:?}")
+    };
+    assert_ne!(before, after, "the owner's -echo was undone: {shown:?}");
 }
