@@ -122,7 +122,10 @@ pub fn resolve_value(value: &str, base: &Path, home: Option<&Path>) -> Option<Pa
 }
 
 #[cfg(test)]
-mod tests {
+mod tests;
+
+#[cfg(test)]
+mod pointer_tests {
     use super::*;
 
     #[test]
