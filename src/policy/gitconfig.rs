@@ -75,6 +75,16 @@ pub enum Refusal {
     TooLarge,
 }
 
+impl Refusal {
+    /// The entry that names a program, when that is the reason.
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            Refusal::Names { key } => Some(key),
+            Refusal::Unreadable { .. } | Refusal::TooLarge => None,
+        }
+    }
+}
+
 /// Returns whether `new` may replace `old` (None: a new file): `new` may not add or change
 /// any entry that names a program to run, relative to `old`.
 ///
@@ -88,20 +98,22 @@ pub fn check_replacement(old: Option<&[u8]>, new: &[u8]) -> Result<(), Refusal> 
     let new = parse::parse(new).map_err(|e| Refusal::Unreadable {
         reason: e.to_string(),
     })?;
-    let mut kept: HashMap<(Vec<u8>, Option<Vec<u8>>), usize> = HashMap::new();
     let old = old
         .filter(|old| old.len() <= MAX_LEN)
         .and_then(|old| parse::parse(old).ok())
         .unwrap_or_default();
-    for entry in old {
-        *kept.entry((entry.name(), entry.value)).or_default() += 1;
+    // Entries by canonical name and value: (section, subsection, key, value).
+    let mut kept: HashMap<_, usize> = HashMap::new();
+    for e in &old {
+        let id = (&e.section, &e.subsection, &e.key, &e.value);
+        *kept.entry(id).or_default() += 1;
     }
-    for entry in new.iter().filter(|e| names_program(e).is_some()) {
-        match kept.get_mut(&(entry.name(), entry.value.clone())) {
+    for e in new.iter().filter(|e| names_program(e).is_some()) {
+        match kept.get_mut(&(&e.section, &e.subsection, &e.key, &e.value)) {
             Some(left) if *left > 0 => *left -= 1,
             _ => {
                 return Err(Refusal::Names {
-                    key: entry.display_name(),
+                    key: e.display_name(),
                 })
             }
         }

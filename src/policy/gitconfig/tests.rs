@@ -137,7 +137,9 @@ fn refusals_say_what_to_do() {
         .to_string()
         .contains("`core.fsmonitor` names a program"));
     assert!(names.to_string().contains("outside the sandbox"));
+    assert_eq!(names.key(), Some("core.fsmonitor"));
     assert!(Refusal::TooLarge.to_string().contains("1024 KiB"));
+    assert_eq!(Refusal::TooLarge.key(), None);
 }
 
 // ---- Against git itself. ----
