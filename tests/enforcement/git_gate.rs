@@ -129,17 +129,6 @@ impl Gate {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    /// Writes a file the host prepares in the workspace (payload files the command uses).
-    fn put(&self, rel: &str, text: &str, mode: u32) {
-        let path = self.env.ws.join(rel);
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("{e}"));
-        }
-        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
-            .unwrap_or_else(|e| panic!("{e}"));
-    }
-
     /// The shell command a payload runs: it leaves `tag` in the outside directory.
     fn payload(&self, tag: &str) -> String {
         format!("touch {}", sq(s(&self.out.join(tag))))
@@ -376,16 +365,6 @@ impl Gate {
     }
 }
 
-#[track_caller]
-fn assert_none(failures: Vec<String>) {
-    assert!(
-        failures.is_empty(),
-        "{} failure(s):\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
-}
-
 // ---- Configuration planted in a repository made inside. ----
 
 /// What a planted configuration makes git run.
@@ -582,17 +561,17 @@ fn planted_config(g: &Gate, dir: &str, kinds_and_doors: &[(Kind, Door)]) -> Vec<
             let (header, key, value) = kind.entry(g, &tag, &abs);
             let field = key.rsplit('.').next().unwrap_or(key);
             let escaped = value.replace('\\', "\\\\").replace('"', "\\\"");
-            g.put(
+            g.env.put(
                 &format!("p/{tag}.cfg"),
                 &format!("{BASE_CONFIG}{header}\n\t{field} = \"{escaped}\"\n"),
                 0o644,
             );
-            g.put(
+            g.env.put(
                 &format!("p/{tag}.extra"),
                 &format!("[core]\n\tfsmonitor = \"{}; false\"\n", g.payload(&tag)),
                 0o644,
             );
-            g.put(
+            g.env.put(
                 &format!("p/{tag}.hook"),
                 &format!("#!/bin/sh\n{}\n", g.payload(&tag)),
                 0o755,
@@ -699,7 +678,7 @@ fn a_git_directory_planted_in_a_registered_submodule_runs_nothing() {
             "{BASE_CONFIG}[core]\n\tfsmonitor = \"{}; false\"\n",
             g.payload("sub-by-hand")
         );
-        g.put("p/sub-by-hand.cfg", &cfg, 0o644);
+        g.env.put("p/sub-by-hand.cfg", &cfg, 0o644);
         let attempts = [
             Attempt {
                 tag: "sub-git-init".into(),
@@ -757,8 +736,8 @@ fn planted_hooks(g: &Gate) -> Vec<Attempt> {
             let hook = format!("{rel}/.git/hooks/pre-commit");
             let (exe, txt) = (format!("p/{tag}.hook"), format!("p/{tag}.txt"));
             let script = format!("#!/bin/sh\n{}\n", g.payload(&tag));
-            g.put(&exe, &script, 0o755);
-            g.put(&txt, &script, 0o644);
+            g.env.put(&exe, &script, 0o755);
+            g.env.put(&txt, &script, 0o644);
             let py = |code: &str| format!("/usr/bin/python3 -c {} {hook} {txt}", sq(code));
             let act = match *door {
                 "create-0755" => py(
@@ -846,8 +825,8 @@ fn another_repository_in_the_workspace_cannot_be_edited_in_place() {
                 .unwrap_or_else(|e| panic!("{e}"));
             let (cfg_tag, hook_tag) = (format!("cfg-{edit}"), format!("hook-{edit}"));
             let cfg_text = format!("[core]\n\tfsmonitor = \"{}; false\"\n", g.payload(&cfg_tag));
-            g.put(&format!("p/{cfg_tag}"), &cfg_text, 0o644);
-            g.put(
+            g.env.put(&format!("p/{cfg_tag}"), &cfg_text, 0o644);
+            g.env.put(
                 &format!("p/{hook_tag}"),
                 &format!("{}\n", g.payload(&hook_tag)),
                 0o644,
@@ -923,33 +902,53 @@ fn not_narrowed(g: &Gate, workspace: &Path) -> Result<(), String> {
     }
 }
 
+/// What went wrong when `door` tried to plant `workspace/.sandgate` (`landed`: the
+/// command succeeded): it must be refused with a marker, leave nothing, and leave the next
+/// call in `workspace` as wide as it was.
+fn project_config_failures(
+    g: &Gate,
+    door: &str,
+    workspace: &Path,
+    landed: bool,
+    markers: &[serde_json::Value],
+) -> Vec<String> {
+    let dot = workspace.join(".sandgate");
+    let mut failures = vec![];
+    if landed {
+        failures.push(format!("{door}: succeeded inside the sandbox"));
+    }
+    let marked = markers.iter().any(|m| {
+        m["path"]
+            .as_str()
+            .is_some_and(|p| Path::new(p).starts_with(workspace) && p.contains(".sandgate"))
+    });
+    if observing() && !marked {
+        failures.push(format!("{door}: no marker names {}", dot.display()));
+    }
+    if std::fs::symlink_metadata(&dot).is_ok() {
+        failures.push(format!("{door}: {} exists", dot.display()));
+    }
+    if let Err(e) = not_narrowed(g, workspace) {
+        failures.push(format!("{door}: {e}"));
+    }
+    failures
+}
+
 #[test]
 fn project_configuration_cannot_be_created_in_the_workspace() {
     if !require_full_enforcement() {
         return;
     }
     let g = Gate::new();
-    let dot = g.env.ws.join(".sandgate");
     let mut failures = vec![];
     for door in PROJECT_DOORS {
         let (out, markers) = g.sandboxed("workspace-write", &plant_project_config(door, "."));
-        if out.status.code() == Some(0) {
-            failures.push(format!("{door}: succeeded inside the sandbox"));
-        }
-        if observing()
-            && !markers
-                .iter()
-                .any(|m| m["path"].as_str().is_some_and(|p| p.contains(".sandgate")))
-        {
-            failures.push(format!("{door}: no marker names .sandgate: {}", show(&out)));
-        }
-        if std::fs::symlink_metadata(&dot).is_ok() {
-            failures.push(format!("{door}: {} exists", dot.display()));
-        }
-        if let Err(e) = not_narrowed(&g, &g.env.ws) {
-            failures.push(format!("{door}: {e}"));
-        }
+        let landed = out.status.code() == Some(0);
+        failures.extend(project_config_failures(
+            &g, door, &g.env.ws, landed, &markers,
+        ));
         // A landed attempt is undone, so that the next one starts as this one did.
+        let dot = g.env.ws.join(".sandgate");
         let _ = std::fs::remove_dir_all(&dot).or_else(|_| std::fs::remove_file(&dot));
         let _ = std::fs::remove_dir_all(g.env.ws.join("pc"));
     }
@@ -975,30 +974,9 @@ fn project_configuration_cannot_be_created_for_a_later_workspace_below() {
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let mut failures = vec![];
     for door in PROJECT_DOORS {
+        let landed = stdout.lines().any(|l| l == format!("attempt {door} 0"));
         let sub = g.env.ws.join(format!("sub-{door}"));
-        if !stdout
-            .lines()
-            .any(|l| l.starts_with(&format!("attempt {door} ")) && !l.ends_with(" 0"))
-        {
-            failures.push(format!("{door}: succeeded inside the sandbox: {stdout}"));
-        }
-        let marked = markers.iter().any(|m| {
-            m["path"]
-                .as_str()
-                .is_some_and(|p| Path::new(p).starts_with(&sub) && p.contains(".sandgate"))
-        });
-        if observing() && !marked {
-            failures.push(format!(
-                "{door}: no marker names {}/.sandgate",
-                sub.display()
-            ));
-        }
-        if std::fs::symlink_metadata(sub.join(".sandgate")).is_ok() {
-            failures.push(format!("{door}: {}/.sandgate exists", sub.display()));
-        }
-        if let Err(e) = not_narrowed(&g, &sub) {
-            failures.push(format!("{door}: {e}"));
-        }
+        failures.extend(project_config_failures(&g, door, &sub, landed, &markers));
     }
     assert_none(failures);
 }
