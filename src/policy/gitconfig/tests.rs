@@ -555,6 +555,15 @@ fn what_git_writes_is_accepted() {
             &["config", "--worktree", "core.sparseCheckout", "true"],
         );
         w.step("wt", &["sparse-checkout", "set", "--no-cone", "/*"]);
+        // Values and subsections git has to quote or escape when it writes them.
+        w.step(
+            "repo",
+            &["config", "user.name", " a;b#c \"q\" \\ \t tab\nline "],
+        );
+        w.step(
+            "repo",
+            &["config", "remote.we\"ird\\name.url", "/srv/r.git"],
+        );
         w.step("repo", &["config", "--unset", "user.email"]);
         w.step("repo", &["remote", "remove", "upstream"]);
         w.step(".", &["clone", "-q", "origin.git", "clone"]);
@@ -576,6 +585,9 @@ fn what_git_writes_is_accepted() {
             ],
         );
         assert!(w.checked >= 25, "only {} configurations written", w.checked);
+        let config = w.root.join("repo/.git/config");
+        let ours = listed(&parse(&std::fs::read(&config).unwrap_or_default()).unwrap_or_default());
+        assert_eq!(Some(ours), listed_by_git(&w.git, &w.root, &config));
         // The user's entries survived every step.
         let text = std::fs::read(w.root.join("repo/.git/config")).unwrap_or_default();
         let entries = listed(&parse(&text).unwrap_or_else(|e| panic!("{e}")));
