@@ -6,6 +6,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use sandgate::policy::config::{Managed, Project, User};
+use sandgate::policy::gitconfig;
 use sandgate::policy::standing::{self, Knobs};
 use sandgate::policy::{self, escalation, Env, Mode, Request};
 use sandgate::sandbox::seccomp;
@@ -76,6 +77,23 @@ fn main() {
             )
             .ok(),
         );
+    });
+    // What the supervisor checks when git renames `config.lock` over `config`: a clone's
+    // configuration with the user's own entries, before and after `git remote add`.
+    let old = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\
+               \tlogallrefupdates = true\n\tfsmonitor = false\n\tpager = less -R\n\
+               [remote \"origin\"]\n\turl = https://example.com/project.git\n\
+               \tfetch = +refs/heads/*:refs/remotes/origin/*\n\
+               [branch \"main\"]\n\tremote = origin\n\tmerge = refs/heads/main\n\
+               [submodule \"vendor/lib\"]\n\turl = https://example.com/lib.git\n\tactive = true\n\
+               [alias]\n\tlg = \"!git log --oneline --graph\"\n[user]\n\temail = me@example.com\n";
+    let new = format!("{old}[remote \"upstream\"]\n\turl = /srv/upstream.git\n\tfetch = +refs/heads/*:refs/remotes/upstream/*\n");
+    time("git config check (remote add, 0.6 KiB)", 20_000, || {
+        black_box(gitconfig::check_replacement(Some(old.as_bytes()), new.as_bytes()).ok());
+    });
+    let big = new.repeat(gitconfig::MAX_LEN / new.len());
+    time("git config check (1 MiB, over itself)", 20, || {
+        black_box(gitconfig::check_replacement(Some(big.as_bytes()), big.as_bytes()).ok());
     });
     let _ = std::fs::remove_dir_all(&ws);
 }

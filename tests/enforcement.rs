@@ -11,6 +11,7 @@ mod enforcement {
     mod exit_status;
     mod filesystem;
     mod git;
+    mod git_gate;
     mod git_integrity;
     mod home;
     mod host_session;

@@ -1,11 +1,24 @@
-//! Just enough of git's configuration format to find what makes git read or run files
-//! elsewhere: `core.hooksPath` and the targets of `include.path` / `includeIf.*.path`.
+//! git's configuration format: one parser ([`parse`], a port of git's own) for two uses.
 //!
-//! A value the reader cannot follow (an unterminated quote, say) is skipped: the files it
-//! reads are the host user's own, and the worst a miss costs is one protection fewer on a
-//! path the user pointed git at themselves — never a wider sandbox.
+//! - [`read`] finds what a configuration makes git read or run elsewhere —
+//!   `core.hooksPath`, the targets of `include.path` / `includeIf.*.path`, and (in
+//!   `.gitmodules`) submodule paths — so that they can be protected. It reads leniently:
+//!   the files are the host user's own, a line git would refuse is passed over, and the
+//!   worst a miss costs is one protection fewer on a path the user pointed git at.
+//! - [`check_replacement`] decides whether a new configuration may replace an old one,
+//!   and reads strictly: a text that cannot be read with certainty is refused, and so is
+//!   any entry that names a program ([`programs::RULES`]) unless the old text had it.
 
+pub mod parse;
+pub mod programs;
+
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+
+use programs::names_program;
+
+/// The largest configuration [`check_replacement`] reads. git's own are a few KiB.
+pub const MAX_LEN: usize = 1 << 20;
 
 /// What one configuration file points at.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -20,72 +33,92 @@ pub struct Pointers {
 
 /// Reads `path`; a missing or unreadable file points at nothing.
 pub fn read(path: &Path) -> Pointers {
-    std::fs::read_to_string(path)
-        .map(|text| parse(&text))
+    std::fs::read(path)
+        .map(|text| pointers(&text))
         .unwrap_or_default()
 }
 
-/// Parses configuration text.
-pub fn parse(text: &str) -> Pointers {
+/// What configuration text points at (see [`read`]).
+pub fn pointers(text: &[u8]) -> Pointers {
     let mut out = Pointers::default();
-    let mut section = String::new();
-    for raw in text.lines() {
-        let line = raw.trim();
-        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
-            continue;
-        }
-        let mut rest = line;
-        if let Some(after) = line.strip_prefix('[') {
-            let Some(end) = after.find(']') else {
-                continue;
-            };
-            // `[includeIf "gitdir:~/work/"]`: the section name is the part before the
-            // quoted subsection; section names are case-insensitive.
-            section = after[..end]
-                .split_whitespace()
-                .next()
-                .unwrap_or_default()
-                .to_ascii_lowercase();
-            rest = after[end + 1..].trim();
-            if rest.is_empty() {
-                continue;
-            }
-        }
-        let Some((key, value)) = rest.split_once('=') else {
+    for entry in parse::parse_lenient(text) {
+        let Some(value) = entry.value.as_deref() else {
             continue;
         };
-        let key = key.trim().to_ascii_lowercase();
-        let Some(value) = unquote(value.trim()) else {
-            continue;
-        };
-        match (section.as_str(), key.as_str()) {
-            ("core", "hookspath") => out.hooks_path = Some(value),
-            ("include" | "includeif", "path") => out.includes.push(value),
-            ("submodule", "path") => out.submodule_paths.push(value),
+        let value = String::from_utf8_lossy(value).into_owned();
+        let sub = entry.subsection.is_some();
+        match (entry.section.as_str(), sub, entry.key.as_str()) {
+            ("core", false, "hookspath") => out.hooks_path = Some(value),
+            ("include", false, "path") | ("includeif", true, "path") => out.includes.push(value),
+            ("submodule", true, "path") => out.submodule_paths.push(value),
             _ => {}
         }
     }
     out
 }
 
-/// Strips a value's quotes and trailing comment; `None` when it cannot be read.
-fn unquote(value: &str) -> Option<String> {
-    let mut out = String::new();
-    let mut quoted = false;
-    let mut chars = value.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '"' => quoted = !quoted,
-            '\\' => match chars.next()? {
-                'n' => out.push('\n'),
-                't' => out.push('\t'),
-                other => out.push(other),
-            },
-            '#' | ';' if !quoted => break,
-            c => out.push(c),
+/// Why a new git configuration was refused: the entry that names a program (as
+/// `section.subsection.key`, canonical case), or why the text could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error(
+        "`{key}` names a program git would run, and a sandboxed command may not add or \
+         change such an entry; set it outside the sandbox if you trust it"
+    )]
+    Names { key: String },
+    #[error(
+        "the new git configuration cannot be read with certainty ({reason}); write it in \
+         git's plain syntax"
+    )]
+    Unreadable { reason: String },
+    #[error("the new git configuration is larger than {} KiB", MAX_LEN / 1024)]
+    TooLarge,
+}
+
+impl Refusal {
+    /// The entry that names a program, when that is the reason.
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            Refusal::Names { key } => Some(key),
+            Refusal::Unreadable { .. } | Refusal::TooLarge => None,
         }
     }
-    (!quoted).then(|| out.trim_end().to_owned())
+}
+
+/// Returns whether `new` may replace `old` (None: a new file): `new` may not add or change
+/// any entry that names a program to run, relative to `old`.
+///
+/// Every entry of `new` that names a program must appear in `old` with the same canonical
+/// name and value, as often (multisets: order does not matter). An `old` that cannot be
+/// read counts as empty: only the user's own, readable settings are kept.
+pub fn check_replacement(old: Option<&[u8]>, new: &[u8]) -> Result<(), Refusal> {
+    if new.len() > MAX_LEN {
+        return Err(Refusal::TooLarge);
+    }
+    let new = parse::parse(new).map_err(|e| Refusal::Unreadable {
+        reason: e.to_string(),
+    })?;
+    let old = old
+        .filter(|old| old.len() <= MAX_LEN)
+        .and_then(|old| parse::parse(old).ok())
+        .unwrap_or_default();
+    // Entries by canonical name and value: (section, subsection, key, value).
+    let mut kept: HashMap<_, usize> = HashMap::new();
+    for e in &old {
+        let id = (&e.section, &e.subsection, &e.key, &e.value);
+        *kept.entry(id).or_default() += 1;
+    }
+    for e in new.iter().filter(|e| names_program(e).is_some()) {
+        match kept.get_mut(&(&e.section, &e.subsection, &e.key, &e.value)) {
+            Some(left) if *left > 0 => *left -= 1,
+            _ => {
+                return Err(Refusal::Names {
+                    key: e.display_name(),
+                })
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Resolves a path value as git does: `~/` from `home`, relative ones from `base`.
@@ -101,13 +134,16 @@ pub fn resolve_value(value: &str, base: &Path, home: Option<&Path>) -> Option<Pa
 }
 
 #[cfg(test)]
-mod tests {
+mod tests;
+
+#[cfg(test)]
+mod pointer_tests {
     use super::*;
 
     #[test]
     fn hooks_path_and_includes_are_found() {
-        let p = parse(
-            "[core]\n\trepositoryformatversion = 0\n\thooksPath = \".githooks\" # ours\n\
+        let p = pointers(
+            b"[core]\n\trepositoryformatversion = 0\n\thooksPath = \".githooks\" # ours\n\
              [include]\n\tpath = ../shared.gitconfig\n\
              [includeIf \"gitdir:~/work/\"]\n\tpath = ~/work.gitconfig\n\
              [Core] HooksPath = later\n[other]\n\tpath = ignored\n\
@@ -130,7 +166,5 @@ mod tests {
             Some(PathBuf::from("/r/x/y"))
         );
         assert_eq!(resolve_value("~other/x", Path::new("/r"), Some(home)), None);
-        assert_eq!(unquote("\"a\\\"b\" ; c"), Some("a\"b".into()));
-        assert_eq!(unquote("\"open"), None);
     }
 }

@@ -116,16 +116,7 @@ impl Fx {
 
     /// Writes a host-made file into the workspace (a payload the sandboxed command uses).
     fn put(&self, rel: &str, text: &str, exec: bool) {
-        let path = self.env.ws.join(rel);
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("{e}"));
-        }
-        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
-        if exec {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
-                .unwrap_or_else(|e| panic!("{e}"));
-        }
+        self.env.put(rel, text, if exec { 0o755 } else { 0o644 });
     }
 
     /// A config section that makes git run the payload on `status`.
@@ -358,16 +349,6 @@ fn attack(plants: &[Plant]) -> Vec<String> {
         }
     }
     failures
-}
-
-#[track_caller]
-fn assert_none(failures: Vec<String>) {
-    assert!(
-        failures.is_empty(),
-        "{} failure(s):\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
 }
 
 /// A common dir made in `.git/c` that shares the real objects and refs but has its own

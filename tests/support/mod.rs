@@ -216,6 +216,19 @@ impl TestEnv {
         bashrc
     }
 
+    /// Writes a file the host prepares in the workspace (a payload a sandboxed command
+    /// uses), its directories made, with `mode`.
+    pub fn put(&self, rel: &str, text: &str, mode: u32) {
+        use std::os::unix::fs::PermissionsExt;
+        let path = self.ws.join(rel);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("{e}"));
+        }
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+
     /// Runs `argv` under `mode`.
     pub fn run<S: AsRef<OsStr>>(&self, mode: &str, argv: &[S]) -> Output {
         let mut cmd = self.sandgate(mode);
@@ -334,6 +347,17 @@ pub fn assert_command_failed(out: &Output) {
         code.is_some_and(|c| c != 0 && ![64, 78, 125, 126, 127].contains(&c)),
         "{}",
         show(out)
+    );
+}
+
+/// Fails the test with every failure an attack test collected, one a line.
+#[track_caller]
+pub fn assert_none(failures: Vec<String>) {
+    assert!(
+        failures.is_empty(),
+        "{} failure(s):\n{}",
+        failures.len(),
+        failures.join("\n")
     );
 }
 
