@@ -36,6 +36,8 @@ pub struct Standing {
     pub hidden_paths: Vec<String>,
     /// Hosts the project file denies.
     pub denied_hosts: Vec<String>,
+    /// The project file's time limit, which may only shorten the call's.
+    pub project_timeout: Option<std::time::Duration>,
     /// Set when an enclosing sandgate narrowed the mode: the mode asked for.
     pub narrowed_from: Option<Mode>,
     /// Things a person should know (ignored project keys).
@@ -131,6 +133,7 @@ pub fn resolve(
         protected_subpaths: narrowing.protected_paths,
         hidden_paths: narrowing.hidden_paths,
         denied_hosts: narrowing.denied_hosts,
+        project_timeout: narrowing.timeout,
         narrowed_from,
         warnings: narrowing.warnings,
     })
