@@ -16,6 +16,7 @@ mod enforcement {
     mod host_session;
     mod nested;
     mod network;
+    mod pid_namespace;
     mod process;
     mod stall;
     mod terminal;
