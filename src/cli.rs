@@ -53,7 +53,8 @@ const USAGE: &str = concat!(
     args_conflicts_with_subcommands = true,
     override_usage = USAGE,
     long_about = LONG_ABOUT,
-    after_help = "Exit status: the command's own; when it dies of signal N, sandgate dies of N too; 64 usage; \
+    after_help = "Exit status: the command's own; when it dies of signal N, sandgate dies of N too; \
+                  124 it ran past --timeout; 64 usage; \
                   77 escalation not granted; 78 profile cannot be enforced here, or the \
                   configuration, workspace, a writable root or the private temp is not usable; \
                   125 internal error; 126 not executable; 127 not found."
