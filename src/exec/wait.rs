@@ -75,7 +75,12 @@ pub(super) fn until_ended(
             false => sys::wait_nohang(pid)?,
         };
         if let Some(how) = ended {
-            // Init's report is the command's end; init's own is only the namespace's.
+            // Init's report is the command's end; init's own is only the namespace's. It
+            // reports before it exits, but this loop may see the exit first: the report
+            // then still waits in the channel.
+            if let (None, Some(ch)) = (report, &channel) {
+                report = Report::receive(ch.as_fd());
+            }
             let how = report.map_or(how, |r| r.ended);
             if adopts_orphans && clock.expired().is_some() {
                 end_adopted(&signals);
