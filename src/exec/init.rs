@@ -216,3 +216,40 @@ fn serve(command: libc::pid_t, channel: OwnedFd, keep: bool) -> ! {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_report_reads_back_as_sent_and_a_closed_channel_as_none() {
+        use nix::sys::socket::{socketpair, AddressFamily, MsgFlags, SockFlag, SockType};
+        let pair = || {
+            socketpair(
+                AddressFamily::Unix,
+                SockType::SeqPacket,
+                None,
+                SockFlag::SOCK_CLOEXEC,
+            )
+            .unwrap_or_else(|e| panic!("{e}"))
+        };
+        for report in [
+            Report {
+                ended: Ended::Exited(7),
+                kept: false,
+            },
+            Report {
+                ended: Ended::Signaled(libc::SIGRTMIN() + 3),
+                kept: true,
+            },
+        ] {
+            let (ours, theirs) = pair();
+            nix::sys::socket::send(theirs.as_raw_fd(), &report.encode(), MsgFlags::empty())
+                .unwrap_or_else(|e| panic!("{e}"));
+            // Still there once the sender is gone, as when init reports and exits.
+            drop(theirs);
+            assert_eq!(Report::receive(ours.as_fd()), Some(report));
+            assert_eq!(Report::receive(ours.as_fd()), None);
+        }
+    }
+}
