@@ -526,6 +526,20 @@ fn run(op: &str, args: &[String]) -> Res {
                 )
             })
         }
+        // A signal through a pidfd the caller handed in (a `/proc/PID` directory fd counts
+        // as one): a PID namespace hides the process's number, not the process.
+        "pidfd-signal-fd" => {
+            let (fd, sig): (i32, i32) = (num(&arg(0))?, num(&arg(1))?);
+            raw(unsafe {
+                libc::syscall(
+                    libc::SYS_pidfd_send_signal,
+                    fd,
+                    sig,
+                    std::ptr::null::<u8>(),
+                    0,
+                )
+            })
+        }
         "sigio" => {
             // SIGIO to PID through F_SETOWN on an O_ASYNC pipe (its default action kills).
             let pid: i32 = num(&arg(0))?;

@@ -24,7 +24,9 @@ In read-only and workspace-write nothing of the host session is reachable: /tmp 
 it), SysV IPC, message queues and abstract sockets are the sandbox's own, a unix socket is \
 reached only beneath the workspace or the private temp or when named with \
 --allow-unix-socket, no call acts on a process outside, and the terminal cannot be taken \
-over. Git's metadata (config, config.worktree, commondir, hooks, info, gitdir) of the \
+over. The call runs in a PID namespace with a /proc of its own: host processes, their \
+command lines and sockets are out of sight, and every process of the call ends with the \
+command unless --keep-background keeps them (`sandgate ps`, `sandgate stop`). Git's metadata (config, config.worktree, commondir, hooks, info, gitdir) of the \
 workspace's repository, its submodules and worktrees cannot be created or changed; a \
 repository created inside the sandbox belongs to the sandbox, and its config is as \
 untrusted as any file the command wrote. A workspace derived from the current directory \
@@ -45,7 +47,7 @@ const USAGE: &str = concat!(
     "       sandgate [OPTIONS] -s [ARGS]...                   run the script on stdin (as does no CMD\n",
     "                                                           with stdin not a terminal)\n",
     "       sandgate prefix CMDSTRING                         one command string as one argument\n",
-    "       sandgate [OPTIONS] <COMMAND>                      doctor, presets, audit, tmp, ...",
+    "       sandgate [OPTIONS] <COMMAND>                      doctor, presets, ps, stop, tmp, ...",
 );
 
 /// Run one command under a kernel-enforced sandbox profile.
@@ -56,7 +58,8 @@ const USAGE: &str = concat!(
     args_conflicts_with_subcommands = true,
     override_usage = USAGE,
     long_about = LONG_ABOUT,
-    after_help = "Exit status: the command's own; when it dies of signal N, sandgate dies of N too; 64 usage; \
+    after_help = "Exit status: the command's own; when it dies of signal N, sandgate dies of N too; \
+                  124 it ran past --timeout; 64 usage; \
                   77 escalation not granted; 78 profile cannot be enforced here, or the \
                   configuration, workspace, a writable root or the private temp is not usable; \
                   125 internal error; 126 not executable; 127 not found."
@@ -140,6 +143,22 @@ pub struct RunArgs {
     /// says on stderr which guarantees do not hold.
     #[arg(long)]
     pub allow_degraded: bool,
+
+    /// End the command and every process it started after DURATION (30s, 10m, 1h 30m):
+    /// SIGTERM to the command, SIGKILL to everything left 2 seconds later; sandgate then
+    /// exits 124 with a `timeout` marker. Also SANDGATE_TIMEOUT, and `timeout` in the user
+    /// or managed configuration (the managed one is a ceiling; a project's may only
+    /// shorten it).
+    #[arg(long, value_name = "DURATION", env = "SANDGATE_TIMEOUT", value_parser = parse_time_limit, value_hint = ValueHint::Other)]
+    pub timeout: Option<std::time::Duration>,
+
+    /// Let what the command leaves running (a server started with `&`) outlive the call,
+    /// in the call's PID namespace: `sandgate ps` lists it, `sandgate stop` ends it.
+    /// Without it, every process of a read-only or workspace-write call ends with the
+    /// command. Also SANDGATE_KEEP_BACKGROUND=1, and `keep_background` in the user
+    /// configuration (never the project's).
+    #[arg(long, env = "SANDGATE_KEEP_BACKGROUND", value_parser = clap::builder::BoolishValueParser::new())]
+    pub keep_background: bool,
 
     /// Ask to run this one call under a strictly wider MODE (workspace-write or
     /// full-access); needs --justification.
@@ -299,6 +318,24 @@ pub enum Sub {
         #[arg(long)]
         clean: bool,
     },
+    /// List what calls with --keep-background left running: each kept PID namespace (its
+    /// init's pid on the host, workspace, mode, command, start) and the processes in it.
+    Ps {
+        #[command(flatten)]
+        which: KeptSelection,
+        /// Print the list as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// End what calls with --keep-background left running: every process of each kept PID
+    /// namespace is killed, and its record removed.
+    Stop {
+        #[command(flatten)]
+        which: KeptSelection,
+        /// Print what was stopped as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Create the `sandgate-sh` and `sandgate-prefix` links to this binary in DIR.
     InstallLinks {
         /// Where to put the links (a directory on PATH, say ~/.local/bin).
@@ -316,6 +353,18 @@ pub enum Sub {
         /// The shell to complete for.
         shell: clap_complete::Shell,
     },
+}
+
+/// Whose kept processes `ps` and `stop` act on.
+#[derive(Debug, Args)]
+pub struct KeptSelection {
+    /// The workspace (default: as for a run — the git top-level of the current directory,
+    /// else the current directory).
+    #[arg(long, value_name = "DIR", env = "SANDGATE_WORKSPACE")]
+    pub workspace: Option<PathBuf>,
+    /// Every workspace's.
+    #[arg(long)]
+    pub all: bool,
 }
 
 /// Where the approvals server listens.
@@ -386,6 +435,10 @@ pub enum AuditAction {
         #[arg(long, value_name = "FILE")]
         log: Option<PathBuf>,
     },
+}
+
+fn parse_time_limit(text: &str) -> Result<std::time::Duration, String> {
+    crate::policy::config::parse_time_limit(text)
 }
 
 /// The longest wait for an answer: a day.

@@ -81,9 +81,16 @@ pub fn report() -> Report {
     };
     let user_ns = sandbox::probe_namespace(true, false);
     let mount_ns = features.mount_namespace_allowed && sandbox::probe_namespace(false, true);
+    // The process boundary: a PID namespace with the mount namespace and its own /proc.
+    let pid_ns = mount_ns && features.pid_namespace_allowed && sandbox::probe_process_boundary();
     let mut missing = features.missing();
-    if !mount_ns && !missing.contains(&Guarantee::MountNamespace) {
-        missing.push(Guarantee::MountNamespace);
+    for (holds, guarantee) in [
+        (mount_ns, Guarantee::MountNamespace),
+        (pid_ns, Guarantee::ProcessBoundary),
+    ] {
+        if !holds && !missing.contains(&guarantee) {
+            missing.push(guarantee);
+        }
     }
     let profiles: serde_json::Map<String, Value> = Mode::ALL
         .into_iter()
@@ -104,7 +111,7 @@ pub fn report() -> Report {
         uid: nix::unistd::geteuid().as_raw(),
         landlock: json!({ "abi": features.landlock_abi, "available": features.landlock_abi > 0 }),
         seccomp: json!({ "filter": features.seccomp, "user_notification": features.seccomp_user_notif }),
-        namespaces: json!({ "user": user_ns, "mount": mount_ns }),
+        namespaces: json!({ "user": user_ns, "mount": mount_ns, "pid": pid_ns }),
         profiles: Value::Object(profiles),
         answerer: crate::app::answerers(),
         hosts: crate::app::host_rules(),
@@ -140,8 +147,8 @@ pub fn render_text(r: &Report) -> String {
         r.seccomp["filter"], r.seccomp["user_notification"]
     ));
     out.push_str(&format!(
-        "namespaces  user {}, mount {}\n",
-        r.namespaces["user"], r.namespaces["mount"]
+        "namespaces  user {}, mount {}, pid {}\n",
+        r.namespaces["user"], r.namespaces["mount"], r.namespaces["pid"]
     ));
     for (caller, key) in [
         ("a person's call", "person"),

@@ -1,15 +1,23 @@
-//! The exec stage: forks the child, has it apply the sandbox and `execve` the command,
-//! hands its seccomp listener to the supervisor, forwards signals, and reaps it.
+//! The exec stage: starts the child that applies the sandbox, hands its seccomp listener
+//! to the supervisor, forwards signals, and reports how the command ended.
 //!
-//! Behaves like a shell running one foreground command: the child stays in sandgate's
+//! Behaves like a shell running one foreground command: the command stays in sandgate's
 //! process group and session, so the terminal, job control (Ctrl-Z, `fg`) and terminal
 //! signals reach it directly. Signals *sent to sandgate* (by `kill`, a CI runner, a
-//! timeout) are forwarded to the child; terminal-generated ones are not forwarded, since
-//! the child already received them from the terminal. If sandgate dies, the child gets
-//! SIGKILL (PR_SET_PDEATHSIG), so nothing is left running unsupervised. When the command
-//! dies of signal N, sandgate dies of N too ([`Outcome::pass_on`]), and its caller sees
-//! what `bash -c` would have shown it. An unconfined (`full-access`) command has nothing to
-//! supervise: sandgate executes it in place, which ends the same way by construction.
+//! timeout) are forwarded to the command; terminal-generated ones are not forwarded, since
+//! the command already received them from the terminal. When the command dies of signal
+//! N, sandgate dies of N too ([`Outcome::pass_on`]), and its caller sees what `bash -c`
+//! would have shown it.
+//!
+//! A restricted call with its own namespaces is cloned into a new PID namespace with
+//! them: the child is that namespace's pid 1 (`init`), builds the sandbox, forks the
+//! command, reaps every orphan, relays the signals sandgate forwards, and reports the
+//! command's end. When it exits the kernel ends everything left in the namespace, unless
+//! the call keeps its background processes. If sandgate dies, the child gets SIGKILL
+//! (PR_SET_PDEATHSIG), and so does the whole namespace. A nested call, or one degraded to
+//! no PID namespace, forks the child, which executes the command itself. An unconfined
+//! (`full-access`) command has nothing to supervise: sandgate executes it in place, or,
+//! with a time limit, forks it and ends its process tree when the limit comes (`wait`).
 
 use std::ffi::{CStr, CString, OsStr, OsString};
 use std::io;
@@ -24,7 +32,12 @@ use nix::unistd::{getpid, getppid, pipe2, Pid};
 
 use crate::network::hosts::HostRules;
 use crate::sandbox::{Applied, Prepared, Step};
-use crate::{network, supervisor, sys};
+use crate::{kept, network, supervisor, sys};
+
+mod init;
+pub(crate) mod tree;
+mod wait;
+pub use wait::GRACE;
 
 /// Why the command did not start.
 #[derive(Debug, thiserror::Error)]
@@ -80,6 +93,12 @@ pub struct Launch<'a> {
     /// The hosts sandgate's proxy lets the sandbox reach, when the sandbox listens for it
     /// (see [`Prepared::has_proxy`]).
     pub proxy: Option<HostRules>,
+    /// How long the command may run: then it is sent SIGTERM, and after a grace of
+    /// [`wait::GRACE`] everything it started is killed.
+    pub timeout: Option<std::time::Duration>,
+    /// Set when the call keeps what the command leaves running in its PID namespace: it is
+    /// recorded for `sandgate ps` and `sandgate stop` as this call.
+    pub keep_background: Option<kept::Call>,
 }
 
 /// How the command ended.
@@ -89,7 +108,12 @@ pub enum Outcome {
     Exited(u8),
     /// It died of this signal (a raw number: real-time signals are not in nix's `Signal`).
     Signaled(libc::c_int),
+    /// It ran past its time limit and was ended, with everything it started.
+    TimedOut(std::time::Duration),
 }
+
+/// sandgate's exit status when the command ran past its time limit (GNU `timeout`'s).
+pub const EXIT_TIMED_OUT: u8 = 124;
 
 impl Outcome {
     /// Ends sandgate the way the command ended, as the very last thing it does: an exit
@@ -102,6 +126,7 @@ impl Outcome {
     pub fn pass_on(self) -> std::process::ExitCode {
         let signal = match self {
             Outcome::Exited(code) => return std::process::ExitCode::from(code),
+            Outcome::TimedOut(_) => return std::process::ExitCode::from(EXIT_TIMED_OUT),
             Outcome::Signaled(signal) => signal,
         };
         let fallback =
@@ -170,65 +195,78 @@ pub fn run(mut launch: Launch<'_>) -> Result<Outcome, ExecError> {
     env.shrink_to_fit();
     let argv_ptrs = null_terminated(&argv);
     let env_ptrs = null_terminated(&env);
+    let program_to_run = Program {
+        path: &path,
+        argv: &argv_ptrs,
+        env: &env_ptrs,
+    };
     if !launch.sandbox.is_restricted() {
-        return Err(exec_in_place(&path, &argv_ptrs, &env_ptrs, program));
+        return match launch.timeout {
+            None => Err(exec_in_place(&path, &argv_ptrs, &env_ptrs, program)),
+            Some(limit) => unconfined_with_time_limit(&program_to_run, program, limit),
+        };
     }
 
     let (err_r, err_w) = pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
-    let fd_channel = if launch.sandbox.is_restricted() {
-        Some(socketpair(
-            AddressFamily::Unix,
-            SockType::SeqPacket,
-            None,
-            SockFlag::SOCK_CLOEXEC,
-        )?)
-    } else {
-        None
-    };
-    let mut waited = SigSet::empty();
-    WAITED.iter().for_each(|s| waited.add(*s));
+    let (ours, theirs) = socketpair(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )?;
+    let waited = waited_signals();
     let old_mask = waited.thread_swap_mask(SigmaskHow::SIG_BLOCK)?;
     let parent = getpid();
+    let clone_flags = launch.sandbox.clone_flags();
+    // Without a PID namespace a time limit ends the command's tree by adopting its
+    // orphans (see `wait`).
+    let adopts_orphans = clone_flags.is_none() && launch.timeout.is_some();
+    if adopts_orphans {
+        nix::sys::prctl::set_child_subreaper(true)?;
+    }
 
     // sandgate is single-threaded here: the supervisor thread is only started below.
-    let pid = sys::fork()?;
-    if pid == 0 {
-        let send = fd_channel
-            .as_ref()
-            .map(|(_, child_end)| child_end.as_raw_fd());
-        child(
-            launch.sandbox,
-            &path,
-            &argv_ptrs,
-            &env_ptrs,
-            err_w.as_raw_fd(),
-            send,
-            parent,
-            &old_mask,
-        );
-    }
-    let child = Pid::from_raw(pid);
-    drop(err_w);
-    let proxy_planned = launch.sandbox.has_proxy();
-    let (listener, proxy_listener) = match fd_channel {
-        Some((ours, theirs)) => {
-            drop(theirs);
-            let listener = sys::recv_fd(ours.as_fd())?;
-            let root = sys::recv_fd(ours.as_fd())?;
-            let proxy = match proxy_planned {
-                true => sys::recv_fd(ours.as_fd())?,
-                false => None,
-            };
-            if listener.is_some() {
-                refused_caches(ours.as_fd(), launch.supervision.as_mut());
-            }
-            (listener.zip(root), proxy)
-        }
-        None => (None, None),
+    let pid = match clone_flags {
+        Some(flags) => sys::fork_into(flags).map_err(|source| ExecError::Setup {
+            step: crate::sandbox::failed_clone_step(flags),
+            source,
+        })?,
+        None => sys::fork()?,
     };
+    if pid == 0 {
+        match clone_flags {
+            Some(_) => init::run(
+                launch.sandbox,
+                &program_to_run,
+                init::Ends {
+                    err_w,
+                    channel: theirs,
+                    sandgates: [err_r.as_raw_fd(), ours.as_raw_fd()],
+                },
+                &old_mask,
+                launch.keep_background.is_some(),
+            ),
+            None => child(
+                launch.sandbox,
+                &program_to_run,
+                err_w.as_raw_fd(),
+                theirs.as_raw_fd(),
+                parent,
+                &old_mask,
+            ),
+        }
+    }
+    drop(err_w);
+    drop(theirs);
+    let (listener, proxy_listener) = from_the_child(
+        ours.as_fd(),
+        launch.sandbox.has_proxy(),
+        launch.supervision.as_mut(),
+    )?;
     if let Some((step, errno)) = read_failure(err_r)? {
-        // The child exits right after reporting; reap it so it does not linger.
-        let _ = waitpid(child, None);
+        // The child exits right after reporting (init once its command did); reap it so
+        // it does not linger.
+        let _ = waitpid(Pid::from_raw(pid), None);
         let source = io::Error::from_raw_os_error(errno);
         return Err(match step {
             Step::Exec => exec_failure(program, source),
@@ -253,14 +291,90 @@ pub fn run(mut launch: Launch<'_>) -> Result<Outcome, ExecError> {
         (Some((listener, root)), Some(setup)) => Some(supervisor::spawn(listener, root, setup)?),
         _ => None,
     };
-    let outcome = supervise(child, &waited)?;
+    let target = match clone_flags {
+        Some(_) => wait::Target::Init { pid, report: ours },
+        None => wait::Target::Command {
+            pid,
+            adopts_orphans,
+        },
+    };
+    let ended = wait::until_ended(target, &waited, launch.timeout)?;
     if let (Some(proxy), Some(reporter)) = (&proxy, &reporter) {
         proxy.collect_refusals(reporter);
+    }
+    if ended.kept {
+        keep(pid, launch.keep_background.as_ref());
     }
     if let Some(running) = running {
         running.hand_over(&waited);
     }
-    Ok(outcome)
+    Ok(ended.outcome)
+}
+
+/// Records the PID namespace whose init `pid` outlives the call with what the command
+/// left running, for `sandgate ps` and `sandgate stop`. A namespace that cannot be
+/// recorded could be neither listed nor stopped by sandgate: it is ended instead.
+fn keep(pid: libc::pid_t, call: Option<&kept::Call>) {
+    let recorded = match call {
+        Some(call) => kept::Record::new(pid, call).and_then(|r| r.save()),
+        None => Err(kept::KeptError::Io(io::Error::from_raw_os_error(
+            libc::EINVAL,
+        ))),
+    };
+    if let Err(e) = recorded {
+        crate::say!(
+            "sandgate: warning: cannot record the processes the command left running ({e}); ending them"
+        );
+        let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        let _ = waitpid(Pid::from_raw(pid), None);
+    }
+}
+
+/// The signals sandgate waits for, as a set.
+fn waited_signals() -> SigSet {
+    let mut waited = SigSet::empty();
+    WAITED.iter().for_each(|s| waited.add(*s));
+    waited
+}
+
+/// The program to execute and what it gets, built before any fork.
+struct Program<'a> {
+    path: &'a CStr,
+    argv: &'a [*const libc::c_char],
+    env: &'a [*const libc::c_char],
+}
+
+/// Runs an unconfined command with a time limit: a child of sandgate's, which adopts the
+/// orphans the command leaves (`PR_SET_CHILD_SUBREAPER`), so that when the limit comes it
+/// can end the command and every process still descended from it.
+fn unconfined_with_time_limit(
+    program: &Program<'_>,
+    name: &OsStr,
+    limit: std::time::Duration,
+) -> Result<Outcome, ExecError> {
+    let (err_r, err_w) = pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    let waited = waited_signals();
+    let old_mask = waited.thread_swap_mask(SigmaskHow::SIG_BLOCK)?;
+    nix::sys::prctl::set_child_subreaper(true)?;
+    let parent = getpid();
+    let pid = sys::fork()?;
+    if pid == 0 {
+        if let Err(e) = old_mask.thread_set_mask() {
+            report_failure(err_w.as_raw_fd(), Step::Exec, e.into());
+        }
+        sys::default_sigpipe();
+        execute(program, err_w.as_raw_fd(), Some(parent));
+    }
+    drop(err_w);
+    if let Some((_, errno)) = read_failure(err_r)? {
+        let _ = waitpid(Pid::from_raw(pid), None);
+        return Err(exec_failure(name, io::Error::from_raw_os_error(errno)));
+    }
+    let target = wait::Target::Command {
+        pid,
+        adopts_orphans: true,
+    };
+    Ok(wait::until_ended(target, &waited, Some(limit))?.outcome)
 }
 
 /// Reads the child's last message, the copy-on-write caches whose overlay the kernel
@@ -379,81 +493,125 @@ fn null_terminated(strings: &[CString]) -> Vec<*const libc::c_char> {
         .collect()
 }
 
-/// The forked child: applies the sandbox and executes the command; on any failure it
-/// reports `(step, errno)` through `err_w` and exits 125. Makes only async-signal-safe
-/// calls apart from what `Prepared::apply` documents.
-#[allow(clippy::too_many_arguments)]
-fn child(
-    sandbox: Prepared,
-    path: &CString,
-    argv: &[*const libc::c_char],
-    env: &[*const libc::c_char],
-    err_w: RawFd,
-    send: Option<RawFd>,
-    parent: Pid,
-    old_mask: &SigSet,
-) -> ! {
-    let report = |step: Step, err: io::Error| -> ! {
-        let mut msg = [0u8; 8];
-        msg[..4].copy_from_slice(&(step as u32).to_ne_bytes());
-        msg[4..].copy_from_slice(&err.raw_os_error().unwrap_or(libc::EIO).to_ne_bytes());
-        // SAFETY-free: a borrowed write on our own pipe end; failure leaves only exit 125.
-        let _ = nix::unistd::write(sys::borrow_raw(err_w), &msg);
-        sys::exit_immediately(125)
+/// Reports `(step, errno)` to sandgate through `err_w` and exits 125: how a child says
+/// why the command did not start.
+fn report_failure(err_w: RawFd, step: Step, err: io::Error) -> ! {
+    let mut msg = [0u8; 8];
+    msg[..4].copy_from_slice(&(step as u32).to_ne_bytes());
+    msg[4..].copy_from_slice(&err.raw_os_error().unwrap_or(libc::EIO).to_ne_bytes());
+    // A borrowed write on our own pipe end; failure leaves only exit 125.
+    let _ = nix::unistd::write(sys::borrow_raw(err_w), &msg);
+    sys::exit_immediately(125)
+}
+
+/// Sends sandgate what the child made for it once its sandbox is in place: first one byte
+/// saying whether a seccomp listener follows (the kernel may refuse one: a nested call's
+/// filter cannot have its own), then the listener, the sandbox's root (the supervisor
+/// identifies paths through it, and it stays valid however soon this process exits), the
+/// proxy's listener when there is one, and last what sandgate is to say for the child (it
+/// may not write to a stderr nobody reads). Read by [`from_the_child`].
+fn hand_to_sandgate(sock: RawFd, applied: Applied) -> io::Result<()> {
+    let send = |bytes: &[u8]| {
+        nix::sys::socket::send(sock, bytes, nix::sys::socket::MsgFlags::empty())
+            .map(drop)
+            .map_err(io::Error::from)
     };
-    if let Err(e) = old_mask.thread_set_mask() {
-        report(Step::Exec, e.into());
-    }
-    sys::default_sigpipe();
-    match sandbox.apply() {
-        Err((step, err)) => report(step, err),
-        Ok(Applied {
-            listener: Some(listener),
-            proxy,
-            refused_caches,
-        }) => {
-            let Some(sock) = send else {
-                report(Step::Supervisor, io::Error::from_raw_os_error(libc::EBADF))
-            };
-            // The listener, then the sandbox's root: the supervisor identifies paths through
-            // it, and it stays valid however soon this process exits. Then the proxy's
-            // listener, when there is one.
-            let root = sys::open_path(c"/", libc::O_DIRECTORY);
-            let sent = root.and_then(|root| {
-                sys::send_fd(sys::borrow_raw(sock), listener.as_fd())?;
-                sys::send_fd(sys::borrow_raw(sock), root.as_fd())?;
-                if let Some(proxy) = &proxy {
-                    sys::send_fd(sys::borrow_raw(sock), proxy.as_fd())?;
-                }
-                // Last, what sandgate is to say for the child: it may not write to a stderr
-                // nobody reads.
-                let refused = serde_json::to_vec(&refused_caches).map_err(io::Error::other)?;
-                nix::sys::socket::send(sock, &refused, nix::sys::socket::MsgFlags::empty())
-                    .map(drop)
-                    .map_err(io::Error::from)
-            });
-            if let Err(e) = sent {
-                report(Step::Supervisor, e);
-            }
-            drop::<OwnedFd>(listener);
-            drop::<Option<OwnedFd>>(proxy);
-        }
+    let Applied {
+        listener: Some(listener),
+        proxy,
+        refused_caches,
+    } = applied
+    else {
         // A proxy is only planned with a listener (see `Prepared::has_proxy`).
-        Ok(Applied { listener: None, .. }) => {}
+        return send(&[0]);
+    };
+    let root = sys::open_path(c"/", libc::O_DIRECTORY)?;
+    send(&[1])?;
+    sys::send_fd(sys::borrow_raw(sock), listener.as_fd())?;
+    sys::send_fd(sys::borrow_raw(sock), root.as_fd())?;
+    if let Some(proxy) = &proxy {
+        sys::send_fd(sys::borrow_raw(sock), proxy.as_fd())?;
     }
-    if let Err(e) = sys::set_parent_death_signal(libc::SIGKILL) {
-        report(Step::Exec, e);
+    send(&serde_json::to_vec(&refused_caches).map_err(io::Error::other)?)
+}
+
+/// What the child sent with [`hand_to_sandgate`]: the seccomp listener and the sandbox's
+/// root, and the proxy's listener when `proxy_planned`; nothing when the child sent no
+/// listener or failed before it could (it then reports why through its error pipe).
+#[allow(clippy::type_complexity)]
+fn from_the_child(
+    channel: std::os::fd::BorrowedFd<'_>,
+    proxy_planned: bool,
+    setup: Option<&mut supervisor::Setup>,
+) -> io::Result<(Option<(OwnedFd, OwnedFd)>, Option<OwnedFd>)> {
+    let mut header = [0u8; 1];
+    let got = loop {
+        match nix::sys::socket::recv(
+            channel.as_raw_fd(),
+            &mut header,
+            nix::sys::socket::MsgFlags::empty(),
+        ) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            other => break other?,
+        }
+    };
+    if got == 0 || header[0] == 0 {
+        return Ok((None, None));
     }
-    if getppid() != parent {
-        // sandgate died before PDEATHSIG was armed.
-        sys::exit_immediately(125);
+    let listener = sys::recv_fd(channel)?;
+    let root = sys::recv_fd(channel)?;
+    let proxy = match proxy_planned {
+        true => sys::recv_fd(channel)?,
+        false => None,
+    };
+    refused_caches(channel, setup);
+    Ok((listener.zip(root), proxy))
+}
+
+/// The last steps of a child that becomes the command: with sandgate as its `parent`,
+/// PDEATHSIG armed (and sandgate checked still alive), then the standard fds sandgate's
+/// caller closed closed again, and `execve`; a failure is reported through `err_w`.
+fn execute(program: &Program<'_>, err_w: RawFd, parent: Option<Pid>) -> ! {
+    if let Some(parent) = parent {
+        if let Err(e) = sys::set_parent_death_signal(libc::SIGKILL) {
+            report_failure(err_w, Step::Exec, e);
+        }
+        if getppid() != parent {
+            // sandgate died before PDEATHSIG was armed.
+            sys::exit_immediately(125);
+        }
     }
     // A standard fd the caller closed stays closed for the command, as under a shell.
     sys::close_std_fds_closed_at_start();
-    report(
-        Step::Exec,
-        directory_named(path, sys::execve(path, argv, env)),
-    )
+    let err = sys::execve(program.path, program.argv, program.env);
+    report_failure(err_w, Step::Exec, directory_named(program.path, err))
+}
+
+/// The forked child of a call without a PID namespace of its own: applies the sandbox and
+/// executes the command; on any failure it reports `(step, errno)` through `err_w` and
+/// exits 125. Makes only async-signal-safe calls apart from what `Prepared::apply`
+/// documents.
+fn child(
+    sandbox: Prepared,
+    program: &Program<'_>,
+    err_w: RawFd,
+    send: RawFd,
+    parent: Pid,
+    old_mask: &SigSet,
+) -> ! {
+    if let Err(e) = old_mask.thread_set_mask() {
+        report_failure(err_w, Step::Exec, e.into());
+    }
+    sys::default_sigpipe();
+    match sandbox.apply() {
+        Err((step, err)) => report_failure(err_w, step, err),
+        Ok(applied) => {
+            if let Err(e) = hand_to_sandgate(send, applied) {
+                report_failure(err_w, Step::Supervisor, e);
+            }
+        }
+    }
+    execute(program, err_w, Some(parent))
 }
 
 /// Reads the child's failure report: `None` when the pipe closed on a successful exec.
@@ -474,29 +632,4 @@ fn read_failure(err_r: OwnedFd) -> io::Result<Option<(Step, i32)>> {
     let step = u32::from_ne_bytes([msg[0], msg[1], msg[2], msg[3]]);
     let errno = i32::from_ne_bytes([msg[4], msg[5], msg[6], msg[7]]);
     Ok(Some((Step::from_u32(step).unwrap_or(Step::Exec), errno)))
-}
-
-/// Waits for the child, forwarding signals sent to sandgate; returns how it ended.
-fn supervise(child: Pid, waited: &SigSet) -> Result<Outcome, ExecError> {
-    loop {
-        let (signo, code) = sys::sigwaitinfo(waited)?;
-        if signo == libc::SIGCHLD {
-            match sys::wait_nohang(child.as_raw()) {
-                Ok(Some(sys::Ended::Exited(status))) => {
-                    return Ok(Outcome::Exited(u8::try_from(status).unwrap_or(u8::MAX)))
-                }
-                Ok(Some(sys::Ended::Signaled(signal))) => return Ok(Outcome::Signaled(signal)),
-                Ok(None) => continue,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e.into()),
-            }
-        }
-        // si_code <= 0: sent by a process (kill, sigqueue, tgkill). SI_KERNEL: generated
-        // by the terminal for the whole foreground group, the child included.
-        if code <= 0 {
-            if let Ok(signal) = Signal::try_from(signo) {
-                let _ = kill(child, signal);
-            }
-        }
-    }
 }

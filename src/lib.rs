@@ -13,6 +13,7 @@ pub mod denial;
 pub mod doctor;
 pub mod error;
 pub mod exec;
+pub mod kept;
 pub mod limits;
 pub mod logfile;
 pub mod network;

@@ -511,6 +511,24 @@ pub fn fork() -> io::Result<libc::pid_t> {
     check(pid.into()).map(|p| p as libc::pid_t)
 }
 
+/// `clone(2)` as a fork into new namespaces (`CLONE_NEW*` in `namespaces`): the child
+/// continues on a copy of this stack, as after `fork`, with `CLONE_NEWPID` as pid 1 of its
+/// own PID namespace. Refused, like [`fork`], unless this process has exactly one thread.
+///
+/// `unshare` cannot do this: a new PID namespace holds only the children of the process
+/// that asks for it, never that process itself.
+pub fn fork_into(namespaces: libc::c_int) -> io::Result<libc::pid_t> {
+    ensure_single_threaded()?;
+    let flags = libc::c_ulong::try_from(namespaces | libc::SIGCHLD)
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: no new stack, no TLS and no tid pointers (every architecture's argument
+    // order agrees on zeros), so the child runs on a copy of this process's memory exactly
+    // as after `fork`; the process has exactly one thread (checked above), so no lock is
+    // held in the copy. glibc's fork handlers do not run: sandgate registers none.
+    let pid = unsafe { libc::syscall(libc::SYS_clone, flags, 0usize, 0usize, 0usize, 0usize) };
+    check(pid).map(|p| p as libc::pid_t)
+}
+
 /// Returns `Ok` once the kernel counts one thread in this process. A thread that was just
 /// joined stays in the kernel's count for a moment after `join` returns, so a count above
 /// one is re-read for up to a second before it is taken as a thread that is still alive.
@@ -761,15 +779,33 @@ pub fn ignore_sigpipe() {
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
 }
 
-/// Waits for one of the (blocked) signals in `set`; returns its number and `si_code`.
-pub fn sigwaitinfo(set: &nix::sys::signal::SigSet) -> io::Result<(libc::c_int, libc::c_int)> {
+/// A signal taken from the pending set by [`sigwaitinfo`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Received {
+    pub signo: libc::c_int,
+    /// `si_code`: `SI_USER` (0) or below when a process sent it (`kill`, `sigqueue`,
+    /// `tgkill`), `SI_KERNEL` when the kernel did (a terminal's Ctrl-C, a parent's death).
+    pub code: libc::c_int,
+    /// `si_pid`, as the receiver's PID namespace numbers the sender: 0 for a sender outside
+    /// that namespace (and meaningful for `SI_USER` and `SIGCHLD` only).
+    pub sender: libc::pid_t,
+}
+
+/// Waits for one of the (blocked) signals in `set`. Async-signal-safe.
+pub fn sigwaitinfo(set: &nix::sys::signal::SigSet) -> io::Result<Received> {
     // SAFETY: siginfo_t is plain old data, filled by the kernel.
     let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
     loop {
         // SAFETY: `set` is a valid sigset and `info` a live local.
         let sig = unsafe { libc::sigwaitinfo(set.as_ref(), &mut info) };
         if sig >= 0 {
-            return Ok((sig, info.si_code));
+            return Ok(Received {
+                signo: sig,
+                code: info.si_code,
+                // SAFETY: the kernel filled `info`; `si_pid` reads the union member that
+                // `kill`-style signals and SIGCHLD carry (0 for others, which never look).
+                sender: unsafe { info.si_pid() },
+            });
         }
         let err = io::Error::last_os_error();
         if err.kind() != io::ErrorKind::Interrupted {
@@ -950,6 +986,114 @@ pub fn wait_nohang(pid: libc::pid_t) -> io::Result<Option<Ended>> {
     })
 }
 
+/// What [`reap_any`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reaped {
+    /// This child ended (and is gone now).
+    Child(libc::pid_t, Ended),
+    /// Children remain, none of them ended.
+    NoneEnded,
+    /// No child is left.
+    NoChildren,
+}
+
+/// `waitpid(-1, WNOHANG | __WALL)`: reaps one child that ended, whatever signal it was
+/// to send its parent. Async-signal-safe.
+pub fn reap_any() -> io::Result<Reaped> {
+    let mut status: libc::c_int = 0;
+    loop {
+        // SAFETY: the kernel writes one int into the live local.
+        let ret = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG | libc::__WALL) };
+        if ret == 0 {
+            return Ok(Reaped::NoneEnded);
+        }
+        if ret < 0 {
+            let err = io::Error::last_os_error();
+            match err.raw_os_error() {
+                Some(libc::ECHILD) => return Ok(Reaped::NoChildren),
+                Some(libc::EINTR) => continue,
+                _ => return Err(err),
+            }
+        }
+        let ended = if libc::WIFSIGNALED(status) {
+            Ended::Signaled(libc::WTERMSIG(status))
+        } else {
+            Ended::Exited(libc::WEXITSTATUS(status))
+        };
+        return Ok(Reaped::Child(ret, ended));
+    }
+}
+
+/// `pidfd_send_signal(2)`: signals exactly the process behind `pidfd`, never one that
+/// took its number since.
+pub fn pidfd_send_signal(pidfd: BorrowedFd<'_>, signo: libc::c_int) -> io::Result<()> {
+    // SAFETY: integer-only syscall (a NULL siginfo is allowed).
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            signo,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    check(ret).map(drop)
+}
+
+/// `kill(2)` with a raw signal number (real-time signals are not in nix's `Signal`).
+/// Async-signal-safe.
+pub fn kill(pid: libc::pid_t, signo: libc::c_int) -> io::Result<()> {
+    // SAFETY: integer-only call.
+    check(unsafe { libc::kill(pid, signo) }.into()).map(drop)
+}
+
+/// Where this process's argument and environment strings lie: fields 48 to 51 of
+/// `/proc/self/stat` (`arg_start`, `arg_end`, `env_start`, `env_end`).
+pub fn argument_area() -> io::Result<[usize; 4]> {
+    let stat = std::fs::read_to_string("/proc/self/stat")?;
+    // The name (field 2) may hold spaces and parentheses: count from after its last ')'.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let mut area = [0usize; 4];
+    for (i, at) in area.iter_mut().enumerate() {
+        *at = fields
+            .get(48 + i - 3)
+            .and_then(|f| f.parse().ok())
+            .ok_or_else(|| io::Error::other("/proc/self/stat has no argument area"))?;
+    }
+    let [arg_start, arg_end, env_start, env_end] = area;
+    if arg_start >= arg_end || env_start > env_end {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    Ok(area)
+}
+
+/// Overwrites the argument and environment strings `area` (from [`argument_area`]) with
+/// zeros, the first argument with `title`: what `/proc/PID/cmdline` and
+/// `/proc/PID/environ` show of this process from then on. The argument area's last byte is
+/// left non-zero, the kernel's sign of a retitled process, so `cmdline` ends at the
+/// title's own NUL (without it, the kernel hands over the whole area, NULs and all).
+pub fn overwrite_arguments(area: [usize; 4], title: &[u8]) {
+    let [arg_start, arg_end, env_start, env_end] = area;
+    let len = arg_end - arg_start;
+    // Room for the title, its NUL and the last byte; otherwise no title at all.
+    let title = if title.len() + 2 <= len { title } else { &[] };
+    // SAFETY: both ranges are the strings the kernel copied onto this process's stack at
+    // its execve (it reports them itself; `argument_area` checked that they are ordered
+    // and not empty): mapped and writable for the life of the process. No Rust reference
+    // into them exists (the standard library keeps raw pointers only).
+    unsafe {
+        std::ptr::write_bytes(arg_start as *mut u8, 0, len);
+        std::ptr::write_bytes(env_start as *mut u8, 0, env_end - env_start);
+        if !title.is_empty() {
+            std::ptr::copy_nonoverlapping(title.as_ptr(), arg_start as *mut u8, title.len());
+            *((arg_end - 1) as *mut u8) = b' ';
+        }
+    }
+}
+
 /// Borrows a raw fd number that the caller itself created and keeps open for the borrow's
 /// use. Never for an inherited number such as 0, 1 or 2, which may be closed: use
 /// [`is_terminal`] and [`terminal_name`] there.
@@ -1034,14 +1178,24 @@ pub fn loopback_up() -> io::Result<()> {
 /// only what it uses (never the seccomp listener, whose closing is what fails the sandbox's
 /// notified calls once nobody answers them).
 pub fn close_fds_except(keep: &[RawFd]) {
+    close_range_except(3, keep);
+}
+
+/// Closes every fd, standard ones included, but those in `keep`: a process that outlives
+/// sandgate's caller holds none of its pipes or terminals.
+pub fn close_all_fds_except(keep: &[RawFd]) {
+    close_range_except(0, keep);
+}
+
+fn close_range_except(from: libc::c_uint, keep: &[RawFd]) {
     let mut keep: Vec<libc::c_uint> = keep
         .iter()
         .filter_map(|fd| libc::c_uint::try_from(*fd).ok())
-        .filter(|fd| *fd > 2)
+        .filter(|fd| *fd >= from)
         .collect();
     keep.sort_unstable();
     keep.dedup();
-    let mut first: libc::c_uint = 3;
+    let mut first: libc::c_uint = from;
     for fd in keep.into_iter().chain(std::iter::once(libc::c_uint::MAX)) {
         if fd > first {
             // SAFETY: integer-only syscall; it closes fd numbers, owned or not, which is

@@ -60,7 +60,9 @@ fn tmp_clean_never_follows_a_symlink_swapped_in_by_a_process_left_behind() {
     let before = dir_modes(&modcache);
 
     // An earlier call leaves processes swapping directories for symlinks to the host's
-    // module cache, in its private /tmp and in its npm cache layer.
+    // module cache, in its private /tmp and in its npm cache layer. A call that keeps its
+    // processes has them stopped by `tmp --clean` before it removes anything; one run
+    // without a PID namespace (degraded) leaves them unknown to sandgate, racing it.
     let probe = support::probe();
     let pids = env.ws.join("pids");
     let script = format!(
@@ -76,7 +78,8 @@ fn tmp_clean_never_follows_a_symlink_swapped_in_by_a_process_left_behind() {
     cmd.arg("--workspace")
         .arg(&env.ws)
         .env("HOME", &home)
-        .args(["--", "/bin/sh", "-c", &script]);
+        .env("SANDGATE_DEBUG_PRETEND_MISSING", "pid-namespace")
+        .args(["--allow-degraded", "--", "/bin/sh", "-c", &script]);
     assert_status(&output(&mut cmd), 0);
 
     // The user clears the workspace's private temp and layers (retrying as told to).

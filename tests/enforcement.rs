@@ -18,6 +18,7 @@ mod enforcement {
     mod limits;
     mod nested;
     mod network;
+    mod pid_namespace;
     mod process;
     mod stall;
     mod terminal;

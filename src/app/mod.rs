@@ -30,6 +30,7 @@ mod escalate;
 pub(crate) use escalate::answerers;
 mod limits;
 pub(crate) use limits::doctor as limits_report;
+mod kept;
 mod script_head;
 mod shell_mode;
 mod subcommands;
@@ -173,6 +174,8 @@ fn plain(args: Vec<OsString>, caller: Caller) -> ExitCode {
         Some(Sub::Approvals { action }) => crate::approvals::run(action),
         Some(Sub::InstallLinks { dir }) => install_links(&dir),
         Some(Sub::Tmp { workspace, clean }) => tmp(workspace.as_deref(), clean),
+        Some(Sub::Ps { which, json }) => kept::ps(&which, json),
+        Some(Sub::Stop { which, json }) => kept::stop(&which, json),
         // The subcommand is the prefix link's other spelling: an agent's call too.
         Some(Sub::Prefix { command }) => match prefix_call(argv0.clone(), command) {
             Invocation::Shell {
@@ -281,6 +284,7 @@ impl Layers {
 }
 
 fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Outcome, Error> {
+    let started = std::time::SystemTime::now();
     let env = gather_env()?;
     if args.command.is_empty() {
         return Err(PolicyError::NoCommand.into());
@@ -303,6 +307,13 @@ fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Ou
         );
     }
     let limits = limits::resolve(&args.limits, &layers, &standing);
+    let lifetime = policy::lifetime::resolve(
+        args.timeout,
+        args.keep_background,
+        &layers.user,
+        &layers.managed,
+        standing.project_timeout,
+    );
     let escalation = policy::escalation::validate(
         args.sandbox_permissions.as_deref(),
         args.justification.as_deref(),
@@ -452,12 +463,41 @@ fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Ou
         }
         let mut launch = launch(&plan, prepared, &skip, reporter.as_ref());
         launch.argv0 = shellish.argv0.clone();
+        launch.timeout = lifetime.timeout;
+        launch.keep_background = lifetime.keep_background.then(|| crate::kept::Call {
+            workspace: plan.workspace.clone(),
+            mode: plan.mode,
+            command: plan
+                .command
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+            started,
+        });
         match exec::run(launch) {
             Err(ExecError::Setup {
                 step: Step::MountNamespace,
                 ..
             }) if plan.allow_degraded && !skip.contains(&Guarantee::MountNamespace) => {
-                skip.push(Guarantee::MountNamespace);
+                // The process boundary is built in the mount namespace: it falls with it.
+                skip.retain(|g| *g != Guarantee::ProcessBoundary);
+                skip.extend([Guarantee::MountNamespace, Guarantee::ProcessBoundary]);
+            }
+            Err(ExecError::Setup {
+                step: Step::ProcessBoundary,
+                ..
+            }) if plan.allow_degraded && !skip.contains(&Guarantee::ProcessBoundary) => {
+                skip.push(Guarantee::ProcessBoundary);
+            }
+            Err(ExecError::Setup {
+                step: Step::ProcessBoundary,
+                source,
+            }) => {
+                crate::say!("sandgate: cannot give the sandbox a PID namespace and a /proc of its own: {source}{}", if source.raw_os_error() == Some(libc::EPERM) { " (the kernel refuses a new /proc in a user namespace while parts of the existing one are covered, as container runtimes do)" } else { "" });
+                return Err(Error::Unenforceable {
+                    mode: plan.mode,
+                    missing: vec![Guarantee::ProcessBoundary],
+                });
             }
             Err(ExecError::Setup {
                 step: Step::MountNamespace,
@@ -486,7 +526,25 @@ fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Ou
             crate::say!("{line}");
         }
     }
+    if let Outcome::TimedOut(limit) = outcome {
+        timed_out(&plan, limit);
+    }
     Ok(outcome)
+}
+
+/// Says on stderr, with a `timeout` marker, that the command ran out of time and what
+/// sandgate ended.
+fn timed_out(plan: &Plan, limit: std::time::Duration) {
+    let shown = humantime::format_duration(limit);
+    let message = format!(
+        "the command ran out of time ({shown}, --timeout): sandgate sent it SIGTERM, then SIGKILL to everything it started that still ran {} s later",
+        exec::GRACE.as_secs()
+    );
+    crate::say!("sandgate: {message}");
+    let mut extra = Map::new();
+    extra.insert("timeout".into(), json!(shown.to_string()));
+    extra.insert("timeout_secs".into(), json!(limit.as_secs_f64()));
+    crate::say!("{}", marker("timeout", Some(plan.mode), &message, extra));
 }
 
 /// The denial reporter of a restricted, observed call; with observation off, one
@@ -649,6 +707,8 @@ fn launch<'a>(
         },
         sandbox: prepared,
         supervision,
+        timeout: None,
+        keep_background: None,
     }
 }
 

@@ -1,5 +1,5 @@
 //! sandgate's subcommands other than running a command: `install-links`, `presets`,
-//! `audit verify`, `tmp`.
+//! `audit verify`, `tmp` (`ps` and `stop` are in `kept`).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -224,6 +224,31 @@ pub(super) fn tmp(workspace: Option<&Path>, clean: bool) -> ExitCode {
     if !clean {
         crate::out!("{}", private_temp::path_for(&workspace).display());
         return ExitCode::SUCCESS;
+    }
+    // A workspace-write call kept running in this workspace has the temp as its /tmp (and
+    // the cache layers mounted): it ends before they go.
+    let users = crate::kept::live(Some(&workspace)).map(|records| {
+        records
+            .into_iter()
+            .filter(|r| r.mode == policy::Mode::WorkspaceWrite)
+            .collect::<Vec<_>>()
+    });
+    for record in users.iter().flatten() {
+        if let Err(e) = crate::kept::stop(record) {
+            crate::say!(
+                "sandgate: cannot stop the kept processes using it (pid {}): {e}; nothing removed",
+                record.pid
+            );
+            return ExitCode::from(EXIT_INTERNAL);
+        }
+        crate::out!(
+            "stopped {}, kept by a call in this workspace, which used it",
+            record.pid
+        );
+    }
+    if let Err(e) = users {
+        crate::say!("sandgate: {e}");
+        return ExitCode::from(EXIT_CONFIG);
     }
     match private_temp::clean(&workspace) {
         Ok(true) => {

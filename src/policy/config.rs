@@ -40,6 +40,9 @@ pub struct Managed {
     pub tmpfs_size: Option<Size>,
     pub limit_pids: Option<NonZeroU64>,
     pub limit_memory: Option<Size>,
+    /// The longest any call may run (`"30m"`): nothing below may set a longer limit.
+    #[serde(default, deserialize_with = "time_limit")]
+    pub timeout: Option<std::time::Duration>,
 }
 
 /// The user's file: defaults for every call.
@@ -71,6 +74,12 @@ pub struct User {
     pub tmpfs_size: Option<Size>,
     pub limit_pids: Option<NonZeroU64>,
     pub limit_memory: Option<Size>,
+    /// Every call keeps what its command leaves running (as `--keep-background`).
+    #[serde(default)]
+    pub keep_background: bool,
+    /// Every call's time limit unless it sets one (as `--timeout`, `"10m"`).
+    #[serde(default, deserialize_with = "time_limit")]
+    pub timeout: Option<std::time::Duration>,
 }
 
 /// The project's file (`.sandgate/config.json` in the workspace): may only narrow.
@@ -93,6 +102,9 @@ pub struct Project {
     pub tmpfs_size: Option<Size>,
     pub limit_pids: Option<NonZeroU64>,
     pub limit_memory: Option<Size>,
+    /// A time limit for this project's calls: it may only shorten the call's own.
+    #[serde(default, deserialize_with = "time_limit")]
+    pub timeout: Option<std::time::Duration>,
     /// Keys a project may not set; accepted only to be refused with a warning.
     pub approval_endpoint: Option<serde_json::Value>,
     pub approver: Option<serde_json::Value>,
@@ -101,6 +113,31 @@ pub struct Project {
     pub unhidden_paths: Option<serde_json::Value>,
     pub keep_env: Option<serde_json::Value>,
     pub allowed_hosts: Option<serde_json::Value>,
+    pub keep_background: Option<serde_json::Value>,
+}
+
+/// Parses a time limit as `--timeout` takes it: a duration such as `90s`, `10m` or
+/// `1h 30m`, more than zero.
+///
+/// # Errors
+/// Text that is not such a duration, or zero.
+pub fn parse_time_limit(text: &str) -> Result<std::time::Duration, String> {
+    let limit = humantime::parse_duration(text)
+        .map_err(|e| format!("{text:?} is not a duration such as 30s, 10m or 1h 30m: {e}"))?;
+    if limit.is_zero() {
+        return Err("a time limit of 0 would end every command before it starts".into());
+    }
+    Ok(limit)
+}
+
+/// A configuration file's time limit (see [`parse_time_limit`]).
+fn time_limit<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<std::time::Duration>, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    parse_time_limit(&text)
+        .map(Some)
+        .map_err(serde::de::Error::custom)
 }
 
 /// The limits each file asks for.
@@ -253,6 +290,8 @@ pub struct Narrowing {
     pub hidden_paths: Vec<String>,
     /// Hosts the project denies (denying only narrows).
     pub denied_hosts: Vec<String>,
+    /// The project's time limit (it only ever shortens the call's).
+    pub timeout: Option<std::time::Duration>,
     pub warnings: Vec<String>,
 }
 
@@ -262,6 +301,7 @@ pub fn narrowing(project: &Project, standing: Mode, approval: Approval) -> Narro
         protected_paths: project.protected_paths.clone(),
         hidden_paths: project.hidden_paths.clone(),
         denied_hosts: project.denied_hosts.clone(),
+        timeout: project.timeout,
         ..Narrowing::default()
     };
     let mut ignore = |key: &str, why: &str| {
@@ -312,6 +352,7 @@ pub fn narrowing(project: &Project, standing: Mode, approval: Approval) -> Narro
         ("unhidden_paths", project.unhidden_paths.is_some()),
         ("keep_env", project.keep_env.is_some()),
         ("allowed_hosts", project.allowed_hosts.is_some()),
+        ("keep_background", project.keep_background.is_some()),
     ] {
         if set {
             ignore(key, "only the user or managed configuration may set it");

@@ -10,6 +10,7 @@ pub mod escalation;
 pub mod gitconfig;
 pub mod home;
 pub mod hosts;
+pub mod lifetime;
 mod mode;
 pub mod preset;
 pub mod profile;

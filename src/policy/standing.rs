@@ -38,6 +38,8 @@ pub struct Standing {
     pub denied_hosts: Vec<String>,
     /// The limits the project file asks for (it may only lower them: `limits::resolve`).
     pub project_limits: crate::limits::Asked,
+    /// The project file's time limit, which may only shorten the call's.
+    pub project_timeout: Option<std::time::Duration>,
     /// Set when an enclosing sandgate narrowed the mode: the mode asked for.
     pub narrowed_from: Option<Mode>,
     /// Things a person should know (ignored project keys).
@@ -134,6 +136,7 @@ pub fn resolve(
         hidden_paths: narrowing.hidden_paths,
         denied_hosts: narrowing.denied_hosts,
         project_limits: project.limits(),
+        project_timeout: narrowing.timeout,
         narrowed_from,
         warnings: narrowing.warnings,
     })

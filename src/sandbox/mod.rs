@@ -49,6 +49,7 @@ pub enum Step {
     Exec = 7,
     Proxy = 8,
     Cgroup = 9,
+    ProcessBoundary = 10,
 }
 
 impl Step {
@@ -64,6 +65,7 @@ impl Step {
             Step::Exec,
             Step::Proxy,
             Step::Cgroup,
+            Step::ProcessBoundary,
         ]
         .into_iter()
         .find(|s| *s as u32 == n)
@@ -83,6 +85,9 @@ impl Step {
             Step::Exec => "executing the command",
             Step::Proxy => "the proxy's listener in the sandbox's network namespace",
             Step::Cgroup => "joining the call's cgroups (its pid and memory limits)",
+            Step::ProcessBoundary => {
+                "the PID namespace and its own /proc (host processes out of sight, the call's processes ending with it)"
+            }
         }
     }
 }
@@ -90,6 +95,9 @@ impl Step {
 /// The layers to apply to one restricted call.
 struct Layers {
     mounts: Option<mounts::MountPlan>,
+    /// The child is cloned into a PID namespace of its own with the mount namespace, as
+    /// its pid 1, and mounts the namespace's own `/proc` (see `exec`).
+    process_boundary: bool,
     /// `/tmp` and `/dev/shm` in the child's view are private (made by `mounts`, or by an
     /// enclosing sandgate whose namespace this call shares), so landlock may let it write
     /// there.
@@ -138,6 +146,8 @@ pub fn prepare(
         _ => None,
     };
     let private_temp = mounts.is_some() || r.mounts == MountSource::Parent;
+    // Built inside the call's own mount namespace: a nested call stays in its parent's.
+    let process_boundary = mounts.is_some() && !skip.contains(&Guarantee::ProcessBoundary);
     // The proxy needs the sandbox's own network namespace (without it a TCP socket would be
     // the host's) and the supervisor (which performs the one connect allowed).
     let proxy =
@@ -181,6 +191,7 @@ pub fn prepare(
     };
     Ok(Prepared(Some(Layers {
         mounts,
+        process_boundary,
         private_temp,
         landlock,
         parent_caches,
@@ -264,13 +275,25 @@ impl Prepared {
         self.0.as_ref().is_some_and(|l| l.proxy)
     }
 
+    /// The `clone` flags of the child that applies this sandbox when it has a process
+    /// boundary: a new PID namespace (the child is its pid 1) with the mount, IPC, network
+    /// and (when not root) user namespaces. `None`: the child is forked, and enters the
+    /// mount namespace itself if it has one.
+    pub fn clone_flags(&self) -> Option<libc::c_int> {
+        let layers = self.0.as_ref().filter(|l| l.process_boundary)?;
+        let mounts = layers.mounts.as_ref()?;
+        Some((mounts.namespaces() | nix::sched::CloneFlags::CLONE_NEWPID).bits())
+    }
+
     /// Applies every layer to the calling (forked, single-threaded) child, in this order:
     /// 0. the call's cgroups, before anything else: from here on every process the child
     ///    forks (the command, an init of its own) starts inside them and is bound by their
     ///    limits. **Nothing may be forked in the child before this step** (see
     ///    `limits::cgroup`);
-    /// 1. the mount namespace (needs the capabilities dropped in 2), and in its new network
-    ///    namespace the loopback interface and the proxy's listener, when the call has one;
+    /// 1. the mount namespace (needs the capabilities dropped in 2) — entered here, unless
+    ///    the child was cloned into it ([`Prepared::clone_flags`]), and then also the PID
+    ///    namespace's own `/proc` — and in its new network namespace the loopback interface
+    ///    and the proxy's listener, when the call has one;
     /// 2. capabilities: bounding, ambient, then inheritable/permitted/effective;
     /// 3. no_new_privs (landlock and seccomp require it; it also neuters setuid binaries);
     /// 4. landlock, with rules for the private `/tmp` and `/dev/shm` and the copy-on-write
@@ -291,9 +314,17 @@ impl Prepared {
             let _ = sys::set_cloexec(*fd);
         }
         let (mut writable, refused_caches) = match &layers.mounts {
-            Some(mounts) => mounts.apply().map_err(|e| (Step::MountNamespace, e))?,
+            Some(mounts) => {
+                if !layers.process_boundary {
+                    mounts.enter().map_err(|e| (Step::MountNamespace, e))?;
+                }
+                mounts.apply().map_err(|e| (Step::MountNamespace, e))?
+            }
             None => (vec![], vec![]),
         };
+        if layers.process_boundary {
+            mounts::mount_proc().map_err(|e| (Step::ProcessBoundary, e))?;
+        }
         // A nested call: the enclosing sandbox's layers, as this view shows them (its own
         // landlock domain still bounds whatever is granted here).
         writable.extend(layers.parent_caches.iter().filter_map(|(path, dir)| {
@@ -368,16 +399,39 @@ fn proxy_listener() -> io::Result<OwnedFd> {
 /// namespace a restricted run builds (`mount`: unshare, id maps, recursive read-only).
 /// Used by `doctor`; forks, so sandgate must be single-threaded.
 pub fn probe_namespace(user: bool, mount: bool) -> bool {
-    use nix::sys::wait::{waitpid, WaitStatus};
     let plan = mount.then(mounts::MountPlan::probe);
-    match sys::fork() {
-        Ok(0) => {
-            let ok = match &plan {
-                Some(plan) => plan.apply().is_ok(),
-                None => !user || nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWUSER).is_ok(),
-            };
-            sys::exit_immediately(if ok { 0 } else { 1 })
-        }
+    in_throwaway_child(sys::fork(), || match &plan {
+        Some(plan) => plan.enter().is_ok() && plan.apply().is_ok(),
+        None => !user || nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWUSER).is_ok(),
+    })
+}
+
+/// Tries, in a throwaway child cloned as a restricted run clones its own, to build the
+/// process boundary: a new PID namespace with the mount namespaces, id maps, and a `/proc`
+/// of its own. Used by `doctor`; forks, so sandgate must be single-threaded.
+pub fn probe_process_boundary() -> bool {
+    let plan = mounts::MountPlan::probe();
+    let flags = plan.namespaces() | nix::sched::CloneFlags::CLONE_NEWPID;
+    in_throwaway_child(sys::fork_into(flags.bits()), || {
+        plan.apply().is_ok() && mounts::mount_proc().is_ok()
+    })
+}
+
+/// Which guarantee a failed clone into `flags` (see [`Prepared::clone_flags`]) leaves
+/// missing: the mount namespaces alone are tried again in a throwaway child, and if the
+/// kernel makes them, it is the PID namespace it refused. Only runs when the clone failed.
+pub fn failed_clone_step(flags: libc::c_int) -> Step {
+    match in_throwaway_child(sys::fork_into(flags & !libc::CLONE_NEWPID), || true) {
+        true => Step::ProcessBoundary,
+        false => Step::MountNamespace,
+    }
+}
+
+/// Runs `attempt` in the child `forked` made, and returns whether it succeeded there.
+fn in_throwaway_child(forked: io::Result<libc::pid_t>, attempt: impl FnOnce() -> bool) -> bool {
+    use nix::sys::wait::{waitpid, WaitStatus};
+    match forked {
+        Ok(0) => sys::exit_immediately(if attempt() { 0 } else { 1 }),
         Ok(pid) => matches!(
             waitpid(nix::unistd::Pid::from_raw(pid), None),
             Ok(WaitStatus::Exited(_, 0))

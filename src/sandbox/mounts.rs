@@ -10,10 +10,11 @@
 //! `MountPlan::build` runs in sandgate: it opens every path once with no symlink allowed
 //! anywhere in it and records the object's identity. `MountPlan::apply` runs in the forked
 //! child, in this order:
-//! 1. `unshare` mount, IPC and network namespaces (with a user namespace when not root)
-//!    and map our own uid/gid into it; make every mount private, so nothing propagates
-//!    back to the host. The network namespace is what makes abstract socket names private
-//!    (TCP is refused by landlock and seccomp anyway);
+//! 1. in new mount, IPC and network namespaces (with a user namespace when not root: the
+//!    child is cloned into them with a PID namespace, see `exec`, or `enter`s them) map our
+//!    own uid/gid; make every mount private, so nothing propagates back to the host. The
+//!    network namespace is what makes abstract socket names private (TCP is refused by
+//!    landlock and seccomp anyway);
 //! 2. open what must stay visible beneath `/tmp` or `/dev/shm` (the workspace, writable
 //!    roots, allowed sockets, the cwd), and the copy-on-write caches' layers, while the
 //!    host's are still in view;
@@ -284,17 +285,28 @@ impl MountPlan {
         })
     }
 
-    /// Builds the private mount namespace in the calling (child) process; see the module
-    /// docs for the order. Runs after `fork` in a single-threaded child. Returns the
-    /// copy-on-write caches it mounted (landlock lets the command write them) and those
-    /// whose overlay the kernel refused.
-    pub fn apply(&self) -> io::Result<(Vec<Mounted>, Vec<Refused>)> {
+    /// The namespaces the plan is built in: mount, IPC and network, owned by a new user
+    /// namespace when sandgate is not root.
+    pub fn namespaces(&self) -> CloneFlags {
         let mut flags =
             CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWIPC | CloneFlags::CLONE_NEWNET;
         if self.id_maps.is_some() {
             flags |= CloneFlags::CLONE_NEWUSER;
         }
-        unshare(flags)?;
+        flags
+    }
+
+    /// Moves the calling (forked, single-threaded) child into [`MountPlan::namespaces`],
+    /// for a child that was not created in them.
+    pub fn enter(&self) -> io::Result<()> {
+        Ok(unshare(self.namespaces())?)
+    }
+
+    /// Builds the private mount namespace in the calling (child) process, once it is in
+    /// [`MountPlan::namespaces`]; see the module docs for the order. Runs in a
+    /// single-threaded child. Returns the copy-on-write caches it mounted (landlock lets
+    /// the command write them) and those whose overlay the kernel refused.
+    pub fn apply(&self) -> io::Result<(Vec<Mounted>, Vec<Refused>)> {
         if let Some((uid_map, gid_map)) = &self.id_maps {
             sys::write_file(c"/proc/self/setgroups", b"deny")?;
             sys::write_file(c"/proc/self/uid_map", uid_map)?;
@@ -526,6 +538,19 @@ fn make(at: BorrowedFd<'_>, name: &CStr, dir: bool) -> io::Result<()> {
         Ok(()) | Err(Errno::EEXIST) => Ok(()),
         Err(e) => Err(e.into()),
     }
+}
+
+/// Covers `/proc` with a procfs of the calling process's PID namespace, read-only like
+/// the rest of the tree: it lists only the sandbox's processes, and `/proc/PID/net` shows
+/// only its network namespace. Run by pid 1 of a new PID namespace, in its mount
+/// namespace, before it drops its capabilities.
+///
+/// In a user namespace the kernel refuses (`EPERM`) when the `/proc` it would shadow is
+/// not fully visible (parts of it covered, as container runtimes do).
+pub fn mount_proc() -> io::Result<()> {
+    let flags = MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    mount(Some(c"proc"), c"/proc", Some(c"proc"), flags, None::<&CStr>)?;
+    Ok(())
 }
 
 /// Returns true when the host mount holding `path` is read-only (or cannot be told): a

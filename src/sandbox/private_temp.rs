@@ -5,7 +5,8 @@
 //!
 //! Beside it, `/tmp/sandgate-UID/NAME-HASH.caches` holds the workspace's copy-on-write
 //! layers of the toolchain caches (`caches`): outside the private temp, so the sandbox can
-//! never reach a layer it has mounted (and `/tmp` hides every other workspace's).
+//! never reach a layer it has mounted (and `/tmp` hides every other workspace's). So does
+//! `/tmp/sandgate-UID/kept`, the records of kept PID namespaces (`kept`).
 //!
 //! The host's `/tmp` is shared with every other user and process, so the directory is
 //! reached without trusting it: every component is opened with `O_NOFOLLOW` relative to
@@ -103,6 +104,16 @@ pub fn open(workspace: &Path, create: bool) -> Result<Option<PrivateTemp>, TempE
 /// As [`open`].
 pub fn open_layers(workspace: &Path, create: bool) -> Result<Option<PrivateTemp>, TempError> {
     open_owned(layers_path_for(workspace), create)
+}
+
+/// Opens the directory of the records of kept PID namespaces (`kept`) like [`open`]:
+/// `/tmp/sandgate-UID/kept`, a name no workspace's directory can have (theirs end in a
+/// hash).
+///
+/// # Errors
+/// As [`open`].
+pub fn open_kept(create: bool) -> Result<Option<PrivateTemp>, TempError> {
+    open_owned(base().join("kept"), create)
 }
 
 /// Opens `path`, two levels beneath `/tmp` (see the module docs for the checks).

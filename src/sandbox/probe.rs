@@ -22,16 +22,20 @@ pub enum Guarantee {
     SyscallFilter,
     /// Read-only view outside the writable roots, protected paths, private /tmp.
     MountNamespace,
+    /// A PID namespace with a /proc of its own: host processes are out of sight and the
+    /// call's processes end with it (needs the mount namespace).
+    ProcessBoundary,
 }
 
 impl Guarantee {
     /// Every guarantee a restricted profile makes.
-    pub const ALL: [Guarantee; 5] = [
+    pub const ALL: [Guarantee; 6] = [
         Guarantee::LandlockFilesystem,
         Guarantee::LandlockNetwork,
         Guarantee::LandlockScopes,
         Guarantee::SyscallFilter,
         Guarantee::MountNamespace,
+        Guarantee::ProcessBoundary,
     ];
 
     /// Returns a sentence that says what does not hold when this guarantee is missing.
@@ -52,6 +56,9 @@ impl Guarantee {
             Guarantee::MountNamespace => {
                 "mount namespace: no read-only view (chmod/chown/utimes outside are not refused), protected paths are writable, no private /tmp"
             }
+            Guarantee::ProcessBoundary => {
+                "process boundary (a PID namespace with its own /proc): host processes, their command lines and sockets are visible, and processes left in the background outlive the call"
+            }
         }
     }
 
@@ -61,7 +68,9 @@ impl Guarantee {
             Guarantee::LandlockFilesystem => Some(3),
             Guarantee::LandlockNetwork => Some(4),
             Guarantee::LandlockScopes => Some(6),
-            Guarantee::SyscallFilter | Guarantee::MountNamespace => None,
+            Guarantee::SyscallFilter | Guarantee::MountNamespace | Guarantee::ProcessBoundary => {
+                None
+            }
         }
     }
 }
@@ -74,6 +83,8 @@ pub struct Features {
     pub seccomp_user_notif: bool,
     /// False only when a debug build pretends the mount namespace is missing.
     pub mount_namespace_allowed: bool,
+    /// False only when a debug build pretends the PID namespace is missing.
+    pub pid_namespace_allowed: bool,
 }
 
 impl Features {
@@ -86,13 +97,15 @@ impl Features {
             seccomp_user_notif: seccomp
                 && sys::seccomp_action_available(libc::SECCOMP_RET_USER_NOTIF),
             mount_namespace_allowed: true,
+            pid_namespace_allowed: true,
         };
         pretend_missing(&mut features);
         features
     }
 
-    /// Returns the guarantees that cannot hold given these features (mount namespace
-    /// availability is only known once the child tries).
+    /// Returns the guarantees that cannot hold given these features (whether the kernel
+    /// lets the namespaces be made is only known once the child tries). The process
+    /// boundary is built inside the mount namespace, so it falls with it.
     pub fn missing(&self) -> Vec<Guarantee> {
         Guarantee::ALL
             .into_iter()
@@ -100,6 +113,9 @@ impl Features {
                 (_, Some(abi)) => self.landlock_abi < abi,
                 (Guarantee::SyscallFilter, None) => !self.seccomp,
                 (Guarantee::MountNamespace, None) => !self.mount_namespace_allowed,
+                (Guarantee::ProcessBoundary, None) => {
+                    !self.mount_namespace_allowed || !self.pid_namespace_allowed
+                }
                 _ => false,
             })
             .collect()
@@ -107,7 +123,8 @@ impl Features {
 }
 
 /// In debug builds (the ones `cargo test` runs), `SANDGATE_DEBUG_PRETEND_MISSING` names
-/// facilities to treat as absent (`landlock`, `seccomp`, `mount-namespace`), so the
+/// facilities to treat as absent (`landlock`, `seccomp`, `mount-namespace`,
+/// `pid-namespace`), so the
 /// fail-closed paths can be tested on a kernel that has everything. Release builds ignore
 /// it: no environment variable can weaken a release binary.
 #[cfg(debug_assertions)]
@@ -123,6 +140,7 @@ fn pretend_missing(features: &mut Features) {
                 features.seccomp_user_notif = false;
             }
             "mount-namespace" => features.mount_namespace_allowed = false,
+            "pid-namespace" => features.pid_namespace_allowed = false,
             _ => {}
         }
     }
@@ -142,6 +160,7 @@ mod tests {
             seccomp: true,
             seccomp_user_notif: true,
             mount_namespace_allowed: true,
+            pid_namespace_allowed: true,
         };
         assert_eq!(f(7).missing(), vec![]);
         assert_eq!(f(5).missing(), vec![Guarantee::LandlockScopes]);

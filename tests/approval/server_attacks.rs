@@ -102,11 +102,18 @@ fn a_fake_server_left_by_a_sandbox_at_the_default_socket_is_not_asked() {
     let socket_arg = socket.to_string_lossy().into_owned();
     let log_arg = log.to_string_lossy().into_owned();
 
-    // An earlier call, at workspace-write, leaves a fake server running there.
-    let out = env.run(
-        "workspace-write",
-        &["/usr/bin/python3", "-c", FAKE_SERVER, &socket_arg, &log_arg],
-    );
+    // An earlier call, at workspace-write, leaves (keeps) a fake server running there.
+    let mut keeping = env.sandgate("workspace-write");
+    keeping.args([
+        "--keep-background",
+        "--",
+        "/usr/bin/python3",
+        "-c",
+        FAKE_SERVER,
+        &socket_arg,
+        &log_arg,
+    ]);
+    let out = output(&mut keeping);
     assert_status(&out, 0);
     let out = ask_with_runtime(&env, &runtime, "granted");
     let asked = std::fs::read_to_string(&log).unwrap_or_default();
@@ -181,7 +188,7 @@ fn a_connect_made_by_a_supervisor_that_has_exited_but_is_not_reaped_is_refused()
     .unwrap_or_else(|e| panic!("{e}"));
     let id = server.only_pending_id(&env);
 
-    // Connects, then leaves a process in the background that holds the connection and,
+    // Connects, then leaves (keeps) a process in the background that holds the connection and,
     // once `go` appears, answers the question on it; the foreground exits at once.
     let go = env.ws.join("go");
     let reply = env.ws.join("reply");
@@ -215,7 +222,7 @@ fn a_connect_made_by_a_supervisor_that_has_exited_but_is_not_reaped_is_refused()
     signal(server.pid(), "-STOP");
     let mut attacker = env.sandgate("workspace-write");
     attacker
-        .args(["--", "/usr/bin/python3", "-c", &script])
+        .args(["--keep-background", "--", "/usr/bin/python3", "-c", &script])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());

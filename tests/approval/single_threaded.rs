@@ -35,14 +35,15 @@ fn by_name(ep: &TestEndpoint) -> String {
 ///   release builds too; a unit test (`sys::tests::fork_is_refused_while_another_thread_runs`)
 ///   shows that a live thread makes it refuse. So the command running at all means the
 ///   kernel counted one thread at the fork.
-/// * From outside, independently of that check: the granted command (workspace-write, so
-///   that sandgate forks it; full-access would run in sandgate's own process) reads
-///   `Threads:` from its parent's `/proc/PID/status` while sandgate waits for it: the main
-///   thread and the supervisor thread started after the fork. An approval worker or a
-///   resolver thread that were still running — blocked in a lookup, say — would be
-///   counted there too. The supervisor thread starts once the command is running, so the
-///   command first makes a call only the supervisor answers (a refused write outside the
-///   workspace): once it returns, that thread is there to be counted.
+/// * From outside, independently of that check: while the granted command runs
+///   (workspace-write, so that sandgate starts it in a child; full-access would run in
+///   sandgate's own process), the test reads `Threads:` from sandgate's `/proc/PID/status`
+///   (the command, in its own PID namespace, cannot see sandgate): the main thread and
+///   the supervisor thread started after the fork. An approval worker or a resolver thread
+///   that were still running — blocked in a lookup, say — would be counted there too. The
+///   supervisor thread starts once the command is running, so the command first makes a
+///   call only the supervisor answers (a refused write outside the workspace): once it
+///   returns, that thread is there to be counted.
 #[test]
 fn a_grant_through_a_named_endpoint_forks_the_command_single_threaded() {
     if !require_full_enforcement() {
@@ -64,14 +65,26 @@ fn a_grant_through_a_named_endpoint_forks_the_command_single_threaded() {
         "--",
         "/bin/sh",
         "-c",
-        r#"(: > "$1/x") 2>/dev/null; echo "parent=$PPID"; grep '^Threads:' "/proc/$PPID/status""#,
+        r#"(: > "$1/x") 2>/dev/null; echo ready; while [ ! -e "$2" ]; do sleep 0.02; done"#,
         "sh",
     ]);
-    cmd.arg(&env.outside);
-    let out = output(&mut cmd);
+    let go = env.ws.join("go");
+    cmd.arg(&env.outside)
+        .arg(&go)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
+    let mut stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+    let mut ready = [0u8; 6];
+    use std::io::Read;
+    let _ = stdout.read_exact(&mut ready);
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
+    std::fs::write(&go, "").unwrap_or_else(|e| panic!("{e}"));
+    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
     assert_status(&out, 0);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let threads: Vec<&str> = stdout
+    assert_eq!(&ready, b"ready\n", "{}", show(&out));
+    let threads: Vec<&str> = status
         .lines()
         .filter_map(|l| l.strip_prefix("Threads:"))
         .map(str::trim)

@@ -119,7 +119,7 @@ fn the_detached_supervisor_logs_a_background_processs_refusals() {
     let mut cmd = env.sandgate("workspace-write");
     cmd.arg("--denial-log")
         .arg(&log)
-        .args(["--", "/bin/sh", "-c", &script]);
+        .args(["--keep-background", "--", "/bin/sh", "-c", &script]);
     let mut child = spawn_into_head(cmd);
     let status = wait_within(&mut child, Duration::from_secs(60));
     assert_eq!(status.code(), Some(0));
@@ -253,14 +253,15 @@ fn the_detached_supervisor_does_not_hold_the_callers_stderr() {
         return;
     }
     // sandgate writes to stderr before the command ends (the --no-observe note), and the
-    // command leaves a process behind that keeps the sandbox alive: the process that goes
-    // on serving it must not keep the caller's pipe open, or the caller's read of sandgate's
-    // output never ends.
+    // command leaves a process behind (kept) that keeps the sandbox alive: the processes
+    // that go on serving it (the detached supervisor, the namespace's init) must not keep
+    // the caller's pipe open, or the caller's read of sandgate's output never ends.
     use std::io::Read;
     let env = TestEnv::new();
     let mut cmd = env.sandgate("workspace-write");
     cmd.args([
         "--no-observe",
+        "--keep-background",
         "--",
         "/bin/sh",
         "-c",

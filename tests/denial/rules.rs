@@ -250,8 +250,8 @@ fn a_background_writer_cannot_splice_fields_into_a_tagged_marker() {
     if !require_full_enforcement() || !observing() {
         return;
     }
-    // The command leaves a process behind that keeps writing a JSON fragment to the shared
-    // stderr while sandgate prints its markers, and the caller reads slowly, so sandgate's
+    // The command leaves a process behind (kept) that keeps writing a JSON fragment to the
+    // shared stderr while sandgate prints its markers, and the caller reads slowly, so sandgate's
     // writes of a long line are partial. Every line that parses, with the real tag, must
     // still say what sandgate said.
     use std::io::Read;
@@ -266,7 +266,7 @@ fn a_background_writer_cannot_splice_fields_into_a_tagged_marker() {
         cmd.env("SANDGATE_MARKER_TAG", "t-4711")
             .arg("--workspace")
             .arg(&env.ws)
-            .args(["-c", &script])
+            .args(["--keep-background", "-c", &script])
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped());

@@ -11,6 +11,7 @@ fn a_missing_feature_refuses_the_command_unless_degraded_is_allowed() {
         ("landlock", "landlock filesystem rules"),
         ("seccomp", "seccomp filter"),
         ("mount-namespace", "mount namespace"),
+        ("pid-namespace", "process boundary"),
     ] {
         for mode in ["read-only", "workspace-write"] {
             let mut cmd = env.sandgate(mode);
@@ -52,13 +53,51 @@ fn a_missing_feature_refuses_the_command_unless_degraded_is_allowed() {
     }
 }
 
+/// Degraded to no PID namespace, the call runs as before there was one: host processes
+/// are in sight (pid 1 is the host's init) and what the command leaves outlives it.
+#[test]
+fn without_the_process_boundary_the_host_is_in_sight_and_said_so() {
+    let env = TestEnv::new();
+    let mark = unique_mark("degraded");
+    let mut cmd = env.sandgate("workspace-write");
+    cmd.env("SANDGATE_DEBUG_PRETEND_MISSING", "pid-namespace")
+        .env("LEFTOVER_MARK", &mark)
+        .args([
+            "--allow-degraded",
+            "--",
+            "/bin/sh",
+            "-c",
+            "sleep 1016 >/dev/null 2>&1 </dev/null & tr '\\0' '|' < /proc/1/cmdline",
+        ]);
+    let out = output(&mut cmd);
+    // The sleep, and the detached supervisor still serving it.
+    let left: Vec<String> = processes_marked(&mark)
+        .iter()
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/cmdline")).ok())
+        .filter(|cmdline| cmdline == "sleep\u{0}1016\u{0}")
+        .collect();
+    kill_marked(&mark);
+    assert_status(&out, 0);
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).starts_with("sandgate-init"),
+        "{}",
+        show(&out)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("\"missing\":[\"process-boundary\"]"),
+        "{}",
+        show(&out)
+    );
+    assert_eq!(left.len(), 1, "{left:?}");
+}
+
 #[test]
 fn full_access_needs_no_feature() {
     let env = TestEnv::new();
     let mut cmd = env.sandgate("full-access");
     cmd.env(
         "SANDGATE_DEBUG_PRETEND_MISSING",
-        "landlock,seccomp,mount-namespace",
+        "landlock,seccomp,mount-namespace,pid-namespace",
     )
     .args(["--", "true"]);
     assert_status(&output(&mut cmd), 0);
@@ -73,6 +112,7 @@ fn doctor_json_reports_the_kernel_and_every_profile() {
     assert!(d["seccomp"]["user_notification"].is_boolean());
     assert!(d["namespaces"]["user"].is_boolean());
     assert!(d["namespaces"]["mount"].is_boolean());
+    assert!(d["namespaces"]["pid"].is_boolean());
     for mode in ["read-only", "workspace-write", "full-access"] {
         assert!(d["profiles"][mode]["enforceable"].is_boolean(), "{mode}");
     }
@@ -82,6 +122,7 @@ fn doctor_json_reports_the_kernel_and_every_profile() {
         "landlock-scopes",
         "syscall-filter",
         "mount-namespace",
+        "process-boundary",
     ] {
         assert!(
             d["profiles"]["read-only"]["guarantees"][g].is_boolean(),

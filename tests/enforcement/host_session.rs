@@ -399,12 +399,14 @@ fn a_root_raced_between_a_directory_and_a_symlink_never_becomes_the_links_target
     std::fs::create_dir(env.ws.join("build")).unwrap_or_else(|e| panic!("{e}"));
     std::os::unix::fs::symlink(&secret, env.ws.join("build-link"))
         .unwrap_or_else(|e| panic!("{e}"));
-    // An earlier call leaves a process swapping the two while later calls set up.
+    // An earlier call leaves (keeps) a process swapping the two while later calls set up.
     let flipper = format!(
         "{} exchange-loop build build-link 4000 >/dev/null 2>&1 </dev/null &",
         probe().display()
     );
-    assert_status(&env.sh("workspace-write", &flipper), 0);
+    let mut keeping = env.sandgate("workspace-write");
+    keeping.args(["--keep-background", "--", "/bin/sh", "-c", &flipper]);
+    assert_status(&output(&mut keeping), 0);
     let (mut refused, mut ran) = (0, 0);
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(3500);
     while std::time::Instant::now() < deadline {
@@ -558,16 +560,21 @@ fn temp_workflows_keep_working() {
     );
     let out = other.run("workspace-write", &["cat", &made]);
     assert_command_failed(&out);
-    // A server left in the background by one call, reached through its socket in the
-    // workspace by the next.
+    // A server left in the background by one call that keeps it, reached through its
+    // socket in the workspace by the next.
     let server = "import socket\ns = socket.socket(socket.AF_UNIX)\ns.bind('srv.sock')\ns.listen()\nc, _ = s.accept()\nc.sendall(b'pong')\nc.close()";
-    let out = env.sh(
-        "workspace-write",
+    let mut keeping = env.sandgate("workspace-write");
+    keeping.args([
+        "--keep-background",
+        "--",
+        "/bin/sh",
+        "-c",
         &format!(
             "{python} -c \"{server}\" >/dev/null 2>&1 </dev/null & \
                   while [ ! -S srv.sock ]; do sleep 0.05; done"
         ),
-    );
+    ]);
+    let out = output(&mut keeping);
     assert_status(&out, 0);
     let client = "import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect('srv.sock')\nprint(s.recv(4).decode())";
     let out = env.run("workspace-write", &[python, "-c", client]);

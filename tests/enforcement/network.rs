@@ -59,8 +59,20 @@ fn unix_sockets_outside_the_writable_roots_are_unreachable_by_any_path() {
     ] {
         env.assert_refused(&["unix-connect", target], "EACCES");
     }
-    // /proc/self/root leads to the same socket.
-    env.assert_refused(&["unix-connect", &format!("/proc/self/root{p}")], "EACCES");
+    // /proc/self/root leads to the same socket. The supervisor, outside the sandbox's PID
+    // namespace, cannot follow the sandbox's `self`: the path fails before any socket.
+    let through_proc = format!("/proc/self/root{p}");
+    assert_eq!(
+        env.probe("full-access", &["unix-connect", &through_proc]),
+        "ok"
+    );
+    for mode in ["read-only", "workspace-write"] {
+        assert_eq!(
+            env.probe(mode, &["unix-connect", &through_proc]),
+            "err:ENOENT",
+            "{mode}"
+        );
+    }
 }
 
 #[test]
@@ -128,9 +140,10 @@ fn unix_sockets_inside_the_workspace_and_socketpairs_work() {
     }
 }
 
-/// A process the command leaves running in the background keeps its sandbox after
-/// sandgate returns, and keeps being served: a detached supervisor answers its connects
-/// (here: allowed inside the workspace) and observed writes until it exits.
+/// A process the command leaves running in the background of a call that keeps it keeps
+/// its sandbox after sandgate returns, and keeps being served: a detached supervisor
+/// answers its connects (here: allowed inside the workspace) and observed writes until it
+/// exits.
 #[test]
 fn background_processes_stay_served_after_sandgate_returns() {
     if !require_full_enforcement() {
@@ -148,7 +161,9 @@ fn background_processes_stay_served_after_sandgate_returns() {
         sock.display(),
         outside.display()
     );
-    let out = env.sh("workspace-write", &script);
+    let mut cmd = env.sandgate("workspace-write");
+    cmd.args(["--keep-background", "--", "/bin/sh", "-c", &script]);
+    let out = output(&mut cmd);
     assert_status(&out, 0);
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
@@ -163,8 +178,9 @@ fn background_processes_stay_served_after_sandgate_returns() {
     assert!(!outside.exists());
 }
 
-/// If sandgate dies outright (SIGKILL: no hand-over), what needed the supervisor fails
-/// closed with ENOSYS — even a connect to a socket inside the workspace.
+/// If the supervisor is gone while sandboxed processes live on (here: kept after the
+/// command ended, then their detached supervisor killed), what needed it fails closed with
+/// ENOSYS — even a connect to a socket inside the workspace.
 #[test]
 fn without_any_supervisor_connects_fail_closed() {
     if !require_full_enforcement() {
@@ -173,29 +189,46 @@ fn without_any_supervisor_connects_fail_closed() {
     let env = TestEnv::new();
     let sock = env.ws.join("late.sock");
     let _listener = UnixListener::bind(&sock).unwrap_or_else(|e| panic!("{e}"));
+    let result = env.ws.join("result");
+    // The result file is opened while the supervisor still answers (an open for writing
+    // is a notified call too).
     let script = format!(
-        "(sleep 0.5; '{}' unix-connect '{}') & echo started; exec sleep 60",
+        "(exec 3>'{}'; while [ ! -e go ]; do sleep 0.05; done; '{}' unix-connect '{}' >&3) >/dev/null 2>&1 </dev/null &",
+        result.display(),
         probe().display(),
         sock.display()
     );
+    let mark = unique_mark("supervisor");
     let mut cmd = env.sandgate("workspace-write");
-    cmd.args(["--", "/bin/sh", "-c", &script])
-        .stdout(std::process::Stdio::piped());
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
-    let mut stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
-    let mut line = [0u8; 8];
-    use std::io::Read;
-    stdout
-        .read_exact(&mut line)
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(&line, b"started\n");
-    child.kill().unwrap_or_else(|e| panic!("{e}"));
-    let _ = child.wait();
-    let mut rest = String::new();
-    stdout
-        .read_to_string(&mut rest)
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(rest.trim(), "err:ENOSYS");
+    cmd.env("LEFTOVER_MARK", &mark)
+        .args(["--keep-background", "--", "/bin/sh", "-c", &script]);
+    assert_status(&output(&mut cmd), 0);
+    // What carries the mark now: the background subshell and the detached supervisor
+    // (sandgate's copy, not in the sandbox's PID namespace). Kill the supervisor.
+    let supervisors: Vec<i32> = processes_marked(&mark)
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/exe"))
+                .is_ok_and(|exe| exe.file_name() == sandgate().file_name())
+        })
+        .collect();
+    assert_eq!(supervisors.len(), 1, "{supervisors:?}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(supervisors[0]),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(env.ws.join("go"), "").unwrap_or_else(|e| panic!("{e}"));
+    let start = std::time::Instant::now();
+    let answer = loop {
+        let text = std::fs::read_to_string(&result).unwrap_or_default();
+        if !text.is_empty() || start.elapsed().as_secs() > 10 {
+            break text;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    kill_marked(&mark);
+    assert_eq!(answer.trim(), "err:ENOSYS");
 }
 
 /// A listener that accepts and counts connections on a background thread until dropped.

@@ -37,22 +37,87 @@ fn cannot_ptrace_or_signal_sandgate_or_outside_processes() {
     }
     let env = TestEnv::new();
     let outside = Bystander::start();
+    // In the sandbox's PID namespace a host process has no number at all.
+    env.assert_refused(&["kill", &outside.pid(), "0"], "ESRCH");
     env.assert_refused(&["ptrace-attach", &outside.pid()], "EPERM");
-    env.assert_refused(&["kill", &outside.pid(), "0"], "EPERM");
-    env.assert_refused(&["kill-parent"], "EPERM");
     env.assert_refused(&["process-vm-read-parent"], "EPERM");
     // A real signal, not just the permission check of signal 0.
     for mode in ["read-only", "workspace-write"] {
         assert_eq!(
             env.probe(mode, &["kill", &outside.pid(), "15"]),
-            "err:EPERM"
+            "err:ESRCH"
         );
+    }
+    // Named without a number — a `/proc/PID` fd sandgate's caller handed in, which the
+    // kernel takes as a pidfd — it is still out of reach: the kernel refuses a pidfd of a
+    // process outside the caller's PID namespace (EINVAL), before landlock's signal scope.
+    let through_fd = |mode: &str, signal: &str| {
+        let mut sandgate = env.sandgate(mode);
+        sandgate
+            .arg("--")
+            .arg(probe())
+            .args(["pidfd-signal-fd", "3", signal]);
+        let mut wrapper = Command::new("/bin/sh");
+        wrapper.args(["-c", r#"exec 3</proc/"$0" && exec "$@""#, &outside.pid()]);
+        let out = output(&mut behind(wrapper, &sandgate));
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    assert_eq!(through_fd("full-access", "0"), "ok", "control");
+    for mode in ["read-only", "workspace-write"] {
+        assert_eq!(through_fd(mode, "15"), "err:EINVAL", "{mode}");
     }
     let mut bystander = outside;
     assert!(
         bystander.0.try_wait().is_ok_and(|s| s.is_none()),
         "the outside process was killed"
     );
+}
+
+/// The command shares sandgate's process group (the terminal's foreground job): a signal
+/// to its whole group reaches the sandbox's members only, never sandgate, which would
+/// forward it to the command a second time.
+#[test]
+fn a_signal_to_the_process_group_does_not_reach_sandgate() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let script = "n=0; trap 'n=$((n+1))' USR1; kill -USR1 0; sleep 0.5; echo \"$n\"";
+    for mode in ["read-only", "workspace-write"] {
+        let out = env.sh(mode, script);
+        assert_status(&out, 0);
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "1\n", "{mode}");
+    }
+    // Control: sandgate forwards what reaches it (through init, which relays it): a USR1
+    // sent to sandgate from outside arrives, exactly once.
+    let mut cmd = env.sandgate("workspace-write");
+    cmd.args([
+        "--",
+        "/bin/sh",
+        "-c",
+        "n=0; trap 'n=$((n+1))' USR1; echo ready; sleep 1; echo \"$n\"",
+    ])
+    .stdout(Stdio::piped());
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
+    let mut reader =
+        std::io::BufReader::new(child.stdout.take().unwrap_or_else(|| panic!("no stdout")));
+    let mut line = String::new();
+    use std::io::{BufRead, Read};
+    reader
+        .read_line(&mut line)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(line, "ready\n");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGUSR1,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut rest = String::new();
+    reader
+        .read_to_string(&mut rest)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let _ = child.wait();
+    assert_eq!(rest, "1\n", "control");
 }
 
 #[test]
@@ -172,12 +237,30 @@ fn a_setuid_root_binary_gains_nothing() {
     }
 }
 
+/// SIGKILL of sandgate while the command runs: nothing of the call is left, neither the
+/// command nor what it started in the background (found from the host by a mark in their
+/// environment, whatever pid they have in the sandbox).
 #[test]
 fn killing_sandgate_leaves_no_orphan() {
     let env = TestEnv::new();
-    for mode in ["read-only", "full-access"] {
+    for (mode, keep) in [
+        ("read-only", false),
+        ("workspace-write", true),
+        ("full-access", false),
+    ] {
+        let mark = unique_mark("killed");
         let mut cmd = env.sandgate(mode);
-        cmd.args(["--", "/bin/sh", "-c", "echo $$; exec sleep 60"])
+        if keep {
+            // Kept are only what a command leaves when it *ends*: not a call cut short.
+            cmd.arg("--keep-background");
+        }
+        let script = match mode {
+            // Unconfined, only the command itself is sandgate's to end.
+            "full-access" => "echo started; exec sleep 60",
+            _ => "sleep 61 & setsid sleep 62 & echo started; exec sleep 60",
+        };
+        cmd.env("LEFTOVER_MARK", &mark)
+            .args(["--", "/bin/sh", "-c", script])
             .stdout(Stdio::piped());
         let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
         let mut line = String::new();
@@ -186,21 +269,31 @@ fn killing_sandgate_leaves_no_orphan() {
         std::io::BufReader::new(stdout)
             .read_line(&mut line)
             .unwrap_or_else(|e| panic!("{e}"));
-        let pid: i32 = line
-            .trim()
-            .parse()
-            .unwrap_or_else(|e| panic!("{line:?}: {e}"));
+        assert_eq!(line, "started\n");
+        // sandgate, the command and its two background processes; unconfined, sandgate is
+        // the command. (A process just started shows its mark once its exec is through.)
+        let expected = if mode == "full-access" { 1 } else { 4 };
+        let mut running = processes_marked(&mark);
+        for _ in 0..100 {
+            if running.len() >= expected {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            running = processes_marked(&mark);
+        }
+        assert!(
+            running.len() >= expected,
+            "{mode}: the test cannot see the call's processes: {running:?}"
+        );
         child.kill().unwrap_or_else(|e| panic!("{e}"));
         let _ = child.wait();
         let gone = (0..100).any(|_| {
             std::thread::sleep(std::time::Duration::from_millis(50));
-            let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            state.is_empty() || state.contains(") Z ")
+            processes_marked(&mark).is_empty()
         });
-        assert!(
-            gone,
-            "the command (pid {pid}) outlived sandgate under {mode}"
-        );
+        let left = processes_marked(&mark);
+        kill_marked(&mark);
+        assert!(gone, "{mode}: {left:?} outlived sandgate");
     }
 }
 
@@ -418,16 +511,17 @@ fn no_kind_of_signal_reaches_a_host_process() {
         // Control with signal 0: only the permission check, the host allows it.
         assert_eq!(env.probe("full-access", &[sender, &host.pid(), "0"]), "ok");
         for mode in ["read-only", "workspace-write"] {
+            // The host process has no number in the sandbox's PID namespace.
             assert_eq!(
                 env.probe(mode, &[sender, &host.pid(), "15"]),
-                "err:EPERM",
+                "err:ESRCH",
                 "{sender} under {mode}"
             );
         }
     }
-    // SIGIO through F_SETOWN: the call succeeds, the signal must not arrive.
+    // SIGIO through F_SETOWN: no process of that number to own the file.
     for mode in ["read-only", "workspace-write"] {
-        assert_eq!(env.probe(mode, &["sigio", &host.pid()]), "ok");
+        assert_eq!(env.probe(mode, &["sigio", &host.pid()]), "err:ESRCH");
     }
     std::thread::sleep(std::time::Duration::from_millis(200));
     assert!(

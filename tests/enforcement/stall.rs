@@ -4,7 +4,7 @@
 //! log — and sandgate still answers SIGTERM meanwhile.
 
 use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -22,7 +22,6 @@ s.bind("sock")
 s.listen(0)
 filler = socket.socket(socket.AF_UNIX)
 filler.connect("sock")
-open("listener.pid", "w").write(str(os.getpid()))
 open("ready", "w").close()
 deadline = time.time() + 60
 while not os.path.exists("accept") and time.time() < deadline:
@@ -40,7 +39,6 @@ while time.time() < deadline:
 const BLOCKER: &str = r#"
 import os, socket, time
 c = socket.socket(socket.AF_UNIX)
-open("blocker.pid", "w").write(str(os.getpid()))
 open("connecting", "w").close()
 c.connect("sock")
 open("connected", "w").close()
@@ -69,10 +67,11 @@ exec sleep 60
     )
 }
 
-/// Kills what a test left running: sandgate, and the sandboxed processes that outlive it.
+/// Kills what a test left running: sandgate, and the sandboxed processes that outlive it
+/// (the call keeps them), found by the mark in their environment.
 struct Cleanup {
     child: Option<Child>,
-    pid_files: Vec<PathBuf>,
+    mark: String,
 }
 
 impl Drop for Cleanup {
@@ -81,17 +80,7 @@ impl Drop for Cleanup {
             let _ = child.kill();
             let _ = child.wait();
         }
-        for file in &self.pid_files {
-            if let Some(pid) = std::fs::read_to_string(file)
-                .ok()
-                .and_then(|p| p.trim().parse().ok())
-            {
-                let _ = nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(pid),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
-            }
-        }
+        kill_marked(&self.mark);
     }
 }
 
@@ -121,16 +110,18 @@ fn a_connect_waiting_on_a_full_backlog_holds_up_no_other_call_and_sigterm_still_
     let stdout = env.root.join("stdout");
     let stderr = env.root.join("stderr");
     let file = |p: &Path| std::fs::File::create(p).unwrap_or_else(|e| panic!("{e}"));
+    let mark = unique_mark("stall");
     let mut cmd = env.sandgate("workspace-write");
     cmd.arg("--denial-log")
         .arg(&log)
-        .args(["--", "/bin/sh", "run.sh"])
+        .env("LEFTOVER_MARK", &mark)
+        .args(["--keep-background", "--", "/bin/sh", "run.sh"])
         .stdin(Stdio::null())
         .stdout(file(&stdout))
         .stderr(file(&stderr));
     let mut cleanup = Cleanup {
         child: Some(cmd.spawn().unwrap_or_else(|e| panic!("{e}"))),
-        pid_files: vec![env.ws.join("listener.pid"), env.ws.join("blocker.pid")],
+        mark,
     };
     let shown = || {
         format!(

@@ -64,8 +64,9 @@ fn an_interactive_shell_works_inside() {
 }
 
 /// A user's session on a fresh pty: `setsid -c /bin/sh -c SHELL_SCRIPT sh sandgate
-/// --sandbox MODE --workspace WS -- ARGV…`, where the session's shell runs sandgate as
-/// `"$@"` and then does what a user's shell would.
+/// --sandbox MODE --workspace WS --keep-background -- ARGV…`, where the session's shell
+/// runs sandgate as `"$@"` and then does what a user's shell would. What the command leaves
+/// in the background stays: the worst case the terminal must withstand.
 struct Session {
     child: std::process::Child,
     master: std::fs::File,
@@ -82,7 +83,7 @@ impl Session {
             .arg(sandgate())
             .args(["--sandbox", mode, "--workspace"])
             .arg(&env.ws)
-            .arg("--")
+            .args(["--keep-background", "--"])
             .args(argv);
         env.isolate(&mut cmd);
         cmd.current_dir(&env.ws)

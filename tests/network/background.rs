@@ -1,6 +1,7 @@
 //! The proxy lives as long as the sandbox: a process the command leaves in the background
-//! still reaches an allowed host after sandgate returned, and once it ends no sandgate
-//! process (proxy, supervisor) and no mount of the call is left on the host.
+//! (the call keeps it) still reaches an allowed host after sandgate returned, and once it
+//! ends no sandgate process (proxy, supervisor, init) and no mount of the call is left on
+//! the host.
 
 use std::net::Ipv4Addr;
 use std::path::Path;
@@ -77,12 +78,9 @@ fn the_proxy_serves_background_processes_and_ends_with_them() {
     // whatever else holds its output open.
     let (stdout, stderr) = (env.root.join("call.out"), env.root.join("call.err"));
     let create = |path: &Path| std::fs::File::create(path).unwrap_or_else(|e| panic!("{e}"));
-    let mut cmd = command(
-        &env,
-        &allow(&[&upstream.authority()], true),
-        &denial_log(&env),
-        &["/bin/sh", "-c", &script],
-    );
+    let mut flags = allow(&[&upstream.authority()], true);
+    flags.push("--keep-background".into());
+    let mut cmd = command(&env, &flags, &denial_log(&env), &["/bin/sh", "-c", &script]);
     let status = cmd
         .stdout(create(&stdout))
         .stderr(create(&stderr))

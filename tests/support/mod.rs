@@ -492,3 +492,38 @@ pub fn read_markers(log: &Path) -> Vec<serde_json::Value> {
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
         .collect()
 }
+
+/// A token no other process carries, to mark what a test starts (in an environment
+/// variable or an argument) and find it again from the host.
+pub fn unique_mark(what: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!("sandgate-mark-{what}-{}-{nanos}", std::process::id())
+}
+
+/// The host pids of the live processes whose command line or environment holds `mark`,
+/// this test process aside: what a call left running, seen from outside its namespaces.
+pub fn processes_marked(mark: &str) -> Vec<i32> {
+    let me = std::process::id() as i32;
+    let holds = |pid: i32, file: &str| {
+        std::fs::read(format!("/proc/{pid}/{file}"))
+            .is_ok_and(|bytes| bytes.windows(mark.len()).any(|w| w == mark.as_bytes()))
+    };
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return vec![];
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| *pid != me && (holds(*pid, "cmdline") || holds(*pid, "environ")))
+        .collect()
+}
+
+/// Kills every process [`processes_marked`] finds: a test's own leftovers, by host pid.
+pub fn kill_marked(mark: &str) {
+    for pid in processes_marked(mark) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}

@@ -1,0 +1,264 @@
+//! sandgate's side of a running call: it waits for the command's end, forwards the
+//! signals sent to sandgate, and enforces the time limit.
+//!
+//! It waits on a signalfd of the signals it takes (they are blocked), the channel on which
+//! a PID namespace's init reports the command's end, and the time limit, in one `poll`:
+//! init may report a command's end and stay (the call keeps what the command left), so
+//! sandgate cannot just wait for its child to exit.
+//!
+//! The time limit: SIGTERM first, as sandgate forwards a `kill` (to the command only, which
+//! may clean up), then after [`GRACE`] SIGKILL of everything. With a PID namespace that is
+//! init's death, which the kernel turns into the death of every process in the namespace;
+//! without one, the command and every process sandgate adopted from its tree (sandgate is
+//! their subreaper) are killed until none is left. The call then ends with
+//! [`Outcome::TimedOut`], also when the command ended on the SIGTERM.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::signal::SigSet;
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+
+use super::init::Report;
+use super::{tree, ExecError, Outcome};
+use crate::sys::{self, Reaped};
+
+/// How long a command that ran out of time has between SIGTERM and SIGKILL.
+pub const GRACE: Duration = Duration::from_secs(2);
+
+/// What sandgate waits for.
+pub(super) enum Target {
+    /// pid 1 of the call's PID namespace, and sandgate's end of the channel on which it
+    /// reports the command's end.
+    Init { pid: libc::pid_t, report: OwnedFd },
+    /// The command itself; `adopts_orphans`: sandgate is the subreaper of its tree.
+    Command {
+        pid: libc::pid_t,
+        adopts_orphans: bool,
+    },
+}
+
+/// How the wait ended.
+pub(super) struct Ended {
+    pub outcome: Outcome,
+    /// The command's PID namespace outlives the call, with what it left running (its init
+    /// is still sandgate's child).
+    pub kept: bool,
+}
+
+/// Waits until the command has ended (and, unless the call keeps them, everything it
+/// left in its PID namespace), forwarding every `waited` signal a process sent to sandgate
+/// and ending the call once `limit` has passed.
+///
+/// # Errors
+/// The signals or the child cannot be waited for.
+pub(super) fn until_ended(
+    target: Target,
+    waited: &SigSet,
+    limit: Option<Duration>,
+) -> Result<Ended, ExecError> {
+    let signals = SignalFd::with_flags(waited, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)?;
+    let (pid, mut channel, adopts_orphans) = match target {
+        Target::Init { pid, report } => (pid, Some(report), false),
+        Target::Command {
+            pid,
+            adopts_orphans,
+        } => (pid, None, adopts_orphans),
+    };
+    let mut clock = Clock::new(limit);
+    let mut report: Option<Report> = None;
+    let mut command_ended = None;
+    loop {
+        let ended = match adopts_orphans {
+            true => reap_adopted(pid, &mut command_ended)?,
+            false => sys::wait_nohang(pid)?,
+        };
+        if let Some(how) = ended {
+            // Init's report is the command's end; init's own is only the namespace's. It
+            // reports before it exits, but this loop may see the exit first: the report
+            // then still waits in the channel.
+            if let (None, Some(ch)) = (report, &channel) {
+                report = Report::receive(ch.as_fd());
+            }
+            let how = report.map_or(how, |r| r.ended);
+            if adopts_orphans && clock.expired().is_some() {
+                end_adopted(&signals);
+            }
+            let outcome = match clock.expired() {
+                Some(limit) => Outcome::TimedOut(limit),
+                None => outcome_of(how),
+            };
+            return Ok(Ended {
+                outcome,
+                kept: false,
+            });
+        }
+        if let Some(r) = report.filter(|r| r.kept) {
+            if clock.expired().is_none() {
+                return Ok(Ended {
+                    outcome: outcome_of(r.ended),
+                    kept: true,
+                });
+            }
+            // Out of time: the whole namespace ends, what the command left included.
+            let _ = sys::kill(pid, libc::SIGKILL);
+        }
+        let mut fds = vec![PollFd::new(signals.as_fd(), PollFlags::POLLIN)];
+        if let Some(channel) = &channel {
+            fds.push(PollFd::new(channel.as_fd(), PollFlags::POLLIN));
+        }
+        match poll(&mut fds, clock.poll_timeout()) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let channel_ready = fds
+            .get(1)
+            .and_then(PollFd::revents)
+            .is_some_and(|r| !r.is_empty());
+        drop(fds);
+        while let Ok(Some(info)) = signals.read_signal() {
+            let signo = info.ssi_signo as libc::c_int;
+            // si_code <= 0: sent by a process (kill, sigqueue, tgkill). SI_KERNEL:
+            // generated by the terminal for the whole foreground group, the command
+            // included.
+            if signo != libc::SIGCHLD && info.ssi_code <= 0 {
+                let _ = sys::kill(pid, signo);
+            }
+        }
+        if channel_ready {
+            if let Some(ch) = &channel {
+                report = Report::receive(ch.as_fd());
+            }
+            // One report, or none ever: either way there is nothing more to read.
+            channel = None;
+        }
+        if let Some(signal) = clock.due(Instant::now()) {
+            let _ = sys::kill(pid, signal);
+        }
+    }
+}
+
+/// How the command's own end reads as an [`Outcome`].
+fn outcome_of(how: sys::Ended) -> Outcome {
+    match how {
+        sys::Ended::Exited(status) => Outcome::Exited(u8::try_from(status).unwrap_or(u8::MAX)),
+        sys::Ended::Signaled(signal) => Outcome::Signaled(signal),
+    }
+}
+
+/// Reaps every adopted orphan that ended, and the command: its end, once it has ended.
+fn reap_adopted(
+    command: libc::pid_t,
+    ended: &mut Option<sys::Ended>,
+) -> Result<Option<sys::Ended>, ExecError> {
+    loop {
+        match sys::reap_any()? {
+            Reaped::Child(pid, how) if pid == command => *ended = Some(how),
+            Reaped::Child(..) => {}
+            Reaped::NoneEnded | Reaped::NoChildren => return Ok(*ended),
+        }
+    }
+}
+
+/// Kills every process sandgate adopted from the command's tree, round after round (one
+/// killed hands its children to sandgate in turn), until none is left or five seconds
+/// have passed.
+fn end_adopted(signals: &SignalFd) {
+    let me = nix::unistd::getpid().as_raw();
+    let give_up = Instant::now() + Duration::from_secs(5);
+    loop {
+        loop {
+            match sys::reap_any() {
+                Ok(Reaped::Child(..)) => {}
+                Ok(Reaped::NoneEnded) => break,
+                Ok(Reaped::NoChildren) | Err(_) => return,
+            }
+        }
+        for (pid, entry) in tree::table() {
+            if entry.parent == me && !entry.zombie {
+                let _ = sys::kill(pid, libc::SIGKILL);
+            }
+        }
+        if Instant::now() >= give_up {
+            return;
+        }
+        let mut fds = [PollFd::new(signals.as_fd(), PollFlags::POLLIN)];
+        let _ = poll(&mut fds, PollTimeout::from(10u16));
+        while let Ok(Some(_)) = signals.read_signal() {}
+    }
+}
+
+/// The time limit's course: running, then SIGTERM sent and the grace running, then
+/// SIGKILL sent.
+struct Clock {
+    limit: Option<Duration>,
+    term_at: Option<Instant>,
+    kill_at: Option<Instant>,
+    killed: bool,
+}
+
+impl Clock {
+    fn new(limit: Option<Duration>) -> Clock {
+        Clock {
+            limit,
+            term_at: limit.and_then(|l| Instant::now().checked_add(l)),
+            kill_at: None,
+            killed: false,
+        }
+    }
+
+    /// The limit, once it has passed.
+    fn expired(&self) -> Option<Duration> {
+        self.limit.filter(|_| self.kill_at.is_some())
+    }
+
+    /// The signal due at `now`, if any.
+    fn due(&mut self, now: Instant) -> Option<libc::c_int> {
+        match (self.term_at, self.kill_at) {
+            (Some(term), None) if now >= term => {
+                self.kill_at = Some(now + GRACE);
+                Some(libc::SIGTERM)
+            }
+            (_, Some(kill)) if !self.killed && now >= kill => {
+                self.killed = true;
+                Some(libc::SIGKILL)
+            }
+            _ => None,
+        }
+    }
+
+    /// How long `poll` may wait before the next step is due.
+    fn poll_timeout(&self) -> PollTimeout {
+        let next = match (self.term_at, self.kill_at) {
+            (Some(term), None) => term,
+            (_, Some(kill)) if !self.killed => kill,
+            _ => return PollTimeout::NONE,
+        };
+        let left = next.saturating_duration_since(Instant::now());
+        // Rounded up: a wait that ends a little early would only spin.
+        let ms = left.as_millis().saturating_add(1);
+        PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_clock_sends_term_then_kill_after_the_grace() {
+        let mut clock = Clock::new(Some(Duration::from_secs(1)));
+        let start = Instant::now();
+        assert_eq!(clock.due(start), None);
+        assert_eq!(clock.expired(), None);
+        let term = start + Duration::from_secs(2);
+        assert_eq!(clock.due(term), Some(libc::SIGTERM));
+        assert_eq!(clock.expired(), Some(Duration::from_secs(1)));
+        assert_eq!(clock.due(term + GRACE / 2), None);
+        assert_eq!(clock.due(term + GRACE), Some(libc::SIGKILL));
+        assert_eq!(clock.due(term + GRACE * 2), None);
+        assert_eq!(Clock::new(None).due(term), None);
+        assert_eq!(Clock::new(None).poll_timeout(), PollTimeout::NONE);
+    }
+}
