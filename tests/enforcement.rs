@@ -16,6 +16,7 @@ mod enforcement {
     mod host_session;
     mod nested;
     mod network;
+    mod ownership;
     mod process;
     mod stall;
     mod terminal;
