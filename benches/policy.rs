@@ -34,6 +34,7 @@ fn main() {
         // The real homes: guarding their persistence paths is part of the cost.
         homes: sandgate::policy::home::caller_homes(),
         approval_token_file: None,
+        path: vec![],
     };
     let knobs = Knobs {
         preset: Some("auto".into()),
@@ -64,6 +65,19 @@ fn main() {
             ..Request::default()
         };
         black_box(policy::resolve(request, &env).ok());
+    });
+    let roots = policy::secrets::rule_roots(Mode::WorkspaceWrite, &env.homes, true)
+        .unwrap_or_default();
+    let caller = sandgate::secret_scan::Caller::current();
+    time("hidden-files rule: scans from the cache", 2_000, || {
+        for root in &roots {
+            black_box(sandgate::secret_scan::snapshot(root, &caller));
+        }
+    });
+    time("hidden-files rule: full scans", 50, || {
+        for root in &roots {
+            black_box(sandgate::secret_scan::walk(root, &caller));
+        }
     });
     time("seccomp programs (notifying + refusing)", 2_000, || {
         black_box(

@@ -18,6 +18,7 @@ mod enforcement {
     mod network;
     mod ownership;
     mod process;
+    mod secrets;
     mod stall;
     mod terminal;
 }

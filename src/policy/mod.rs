@@ -19,7 +19,7 @@ pub mod secrets;
 pub mod standing;
 mod workspace;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -29,7 +29,7 @@ pub use mode::Mode;
 pub use preset::Approval;
 pub use profile::{Network, Temp};
 use profile::{Placeholders, ProfileSpec};
-pub use secrets::SecretEnv;
+pub use secrets::{SecretEnv, Why};
 pub use standing::Standing;
 pub use workspace::{inherited as inherited_workspace, resolve as resolve_workspace};
 
@@ -120,6 +120,9 @@ pub struct Env {
     pub homes: Vec<PathBuf>,
     /// `$SANDGATE_APPROVAL_TOKEN_FILE`: hidden like a credential.
     pub approval_token_file: Option<PathBuf>,
+    /// The directories on `$PATH` (absolute, as written): a later shell runs what lies in
+    /// them, so those inside a writable home stay read-only, and none is hidden whole.
+    pub path: Vec<PathBuf>,
 }
 
 /// The enclosing sandgate sandbox, as its environment hint describes it.
@@ -153,6 +156,10 @@ pub struct Request {
     pub hidden_paths: Vec<String>,
     /// Paths the profile hides that the user's configuration shows.
     pub unhidden_paths: Vec<String>,
+    /// Paths shown again with `--unhide` (absolute).
+    pub unhide: Vec<PathBuf>,
+    /// What the hidden-files rule's scans found (`secret_scan`, for `secrets::rule_roots`).
+    pub scans: Vec<crate::secret_scan::Snapshot>,
     /// Variables passed even though their names look like secrets.
     pub keep_env: Vec<String>,
     /// The hosts the sandbox may reach through the proxy.
@@ -207,10 +214,11 @@ pub struct Restrictions {
     /// Directories in which nothing may be created, removed or renamed, while their existing
     /// entries stay as writable as before (see [`home`]).
     pub frozen: BTreeSet<PathBuf>,
-    /// Read as empty: a directory as an empty one, anything else as an empty file. Absolute;
-    /// the mount layer canonicalises them again right before the sandbox starts (sandgate's
-    /// own logs may only be created by then) and skips those that do not exist.
-    pub hidden: BTreeSet<PathBuf>,
+    /// Read as empty: a directory as an empty one, anything else as an empty file, each
+    /// with why. Absolute; the mount layer canonicalises the named ones again right before
+    /// the sandbox starts (sandgate's own logs may only be created by then) and skips those
+    /// that do not exist.
+    pub hidden: BTreeMap<PathBuf, Why>,
     /// Which environment variables the command does not get.
     pub secret_env: SecretEnv,
     /// Device nodes the command may write (and ioctl).
@@ -346,17 +354,6 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
                 .chain(protected.git_checkouts.iter().cloned())
                 .filter(beneath_roots)
                 .collect();
-            let mut hidden = secrets::hidden(
-                spec.hidden_paths
-                    .iter()
-                    .flat_map(|e| placeholders.expand(e))
-                    .collect(),
-                &request.hidden_paths,
-                &request.unhidden_paths,
-                &env.homes,
-                &workspace,
-            );
-            hidden.extend(request.own_files.iter().map(|p| env.cwd.join(p)));
             let mounts = match &env.parent {
                 Some(parent) if parent.mode == mode && parent.workspace == workspace => {
                     MountSource::Parent
@@ -390,6 +387,14 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
                     writable_roots: &writable_roots,
                     protected: &read_only,
                 },
+            );
+            let hidden = hidden_paths(
+                &spec,
+                &placeholders,
+                &request,
+                env,
+                &writable_roots,
+                &caches,
             );
             Confinement::Restricted(Box::new(Restrictions {
                 protected: read_only,
@@ -451,6 +456,45 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
     })
 }
 
+/// What a restricted call hides: what the rule found (no directory the call needs visible
+/// hidden whole), what the lists name (a named path keeps its entry as its reason), minus
+/// what the user shows again, plus sandgate's own files.
+fn hidden_paths(
+    spec: &profile::RestrictedSpec,
+    placeholders: &Placeholders<'_>,
+    request: &Request,
+    env: &Env,
+    writable_roots: &BTreeSet<PathBuf>,
+    caches: &[caches::Cache],
+) -> BTreeMap<PathBuf, Why> {
+    let workspace = placeholders.workspace;
+    let shown = secrets::shown(
+        &request.unhidden_paths,
+        &request.unhide,
+        &env.homes,
+        workspace,
+    );
+    let keep_whole: Vec<PathBuf> = std::iter::once(workspace.to_path_buf())
+        .chain(writable_roots.iter().cloned())
+        .chain(caches.iter().map(|c| c.path.clone()))
+        .chain(env.path.iter().cloned())
+        .collect();
+    let listed = secrets::listed(
+        secrets::profile_entries(&spec.hidden_paths, placeholders),
+        &request.hidden_paths,
+        &env.homes,
+        workspace,
+    );
+    let mut hidden = secrets::hidden(&request.scans, &keep_whole, listed, &shown);
+    hidden.extend(
+        request
+            .own_files
+            .iter()
+            .map(|p| (env.cwd.join(p), Why::Own)),
+    );
+    hidden
+}
+
 /// Canonicalises a socket named by `--allow-unix-socket`, which must exist and be one.
 fn allowed_socket(path: &Path) -> Result<PathBuf, PolicyError> {
     use std::os::unix::fs::FileTypeExt;
@@ -479,6 +523,7 @@ mod tests {
             parent: None,
             homes: vec![],
             approval_token_file: None,
+            path: vec![],
         }
     }
 

@@ -14,7 +14,7 @@
 //! Runs last in the child, after every writable, pinned, protected and frozen bind, so no
 //! later bind can uncover what a mask covers.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
@@ -24,6 +24,7 @@ use nix::fcntl::OFlag;
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use nix::sys::stat::Mode;
 
+use crate::policy::Why;
 use crate::sys;
 
 /// Directories one of which hosts the source tmpfs for a moment; the first that exists and
@@ -64,22 +65,26 @@ pub struct Masks {
 }
 
 impl Masks {
-    /// Prepares masks for the paths in `hidden` that exist now (canonicalised here, right
-    /// before the fork, so sandgate's own logs created since planning are covered).
+    /// Prepares masks for the paths in `hidden` that exist now. A named path is
+    /// canonicalised here, right before the fork, so sandgate's own logs created since
+    /// planning are covered; one the rule found is canonical already, and its kind known.
     ///
     /// # Errors
     /// A path with an interior NUL byte, or no directory to stage the empty objects on.
-    pub fn build(hidden: &BTreeSet<PathBuf>, cwd: &Path) -> io::Result<Masks> {
+    pub fn build(hidden: &BTreeMap<PathBuf, Why>, cwd: &Path) -> io::Result<Masks> {
         let mut targets: Vec<(PathBuf, bool)> = hidden
             .iter()
-            .filter_map(|p| std::fs::canonicalize(p).ok())
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .filter(|p| p != Path::new("/"))
-            .map(|p| {
-                let dir = p.is_dir();
-                (p, dir)
+            .filter_map(|(path, why)| {
+                if why.by_rule() {
+                    return Some((path.clone(), why.is_dir()));
+                }
+                let canonical = std::fs::canonicalize(path).ok()?;
+                let dir = canonical.is_dir();
+                Some((canonical, dir))
             })
+            .collect::<BTreeMap<_, _>>()
+            .into_iter()
+            .filter(|(p, _)| p != Path::new("/"))
             .collect();
         if targets.is_empty() {
             return Ok(Masks::default());
@@ -180,7 +185,14 @@ mod tests {
         let base = std::fs::canonicalize(dir.path())?;
         std::fs::create_dir_all(base.join("a/b"))?;
         std::fs::write(base.join("a/b/key"), "secret")?;
-        let hidden = BTreeSet::from([base.join("a/b/key"), base.join("a"), base.join("gone")]);
+        let listed = || Why::Listed {
+            entry: "test".into(),
+        };
+        let hidden = BTreeMap::from([
+            (base.join("a/b/key"), listed()),
+            (base.join("a"), listed()),
+            (base.join("gone"), listed()),
+        ]);
         let masks = Masks::build(&hidden, &base.join("a/b"))?;
         let shown: Vec<(String, bool)> = masks
             .masks
@@ -196,7 +208,7 @@ mod tests {
         );
         assert_eq!(masks.working_dir(&base.join("a/b")), base.join("a"));
         assert!(masks.staging.is_some());
-        assert!(Masks::build(&BTreeSet::new(), &base)?.staging.is_none());
+        assert!(Masks::build(&BTreeMap::new(), &base)?.staging.is_none());
         Ok(())
     }
 }

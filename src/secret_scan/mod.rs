@@ -395,7 +395,7 @@ impl<'a> Scan<'a> {
             }
             if is_dir(&st) {
                 let path = dir.join(name);
-                if depth + 1 < MAX_DEPTH && !self.root.skip.iter().any(|s| *s == path) {
+                if depth + 1 < MAX_DEPTH && !self.root.skip.contains(&path) {
                     listing.dirs.push((name.to_owned(), st));
                 }
             } else if st.st_mode & libc::S_IFMT == libc::S_IFREG {
