@@ -66,8 +66,8 @@ fn main() {
         };
         black_box(policy::resolve(request, &env).ok());
     });
-    let roots = policy::secrets::rule_roots(Mode::WorkspaceWrite, &env.homes, true)
-        .unwrap_or_default();
+    let roots =
+        policy::secrets::rule_roots(Mode::WorkspaceWrite, &env.homes, true).unwrap_or_default();
     let caller = sandgate::secret_scan::Caller::current();
     time("hidden-files rule: scans from the cache", 2_000, || {
         for root in &roots {

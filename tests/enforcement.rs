@@ -13,6 +13,7 @@ mod enforcement {
     mod git;
     mod git_integrity;
     mod home;
+    mod home_workspace;
     mod host_session;
     mod nested;
     mod network;

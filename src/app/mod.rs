@@ -588,7 +588,7 @@ fn launch<'a>(
                 git_dirs: r.git_dirs.iter().cloned().collect(),
                 git_writable: r.git_writable.iter().cloned().collect(),
                 workspace_write_roots: r.workspace_write_roots.iter().cloned().collect(),
-                protected: r.protected.iter().cloned().collect(),
+                protected: r.protected.iter().chain(&r.sealed).cloned().collect(),
                 frozen: r.frozen.iter().cloned().collect(),
                 devices: r.devices.iter().cloned().collect(),
                 reporter: reporter.cloned(),

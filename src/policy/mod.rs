@@ -214,6 +214,10 @@ pub struct Restrictions {
     /// Directories in which nothing may be created, removed or renamed, while their existing
     /// entries stay as writable as before (see [`home`]).
     pub frozen: BTreeSet<PathBuf>,
+    /// A writable home's dot-entries and `$PATH` directories ([`home::seal`]): bound
+    /// read-only among the writable roots' binds, so that a writable root named beneath one,
+    /// and a cache's layer, stay writable on top.
+    pub sealed: BTreeSet<PathBuf>,
     /// Read as empty: a directory as an empty one, anything else as an empty file, each
     /// with why. Absolute; the mount layer canonicalises the named ones again right before
     /// the sandbox starts (sandgate's own logs may only be created by then) and skips those
@@ -340,10 +344,27 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
             }
             let beneath_roots =
                 |p: &PathBuf| writable_roots.iter().any(|r| p.starts_with(r) && p != r);
+            let named: BTreeSet<PathBuf> = given
+                .iter()
+                .filter(|(what, _)| *what == "writable root")
+                .map(|(_, r)| r.path.clone())
+                .collect();
+            let sealed = home::seal(&home::SealInputs {
+                homes: &env.homes,
+                writable_roots: &writable_roots,
+                named: &named,
+                path: &env.path,
+                exempt: &protected.git_dirs,
+            });
+            // Beneath a sealed entry everything is read-only already, and a writable bind
+            // there (a pinned or frozen directory, a guarded git directory's `objects/`)
+            // would open a hole in it.
+            let outside_sealed = |p: &PathBuf| !sealed.read_only.iter().any(|s| p.starts_with(s));
             let persistent = home::guard(
                 spec.persistent_paths
                     .iter()
-                    .flat_map(|e| placeholders.expand(e)),
+                    .flat_map(|e| placeholders.expand(e))
+                    .chain(sealed.guarded.iter().cloned()),
             );
             protected
                 .read_only
@@ -353,6 +374,14 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
                 .into_iter()
                 .chain(protected.git_checkouts.iter().cloned())
                 .filter(beneath_roots)
+                .filter(outside_sealed)
+                .collect();
+            let frozen = persistent
+                .frozen
+                .into_iter()
+                .chain(sealed.frozen.iter().cloned())
+                .filter(under_roots)
+                .filter(outside_sealed)
                 .collect();
             let mounts = match &env.parent {
                 Some(parent) if parent.mode == mode && parent.workspace == workspace => {
@@ -386,6 +415,7 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
                 &caches::Around {
                     writable_roots: &writable_roots,
                     protected: &read_only,
+                    sealed: &sealed.read_only,
                 },
             );
             let hidden = hidden_paths(
@@ -402,17 +432,18 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
                 git_dirs: protected
                     .git_dirs
                     .iter()
-                    .filter(|p| under_roots(p))
+                    .filter(|p| under_roots(p) && outside_sealed(p))
                     .cloned()
                     .collect(),
                 git_writable: protected
                     .git_writable
                     .iter()
-                    .filter(|p| under_roots(p))
+                    .filter(|p| under_roots(p) && outside_sealed(p))
                     .cloned()
                     .collect(),
                 pinned,
-                frozen: persistent.frozen.into_iter().filter(under_roots).collect(),
+                frozen,
+                sealed: sealed.read_only,
                 hidden,
                 secret_env: SecretEnv::new(&spec.secret_env, &request.keep_env),
                 writable_roots,

@@ -270,11 +270,11 @@ fn persistence_paths_stay_read_only_in_an_explicit_workspace_holding_home() {
         &home,
         &home,
         &flags,
-        "echo more >> notes.txt && echo ok > proj/new && mkdir proj/dir && mkdir -p .local/share/app && echo x > .local/share/app/state",
+        "echo more >> notes.txt && echo ok > proj/new && mkdir proj/dir",
     );
     assert_status(&out, 0);
     assert_eq!(read(&home.join("notes.txt")), "notes\nmore\n");
-    assert_eq!(read(&home.join(".local/share/app/state")), "x\n");
+    assert_eq!(read(&home.join("proj/new")), "ok\n");
 
     // Control: full access can write the startup file.
     let out = sh_at(
