@@ -153,6 +153,7 @@ impl Error {
                 | PolicyError::WorkspaceChanged { .. }
                 | PolicyError::GitPointerMissing(_)
                 | PolicyError::SharedTempAsRoot { .. }
+                | PolicyError::SandgateStateAsRoot { .. }
                 | PolicyError::AllowedSocket { .. }
                 | PolicyError::BadProfile { .. }
                 | PolicyError::Preset { .. }

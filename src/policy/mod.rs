@@ -74,6 +74,8 @@ pub enum PolicyError {
     },
     #[error("refusing {} as {what}: inside the sandbox it is private, and making the host's writable would hand over its sockets and shared memory; use a directory beneath it", path.display())]
     SharedTempAsRoot { what: &'static str, path: PathBuf },
+    #[error("refusing {} as {what}: it holds sandgate's own state (every workspace's private temp and cache layers, the hidden-files scan's cache), which no sandbox may write; use a directory elsewhere", path.display())]
+    SandgateStateAsRoot { what: &'static str, path: PathBuf },
     #[error("the workspace changed while sandgate looked at it ({} became {}); refusing to guess", before.display(), after.display())]
     WorkspaceChanged { before: PathBuf, after: PathBuf },
     #[error("git is configured to read {} (core.hooksPath or include.path), which lies in a writable root but does not exist, so sandgate cannot keep it read-only; create it or change that setting", .0.display())]
@@ -304,6 +306,12 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
                 }
                 if roots::is_shared_temp(root) {
                     return Err(PolicyError::SharedTempAsRoot {
+                        what: "a writable root",
+                        path: root.clone(),
+                    });
+                }
+                if roots::is_sandgate_state(root) {
+                    return Err(PolicyError::SandgateStateAsRoot {
                         what: "a writable root",
                         path: root.clone(),
                     });

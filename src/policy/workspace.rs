@@ -73,6 +73,12 @@ pub fn resolve_with_links(
             path: canonical,
         });
     }
+    if roots::is_sandgate_state(&canonical) {
+        return Err(PolicyError::SandgateStateAsRoot {
+            what: "the workspace",
+            path: canonical,
+        });
+    }
     if explicit.is_none() {
         if let Some(home) = super::home::held_by(&canonical, homes) {
             return Err(PolicyError::WorkspaceHoldsHome {
