@@ -8,9 +8,10 @@
 use clap::{Arg, Command, CommandFactory};
 
 /// The sections after OPTIONS and SUBCOMMANDS, in the order of the page.
-const HAND_WRITTEN: [&str; 8] = [
+const HAND_WRITTEN: [&str; 9] = [
     include_str!("sections/shell-mode.roff"),
     include_str!("sections/network.roff"),
+    include_str!("sections/secrets.roff"),
     include_str!("sections/denial-markers.roff"),
     include_str!("sections/exit-status.roff"),
     include_str!("sections/environment.roff"),
