@@ -55,8 +55,7 @@ struct Staging {
 /// The masks of one call, prepared before forking.
 #[derive(Debug, Default)]
 pub struct Masks {
-    /// Shallow paths first, so a path inside a masked directory is found missing and
-    /// skipped rather than masked on top of the real tree.
+    /// Shallow paths first (none beneath a masked directory, which hides it already).
     masks: Vec<Mask>,
     staging: Option<Staging>,
     /// The masked directory holding the working directory: the command starts there, as
@@ -86,6 +85,14 @@ impl Masks {
             .into_iter()
             .filter(|(p, _)| p != Path::new("/"))
             .collect();
+        // What lies beneath a hidden directory is hidden with it: no mount of its own (the
+        // list and the rule often both name a directory and the files in it).
+        let dirs: Vec<PathBuf> = targets
+            .iter()
+            .filter(|(_, dir)| *dir)
+            .map(|(p, _)| p.clone())
+            .collect();
+        targets.retain(|(p, _)| !dirs.iter().any(|d| p != d && p.starts_with(d)));
         if targets.is_empty() {
             return Ok(Masks::default());
         }
@@ -180,7 +187,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn masks_are_ordered_shallow_first_and_the_cwd_finds_refuge() -> io::Result<()> {
+    fn masks_beneath_a_masked_directory_are_dropped_and_the_cwd_finds_refuge() -> io::Result<()> {
         let dir = tempfile::tempdir()?;
         let base = std::fs::canonicalize(dir.path())?;
         std::fs::create_dir_all(base.join("a/b"))?;
@@ -201,10 +208,8 @@ mod tests {
             .collect();
         assert_eq!(
             shown,
-            vec![
-                (base.join("a").display().to_string(), true),
-                (base.join("a/b/key").display().to_string(), false)
-            ]
+            vec![(base.join("a").display().to_string(), true)],
+            "a/b/key lies in the hidden a"
         );
         assert_eq!(masks.working_dir(&base.join("a/b")), base.join("a"));
         assert!(masks.staging.is_some());

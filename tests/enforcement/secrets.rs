@@ -56,6 +56,28 @@ fn cat_each(files: &[&str]) -> String {
         .collect()
 }
 
+/// Asserts that [`cat_each`]'s output `out` shows each of `files` with `content`.
+#[track_caller]
+fn assert_each_reads(out: &Output, mode: &str, files: &[&str], content: &str) {
+    let seen = stdout(out);
+    for file in files {
+        assert!(
+            seen.contains(&format!("{file}={content}\n")),
+            "{mode} {file}: {}",
+            show(out)
+        );
+    }
+}
+
+/// `sandgate doctor --json` with `$HOME` at `home`.
+fn doctor_for(env: &TestEnv, home: &Path) -> serde_json::Value {
+    let mut cmd = std::process::Command::new(sandgate());
+    env.isolate(&mut cmd);
+    let out = output(cmd.env("HOME", home).args(["doctor", "--json"]));
+    assert_status(&out, 0);
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"))
+}
+
 /// The credentials the list names, each written readable by everyone: the list hides them
 /// whatever their mode.
 const LISTED: [&str; 19] = [
@@ -94,20 +116,9 @@ fn listed_credentials_and_histories_read_as_empty() {
     let script = cat_each(&LISTED) + &cat_each(&[".config/app/settings.json"]);
     for mode in ["read-only", "workspace-write"] {
         let out = run(&env, mode, &home, &[], &script);
-        let seen = stdout(&out);
-        assert!(!seen.contains(SECRET), "{mode}: {}", show(&out));
-        for file in LISTED {
-            assert!(
-                seen.contains(&format!("{file}=\n")),
-                "{mode} {file}: {}",
-                show(&out)
-            );
-        }
-        assert!(
-            seen.contains(".config/app/settings.json=visible\n"),
-            "{mode}: {}",
-            show(&out)
-        );
+        assert!(!stdout(&out).contains(SECRET), "{mode}: {}", show(&out));
+        assert_each_reads(&out, mode, &LISTED, "");
+        assert_each_reads(&out, mode, &[".config/app/settings.json"], "visible");
     }
     // Control: full access reads them.
     let out = run(&env, "full-access", &home, &[], &script);
@@ -155,20 +166,8 @@ fn owner_only_files_nobody_listed_read_as_empty_and_their_neighbours_do_not() {
         let out = run(&env, mode, &home, &[], &script);
         let seen = stdout(&out);
         assert!(!seen.contains(SECRET), "{mode}: {}", show(&out));
-        for file in hidden {
-            assert!(
-                seen.contains(&format!("{file}=\n")),
-                "{mode} {file}: {}",
-                show(&out)
-            );
-        }
-        for file in shown {
-            assert!(
-                seen.contains(&format!("{file}=visible\n")),
-                "{mode} {file}: {}",
-                show(&out)
-            );
-        }
+        assert_each_reads(&out, mode, &hidden, "");
+        assert_each_reads(&out, mode, &shown, "visible");
         assert!(
             seen.ends_with("regular empty file:0\n"),
             "{mode}: {}",
@@ -428,12 +427,7 @@ fn as_root_the_systems_secrets_read_as_empty() {
         show(&out)
     );
     // doctor says why each is hidden.
-    let mut cmd = std::process::Command::new(sandgate());
-    env.isolate(&mut cmd);
-    let out = output(cmd.env("HOME", &home).args(["doctor", "--json"]));
-    assert_status(&out, 0);
-    let doctor: serde_json::Value =
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let doctor = doctor_for(&env, &home);
     for mode in ["read-only", "workspace-write"] {
         let hidden = &doctor["profiles"][mode]["hides"]["hidden"]["paths"];
         let reason = |path: &Path| {
@@ -466,12 +460,7 @@ fn doctor_lists_what_the_rule_hides_and_why() {
     for i in 0..8 {
         put(&home, &format!(".config/store/f{i}"), SECRET, 0o600);
     }
-    let mut cmd = std::process::Command::new(sandgate());
-    env.isolate(&mut cmd);
-    let out = output(cmd.env("HOME", &home).args(["doctor", "--json"]));
-    assert_status(&out, 0);
-    let doctor: serde_json::Value =
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let doctor = doctor_for(&env, &home);
     for mode in ["read-only", "workspace-write"] {
         let hides = &doctor["profiles"][mode]["hides"]["hidden"];
         let paths = hides["paths"].as_array().cloned().unwrap_or_default();
@@ -509,5 +498,33 @@ fn doctor_lists_what_the_rule_hides_and_why() {
         text.contains("owner-only in your home's dot-entries")
             && text.contains("sandgate doctor --json"),
         "{text}"
+    );
+}
+
+#[test]
+fn a_workspace_inside_a_dot_entry_keeps_its_own_owner_only_files() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let home = new_home(&env);
+    let project = home.join(".config/nvim");
+    put(&project, "private.lua", SECRET, 0o600);
+    put(&home, ".config/other/token", SECRET, 0o600);
+    let ws: &str = &project.to_string_lossy();
+    let out = sh_at(
+        &env,
+        "workspace-write",
+        &home,
+        &project,
+        &["--workspace", ws],
+        "cat private.lua; echo; cat ~/.config/other/token; echo more >> private.lua",
+    );
+    assert_status(&out, 0);
+    // The project's file is the user's work; the token beside it is still a secret.
+    assert_eq!(stdout(&out), format!("{SECRET}\n"));
+    assert_eq!(
+        read(&project.join("private.lua")),
+        format!("{SECRET}more\n")
     );
 }

@@ -77,23 +77,12 @@ while True:
     c.close()
 "#;
 
-/// `sandgate` (as built by [`command`]) in a fresh network and mount namespace where
-/// `/etc/resolv.conf` names the DNS server of [`DNS`] (answering for `answers`) with
-/// `search corp.test`, `/etc/hosts` names only localhost, and the upstream of [`UPSTREAM`]
-/// listens on 127.0.0.1:[`PORT`], writing what reached it to `dir/seen`. As root `unshare
-/// -mn` does; otherwise a user namespace mapping the caller to root, and a nested one
-/// mapping root back to the caller for sandgate.
-fn with_search_domain(sandgate: Command, dir: &Path, answers: &[&str]) -> Command {
-    let write = |name: &str, text: &str| {
-        std::fs::write(dir.join(name), text).unwrap_or_else(|e| panic!("{name}: {e}"));
-    };
-    write(
-        "resolv.conf",
-        "nameserver 127.0.0.1\nsearch corp.test\noptions timeout:2 attempts:1\n",
-    );
-    write("hosts", "127.0.0.1 localhost\n");
-    write("dns.py", DNS);
-    write("upstream.py", UPSTREAM);
+/// `sandgate` (as built by [`command`]) in a fresh network and mount namespace: `setup`
+/// (shell lines, `$d` being `dir`; `exit 99` says the setup failed, and each server's
+/// pid is its `kill` list) runs first, then sandgate, then `kill` of `servers`. As root
+/// `unshare -mn` does; otherwise a user namespace mapping the caller to root, and a nested
+/// one mapping root back to the caller for sandgate.
+fn in_own_namespace(sandgate: Command, dir: &Path, setup: &str, servers: &str) -> Command {
     let back = if is_root() {
         String::new()
     } else {
@@ -106,23 +95,47 @@ fn with_search_domain(sandgate: Command, dir: &Path, answers: &[&str]) -> Comman
     let script = format!(
         r#"d="$1"; shift
 ip link set lo up || exit 99
-# Each call starts its own servers: an earlier call's ready files say nothing of these.
+{setup}
+{back} "$@"; rc=$?
+kill {servers}
+exit $rc"#
+    );
+    let mut cmd = Command::new("unshare");
+    cmd.arg(if is_root() { "-mn" } else { "-Urmn" });
+    cmd.args(["sh", "-c", &script, "sh"]).arg(dir);
+    behind(cmd, &sandgate)
+}
+
+/// Writes `text` to `dir/name`.
+fn write_in(dir: &Path, name: &str, text: &str) {
+    std::fs::write(dir.join(name), text).unwrap_or_else(|e| panic!("{name}: {e}"));
+}
+
+/// `sandgate` in a namespace of its own ([`in_own_namespace`]) where `/etc/resolv.conf`
+/// names the DNS server of [`DNS`] (answering for `answers`) with `search corp.test`,
+/// `/etc/hosts` names only localhost, and the upstream of [`UPSTREAM`] listens on
+/// 127.0.0.1:[`PORT`], writing what reached it to `dir/seen`.
+fn with_search_domain(sandgate: Command, dir: &Path, answers: &[&str]) -> Command {
+    write_in(
+        dir,
+        "resolv.conf",
+        "nameserver 127.0.0.1\nsearch corp.test\noptions timeout:2 attempts:1\n",
+    );
+    write_in(dir, "hosts", "127.0.0.1 localhost\n");
+    write_in(dir, "dns.py", DNS);
+    write_in(dir, "upstream.py", UPSTREAM);
+    let setup = format!(
+        r#"# Each call starts its own servers: an earlier call's ready files say nothing of these.
 rm -f "$d/dns.ready" "$d/up.ready"
 mount --bind "$d/resolv.conf" /etc/resolv.conf || exit 99
 mount --bind "$d/hosts" /etc/hosts || exit 99
 /usr/bin/python3 "$d/dns.py" {answers} "$d/dns.ready" </dev/null >/dev/null 2>&1 & dns=$!
 /usr/bin/python3 "$d/upstream.py" {PORT} "$d/seen" "$d/up.ready" </dev/null >/dev/null 2>&1 & up=$!
 for i in $(seq 100); do [ -e "$d/dns.ready" ] && [ -e "$d/up.ready" ] && break; sleep 0.1; done
-[ -e "$d/dns.ready" ] && [ -e "$d/up.ready" ] || exit 99
-{back} "$@"; rc=$?
-kill $dns $up
-exit $rc"#,
+[ -e "$d/dns.ready" ] && [ -e "$d/up.ready" ] || exit 99"#,
         answers = answers.join(","),
     );
-    let mut cmd = Command::new("unshare");
-    cmd.arg(if is_root() { "-mn" } else { "-Urmn" });
-    cmd.args(["sh", "-c", &script, "sh"]).arg(dir);
-    behind(cmd, &sandgate)
+    in_own_namespace(sandgate, dir, &setup, "$dns $up")
 }
 
 fn seen(dir: &Path) -> Vec<String> {
@@ -207,45 +220,27 @@ const OWN: &str = "11.22.33.44";
 /// The listed name the hosts file points at [`OWN`].
 const OWN_NAME: &str = "own.sandgate.test";
 
-/// `sandgate` (as built by [`command`]) in a fresh network and mount namespace where a
-/// veth interface holds [`OWN`], the upstream of [`UPSTREAM`] listens on `0.0.0.0:`[`PORT`]
-/// (writing what reached it to `dir/seen`), and `/etc/hosts` maps [`OWN_NAME`] to [`OWN`].
-/// As root `unshare -mn` does; otherwise a user namespace mapping the caller to root, and a
-/// nested one mapping root back to the caller for sandgate.
+/// `sandgate` in a namespace of its own ([`in_own_namespace`]) where a veth interface
+/// holds [`OWN`], the upstream of [`UPSTREAM`] listens on `0.0.0.0:`[`PORT`] (writing what
+/// reached it to `dir/seen`), and `/etc/hosts` maps [`OWN_NAME`] to [`OWN`].
 fn with_own_address(sandgate: Command, dir: &Path) -> Command {
-    let write = |name: &str, text: &str| {
-        std::fs::write(dir.join(name), text).unwrap_or_else(|e| panic!("{name}: {e}"));
-    };
-    write("hosts", &format!("127.0.0.1 localhost\n{OWN} {OWN_NAME}\n"));
-    write("upstream.py", UPSTREAM);
-    let back = if is_root() {
-        String::new()
-    } else {
-        format!(
-            "unshare --map-user={} --map-group={}",
-            nix::unistd::geteuid(),
-            nix::unistd::getegid()
-        )
-    };
-    let script = format!(
-        r#"d="$1"; shift
-ip link set lo up || exit 99
-ip link add sg0 type veth peer name sg1 || exit 99
+    write_in(
+        dir,
+        "hosts",
+        &format!("127.0.0.1 localhost\n{OWN} {OWN_NAME}\n"),
+    );
+    write_in(dir, "upstream.py", UPSTREAM);
+    let setup = format!(
+        r#"ip link add sg0 type veth peer name sg1 || exit 99
 ip addr add {OWN}/24 dev sg0 || exit 99
 ip link set sg0 up && ip link set sg1 up || exit 99
 rm -f "$d/up.ready"
 mount --bind "$d/hosts" /etc/hosts || exit 99
 /usr/bin/python3 "$d/upstream.py" {PORT} "$d/seen" "$d/up.ready" 0.0.0.0 </dev/null >/dev/null 2>&1 & up=$!
 for i in $(seq 100); do [ -e "$d/up.ready" ] && break; sleep 0.1; done
-[ -e "$d/up.ready" ] || exit 99
-{back} "$@"; rc=$?
-kill $up
-exit $rc"#
+[ -e "$d/up.ready" ] || exit 99"#
     );
-    let mut cmd = Command::new("unshare");
-    cmd.arg(if is_root() { "-mn" } else { "-Urmn" });
-    cmd.args(["sh", "-c", &script, "sh"]).arg(dir);
-    behind(cmd, &sandgate)
+    in_own_namespace(sandgate, dir, &setup, "$up")
 }
 
 #[test]

@@ -183,7 +183,7 @@ pub fn report(
         homes,
         workspace,
     );
-    let hidden = hidden(scans, &[], listed, &shown);
+    let hidden = hidden(scans, &[], &[], listed, &shown);
     Ok(hidden
         .into_iter()
         .map(|(path, why)| Shown { path, why })
@@ -239,15 +239,18 @@ pub fn shown(
 }
 
 /// What a call hides, sandgate's own files aside: what the rule found in `scans` (no
-/// directory holding one of `keep_whole` hidden whole) and the `listed` paths (a listed path
-/// keeps its entry as its reason), less every path at or beneath one of `shown`.
+/// directory holding one of `keep_whole` hidden whole, nothing at or beneath one of
+/// `worked_in`) and the `listed` paths (a listed path keeps its entry as its reason), less
+/// every path at or beneath one of `shown`.
 pub fn hidden(
     scans: &[secret_scan::Snapshot],
     keep_whole: &[PathBuf],
+    worked_in: &[PathBuf],
     listed: BTreeMap<PathBuf, Why>,
     shown: &[PathBuf],
 ) -> BTreeMap<PathBuf, Why> {
-    let mut hidden = rule::found(scans, keep_whole, shown);
+    let not_the_rules: Vec<PathBuf> = shown.iter().chain(worked_in).cloned().collect();
+    let mut hidden = rule::found(scans, keep_whole, &not_the_rules);
     hidden.extend(listed);
     hidden.retain(|path, _| !shown.iter().any(|s| path.starts_with(s)));
     hidden
@@ -318,7 +321,7 @@ mod tests {
         );
         listed.insert(home.join(".config/app/token"), Why::OwnerOnly);
         let shown = shown(&["~/.aws".into()], &[home.join(".config")], &homes, &ws);
-        let hidden = hidden(&[], &[], listed, &shown);
+        let hidden = hidden(&[], &[], &[], listed, &shown);
         assert_eq!(
             hidden,
             BTreeMap::from([
