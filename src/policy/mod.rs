@@ -524,13 +524,12 @@ fn hidden_paths(
         &env.homes,
         workspace,
     );
-    // A writable root inside a home (a project kept in `~/.config/nvim`, a named
-    // `~/.local/lib/python3.11/site-packages`) is where the user works: the rule leaves its
-    // files alone. A root that is or holds the home is not: there the rule is the point.
-    let worked_in: Vec<PathBuf> = writable_roots
-        .iter()
-        .filter(|r| env.homes.iter().any(|h| r.starts_with(h) && *r != h))
-        .cloned()
+    // The workspace or a writable root inside a home (a project kept in `~/.config/nvim`, a
+    // named `~/.local/lib/python3.11/site-packages`) is where the user works: the rule leaves
+    // its files alone. One that is or holds the home is not: there the rule is the point.
+    let worked_in: Vec<PathBuf> = std::iter::once(workspace.to_path_buf())
+        .chain(writable_roots.iter().cloned())
+        .filter(|r| env.homes.iter().any(|h| r.starts_with(h) && r != h))
         .collect();
     let mut hidden = secrets::hidden(&request.scans, &keep_whole, &worked_in, listed, &shown);
     hidden.extend(

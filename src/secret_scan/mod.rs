@@ -14,9 +14,9 @@
 //!   instead of reading them: a directory whose times or identity changed is read again
 //!   (a file created, removed or renamed in it is seen at once), one that is gone is
 //!   dropped, a new one below is scanned. A file's mode change (`chmod 600`) changes no
-//!   directory, so every file changed in the hour before its directory was read is
-//!   stat'ed at each call too (the usual `chmod` right after a tool wrote the file), and
-//!   the whole scan is renewed when it is an hour old.
+//!   directory, so the [`MAX_WATCHED`] files changed most recently in the hour before their
+//!   directory was read are stat'ed at each call too (the usual `chmod` right after a tool
+//!   wrote the file), and the whole scan is renewed when it is an hour old.
 //! - **No race on the clock.** A directory or file whose times lie within [`RACY_NS`] of
 //!   the moment it was read is recorded as changed, so that a change in the same tick of
 //!   the file system's clock is not lost: it is looked at again at the next call.
@@ -40,7 +40,7 @@ pub const MAX_ENTRIES: usize = 20_000;
 /// Files changed this recently when their directory was read are stat'ed at every call.
 const RECENT_NS: i64 = 3600 * 1_000_000_000;
 /// At most this many of them: the newest.
-const MAX_WATCHED: usize = 256;
+const MAX_WATCHED: usize = 128;
 /// A scan older than this is renewed whole.
 pub const MAX_AGE_NS: i64 = 3600 * 1_000_000_000;
 /// Times this close to the moment they were read may hide a change in the same tick.
@@ -523,7 +523,9 @@ fn descend<'n>(top: &'n mut Node, route: &[usize]) -> Option<&'n mut Node> {
     Some(node)
 }
 
-/// Keeps the [`MAX_WATCHED`] most recently changed watched files of the tree.
+/// Keeps the [`MAX_WATCHED`] most recently changed watched files of the tree (those whose
+/// time was too fresh to record first), however many share a time: a file system's clock
+/// ticks in milliseconds, and a tool writes hundreds of files within one tick.
 fn limit_watched(tree: &mut Node) {
     let mut times = Vec::new();
     collect_watched(tree, &mut times);
@@ -531,26 +533,43 @@ fn limit_watched(tree: &mut Node) {
         return;
     }
     times.sort_unstable_by(|a, b| b.cmp(a));
-    let oldest_kept = times[MAX_WATCHED - 1];
-    drop_watched_before(tree, oldest_kept);
+    let cut = times[MAX_WATCHED - 1];
+    // Every file newer than the cut, and as many at the cut as there is room left for.
+    let mut ties = MAX_WATCHED - times.iter().take_while(|t| **t > cut).count();
+    drop_watched(tree, cut, &mut ties);
+}
+
+/// A watched file's time for [`limit_watched`]: a too-fresh one (recorded as 0) counts as
+/// the newest.
+fn recency(w: &Watched) -> i64 {
+    if w.ctime == 0 {
+        i64::MAX
+    } else {
+        w.ctime
+    }
 }
 
 fn collect_watched(node: &Node, out: &mut Vec<i64>) {
-    out.extend(
-        node.watched
-            .iter()
-            .map(|w| if w.ctime == 0 { i64::MAX } else { w.ctime }),
-    );
+    out.extend(node.watched.iter().map(recency));
     for child in &node.children {
         collect_watched(child, out);
     }
 }
 
-fn drop_watched_before(node: &mut Node, oldest_kept: i64) {
-    node.watched
-        .retain(|w| w.ctime == 0 || w.ctime >= oldest_kept);
+fn drop_watched(node: &mut Node, cut: i64, ties: &mut usize) {
+    node.watched.retain(|w| {
+        let t = recency(w);
+        if t > cut {
+            return true;
+        }
+        if t == cut && *ties > 0 {
+            *ties -= 1;
+            return true;
+        }
+        false
+    });
     for child in &mut node.children {
-        drop_watched_before(child, oldest_kept);
+        drop_watched(child, cut, ties);
     }
 }
 

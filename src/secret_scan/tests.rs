@@ -193,3 +193,20 @@ fn system_files_others_may_not_read_and_closed_directories() -> std::io::Result<
     assert!(private.closed && private.children.is_empty() && private.files == 0);
     Ok(())
 }
+
+#[test]
+fn at_most_so_many_files_are_watched_however_many_share_a_time() -> std::io::Result<()> {
+    let (_dir, home) = home(&[])?;
+    for i in 0..(MAX_WATCHED + 50) {
+        write(&home.join(format!(".many/f{i}")), 0o644)?;
+    }
+    let mut snapshot =
+        walk(&root(&home, &[]), &me()).ok_or_else(|| std::io::Error::other("no snapshot"))?;
+    // As if they had all been written within one tick of the clock.
+    for w in &mut snapshot.tree.children[0].watched {
+        w.ctime = 42;
+    }
+    limit_watched(&mut snapshot.tree);
+    assert_eq!(snapshot.tree.children[0].watched.len(), MAX_WATCHED);
+    Ok(())
+}

@@ -527,4 +527,14 @@ fn a_workspace_inside_a_dot_entry_keeps_its_own_owner_only_files() {
         read(&project.join("private.lua")),
         format!("{SECRET}more\n")
     );
+    let out = sh_at(
+        &env,
+        "read-only",
+        &home,
+        &project,
+        &["--workspace", ws],
+        "cat private.lua; echo; cat ~/.config/other/token",
+    );
+    assert_status(&out, 0);
+    assert_eq!(stdout(&out), format!("{SECRET}more\n\n"));
 }
