@@ -35,6 +35,7 @@ fn main() {
         // The real homes: guarding their persistence paths is part of the cost.
         homes: sandgate::policy::home::caller_homes(),
         approval_token_file: None,
+        path: vec![],
     };
     let knobs = Knobs {
         preset: Some("auto".into()),
@@ -65,6 +66,21 @@ fn main() {
             ..Request::default()
         };
         black_box(policy::resolve(request, &env).ok());
+    });
+    // The homes of $HOME and the passwd entry (and /etc, as root), as a call scans them.
+    let as_root = nix::unistd::geteuid().is_root();
+    let roots =
+        policy::secrets::rule_roots(Mode::WorkspaceWrite, &env.homes, as_root).unwrap_or_default();
+    let caller = sandgate::secret_scan::Caller::current();
+    time("hidden-files rule: scans from the cache", 2_000, || {
+        for root in &roots {
+            black_box(sandgate::secret_scan::snapshot(root, &caller));
+        }
+    });
+    time("hidden-files rule: full scans", 50, || {
+        for root in &roots {
+            black_box(sandgate::secret_scan::walk(root, &caller));
+        }
     });
     time("seccomp programs (notifying + refusing)", 2_000, || {
         black_box(

@@ -8,11 +8,12 @@
 use clap::{Arg, Command, CommandFactory};
 
 /// The sections after OPTIONS and SUBCOMMANDS, in the order of the page.
-const HAND_WRITTEN: [&str; 10] = [
+const HAND_WRITTEN: [&str; 11] = [
     include_str!("sections/shell-mode.roff"),
     include_str!("sections/network.roff"),
     include_str!("sections/limits.roff"),
     include_str!("sections/git-config.roff"),
+    include_str!("sections/secrets.roff"),
     include_str!("sections/denial-markers.roff"),
     include_str!("sections/exit-status.roff"),
     include_str!("sections/environment.roff"),

@@ -31,8 +31,9 @@ workspace's repository, its submodules and worktrees cannot be created or change
 repository created inside the sandbox belongs to the sandbox, and its config is as \
 untrusted as any file the command wrote. A workspace derived from the current directory \
 that is or holds your home is refused; shell startup files and other persistence paths \
-stay read-only; credential files read as empty and secret-looking variables are withheld \
-(--keep-env). A terminal prompt grants only on the code it shows, and never through the \
+stay read-only; credential files, and files in your home's dot-directories that only you \
+may read, read as empty (--unhide), and secret-looking variables are withheld (--keep-env). \
+A terminal prompt grants only on the code it shows, and never through the \
 agent links (sandgate-sh, a bash link, sandgate-prefix) unless SANDGATE_TTY=always. Every \
 private tmpfs is bounded (--tmpfs-size); --limit-pids and --limit-memory bound the call in a \
 cgroup of its own where the kernel lets sandgate make one; the terminal's modes are put back \
@@ -228,6 +229,19 @@ pub struct RunArgs {
         value_hint = ValueHint::Other
     )]
     pub keep_env: Vec<String>,
+
+    /// Show PATH (and everything beneath it) although a profile entry or the hidden-files
+    /// rule would make it read as empty (repeatable; SANDGATE_UNHIDE takes a
+    /// colon-separated list; also `unhidden_paths` in the user configuration, never the
+    /// project's). sandgate's own files stay hidden.
+    #[arg(
+        long = "unhide",
+        value_name = "PATH",
+        env = "SANDGATE_UNHIDE",
+        value_delimiter = ':',
+        value_hint = ValueHint::AnyPath
+    )]
+    pub unhide: Vec<PathBuf>,
 
     /// The audit log (default: $XDG_STATE_HOME/sandgate/audit.jsonl).
     #[arg(long, value_name = "FILE", env = "SANDGATE_AUDIT_LOG")]

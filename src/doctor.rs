@@ -25,6 +25,9 @@ pub struct Hides {
     pub env: Option<SecretEnvSpec>,
     /// The caller's homes the `$HOME/…` entries expand for.
     pub homes: Vec<PathBuf>,
+    /// Every path a call outside any workspace hides, with its reason (a list entry or the
+    /// rule), and the rule's scans.
+    pub hidden: Value,
 }
 
 impl Hides {
@@ -51,6 +54,7 @@ impl Hides {
             persistent_paths: spec.persistent_paths,
             env: Some(spec.secret_env),
             homes,
+            hidden: crate::app::hidden_report(mode),
         }
     }
 }
@@ -211,6 +215,7 @@ pub fn render_text(r: &Report) -> String {
             let hides = &p["hides"];
             if hides["paths"].as_array().is_some_and(|a| !a.is_empty()) {
                 out.push_str(&format!("  hides      {}\n", list(&hides["paths"])));
+                out.push_str(&hidden_summary(&hides["hidden"], name));
                 out.push_str(&format!(
                     "  hides env  names containing {} (except {})\n",
                     list(&hides["env"]["name_contains"]),
@@ -268,4 +273,29 @@ fn render_limits(out: &mut String, limits: &Value) {
         };
         out.push_str(&format!("            {name}: {holds}; {default}\n"));
     }
+}
+
+/// One line on what the profile hides here: how many paths, for which reasons, and where
+/// the full list is.
+fn hidden_summary(hidden: &Value, profile: &str) -> String {
+    if let Some(e) = hidden["error"].as_str() {
+        return format!("  hidden     unknown: {e}\n");
+    }
+    let paths = hidden["paths"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let count = |reasons: &[&str]| {
+        paths
+            .iter()
+            .filter(|p| reasons.contains(&p["reason"].as_str().unwrap_or_default()))
+            .count()
+    };
+    format!(
+        "  hidden     {} paths here: {} listed, {} owner-only in your home's dot-entries, {} under /etc others may not read; `sandgate doctor --json` lists each (profiles.{profile}.hides.hidden)\n",
+        paths.len(),
+        count(&["listed"]),
+        count(&["owner-only", "owner-only-files"]),
+        count(&["not-for-others", "closed-to-others"]),
+    )
 }

@@ -159,6 +159,7 @@ impl Error {
                 | PolicyError::WorkspaceChanged { .. }
                 | PolicyError::GitPointerMissing(_)
                 | PolicyError::SharedTempAsRoot { .. }
+                | PolicyError::SandgateStateAsRoot { .. }
                 | PolicyError::AllowedSocket { .. }
                 | PolicyError::BadProfile { .. }
                 | PolicyError::Preset { .. }

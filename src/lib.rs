@@ -20,6 +20,7 @@ pub mod network;
 pub mod output;
 pub mod policy;
 pub mod sandbox;
+pub mod secret_scan;
 pub mod shell;
 pub mod supervisor;
 mod sys;

@@ -5,6 +5,7 @@
 mod support;
 
 use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
@@ -438,6 +439,27 @@ fn verifying_a_missing_audit_log_says_it_cannot_be_read() {
         .args(["audit", "verify"]);
     let out = output(&mut bound_by_file_modes(cmd));
     refusal(&out, 78, &format!("HOME={}", home.display()));
+}
+
+#[test]
+fn sandgates_own_state_directory_is_refused_as_a_workspace_or_writable_root() {
+    let env = TestEnv::new();
+    // Every workspace's private temp, cache layers and the hidden-files scan's cache lie
+    // there: a sandbox that could write it could change what later calls trust.
+    let out = output(
+        Command::new(sandgate())
+            .args(["tmp", "--workspace"])
+            .arg(&env.ws),
+    );
+    assert_status(&out, 0);
+    let state = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    let state = state.parent().unwrap_or(Path::new("/")).to_path_buf();
+    std::fs::create_dir_all(&state).unwrap_or_else(|e| panic!("{e}"));
+    let shown = state.display().to_string();
+    for flags in [vec!["--workspace", &shown], vec!["--writable-root", &shown]] {
+        let out = output(bare(&env).args(&flags).args(["--", "true"]));
+        refusal(&out, 78, "it holds sandgate's own state");
+    }
 }
 
 #[test]

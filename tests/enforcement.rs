@@ -14,12 +14,15 @@ mod enforcement {
     mod git_gate;
     mod git_integrity;
     mod home;
+    mod home_workspace;
     mod host_session;
     mod limits;
     mod nested;
     mod network;
+    mod ownership;
     mod pid_namespace;
     mod process;
+    mod secrets;
     mod stall;
     mod terminal;
 }

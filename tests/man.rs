@@ -102,6 +102,7 @@ fn the_man_page_has_every_section() {
         "SUBCOMMANDS",
         "SHELL MODE",
         "NETWORK AND CACHES",
+        "HOME AND SECRETS",
         "DENIAL MARKERS",
         "EXIT STATUS",
         "ENVIRONMENT",

@@ -22,6 +22,7 @@ use crate::policy::{
     PolicyError, Request, Standing,
 };
 use crate::sandbox::{self, Features, Guarantee, Step};
+use crate::secret_scan;
 use crate::shell::{self, Caller, Invocation, ShellCall};
 use crate::supervisor;
 use std::io::IsTerminal;
@@ -376,6 +377,13 @@ fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Ou
     .collect();
     let mut hidden_paths = layers.user.hidden_paths.clone();
     hidden_paths.extend(standing.hidden_paths.iter().cloned());
+    // The hidden-files rule's scans: not for full access, and not inside a sandbox, whose
+    // own masks already cover this view (a nested call can make none).
+    let scans = if confined && env.parent.is_none() {
+        secret_scans(mode, &env)?
+    } else {
+        vec![]
+    };
     let hosts = policy::hosts::effective(
         &args.allow_hosts,
         args.allow_private_hosts,
@@ -403,6 +411,8 @@ fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Ou
         own_files,
         hidden_paths,
         unhidden_paths: layers.user.unhidden_paths.clone(),
+        unhide: args.unhide.iter().map(|p| env.cwd.join(p)).collect(),
+        scans,
         keep_env,
         hosts,
         tmpfs: limits.tmpfs,
@@ -670,7 +680,7 @@ fn launch<'a>(
                 git_dirs: r.git_dirs.iter().cloned().collect(),
                 git_writable: r.git_writable.iter().cloned().collect(),
                 workspace_write_roots: r.workspace_write_roots.iter().cloned().collect(),
-                protected: r.protected.iter().cloned().collect(),
+                protected: r.protected.iter().chain(&r.sealed).cloned().collect(),
                 frozen: r.frozen.iter().cloned().collect(),
                 devices: r.devices.iter().cloned().collect(),
                 reporter: reporter.cloned(),
@@ -710,6 +720,43 @@ fn launch<'a>(
         timeout: None,
         keep_background: None,
     }
+}
+
+/// What the hidden-files rule's scans find for a call under `mode` (see `secret_scan`).
+pub(crate) fn secret_scans(mode: Mode, env: &Env) -> Result<Vec<secret_scan::Snapshot>, Error> {
+    let roots = policy::secrets::rule_roots(mode, &env.homes, nix::unistd::geteuid().is_root())?;
+    let caller = secret_scan::Caller::current();
+    Ok(roots
+        .iter()
+        .filter_map(|root| secret_scan::snapshot(root, &caller))
+        .collect())
+}
+
+/// What a call under `mode` outside any workspace hides and why, and what the rule's scans
+/// were, for `doctor`.
+pub(crate) fn hidden_report(mode: Mode) -> serde_json::Value {
+    let report = || -> Result<serde_json::Value, Error> {
+        let env = gather_env()?;
+        let layers = Layers::load()?;
+        let scans = secret_scans(mode, &env)?;
+        let caller = secret_scan::Caller::current();
+        let scanned: Vec<serde_json::Value> = scans
+            .iter()
+            .map(|s| {
+                json!({ "root": s.root.path, "scope": s.root.scope.as_str(), "source": s.source,
+                    "truncated": s.truncated, "cache": secret_scan::store::path(&s.root, &caller) })
+            })
+            .collect();
+        let hidden = policy::secrets::report(
+            mode,
+            &env.homes,
+            &scans,
+            &layers.user.hidden_paths,
+            &layers.user.unhidden_paths,
+        )?;
+        Ok(json!({ "paths": hidden, "scanned": scanned }))
+    };
+    report().unwrap_or_else(|e| json!({ "error": e.to_string() }))
 }
 
 /// The effective host lists outside any workspace, for `doctor --json`.
@@ -757,6 +804,13 @@ fn gather_env() -> Result<Env, Error> {
         parent: parent_sandbox(),
         homes: policy::home::caller_homes(),
         approval_token_file: std::env::var_os("SANDGATE_APPROVAL_TOKEN_FILE").map(|p| cwd.join(p)),
+        path: std::env::var_os("PATH")
+            .map(|p| {
+                std::env::split_paths(&p)
+                    .filter(|d| d.is_absolute())
+                    .collect()
+            })
+            .unwrap_or_default(),
         cwd,
     })
 }

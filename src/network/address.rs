@@ -1,30 +1,74 @@
 //! Which destination addresses the proxy may connect to without `--allow-private-hosts`.
 //!
 //! An allowed host name is only as safe as the addresses it resolves to: a name that
-//! resolves to loopback or to the local network would turn the allowlist into a way to
-//! reach the machine's own services (or the LAN's) from inside the sandbox. So the proxy
-//! connects only to addresses on the public internet unless the caller says otherwise.
+//! resolves to loopback, to the local network or to one of this machine's own addresses
+//! would turn the allowlist into a way to reach the machine's own services (or the LAN's)
+//! from inside the sandbox. So the proxy connects only to addresses on the public internet
+//! that no interface of this machine holds, unless the caller says otherwise.
 
+use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-/// False for loopback, private (10/8, 172.16/12, 192.168/16, fc00::/7), link-local
-/// (169.254/16, fe80::/10), multicast, unspecified, broadcast, 0/8, CGNAT 100.64/10,
-/// the reserved and benchmark ranges, and for IPv6 everything outside global unicast
-/// (2000::/3). IPv4-mapped, IPv4-compatible and NAT64 (64:ff9b::/96) IPv6 addresses are
-/// judged by the IPv4 address they carry, since a connect to them reaches that address.
-pub fn is_public(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => is_public_v4(v4),
-        IpAddr::V6(v6) => is_public_v6(v6),
+/// Why the proxy does not connect to an address without `--allow-private-hosts`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Closed {
+    /// Loopback, private, link-local, shared, multicast, reserved, unspecified: never the
+    /// public internet.
+    Private,
+    /// A documentation range (192.0.2/24, 198.51.100/24, 203.0.113/24, 2001:db8::/32,
+    /// 3fff::/20): routed nowhere on the internet, so where it leads is a local network's
+    /// choice (some use them for their own gateways or for the machine itself).
+    Documentation,
+    /// Assigned to one of this machine's interfaces: a cloud VM's public address reaches
+    /// every service the machine binds on `0.0.0.0`.
+    Local,
+}
+
+impl fmt::Display for Closed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Closed::Private => "private",
+            Closed::Documentation => "documentation range",
+            Closed::Local => "this machine's own",
+        })
     }
 }
 
-fn is_public_v4(ip: Ipv4Addr) -> bool {
-    // The documentation ranges (192.0.2/24, 198.51.100/24, 203.0.113/24) stay open: they
-    // are never a local service, and some networks' resolvers answer with them for every
-    // outside name, to route it through their own gateway.
+/// Why `ip` is closed, or `None` when the proxy may connect to it. `local` holds the
+/// addresses of this machine's interfaces, read at the resolution that produced `ip`
+/// (interfaces come and go). IPv4-mapped, IPv4-compatible and NAT64 IPv6 addresses are
+/// judged by the IPv4 address they carry, since a connect to them reaches that address.
+pub fn closed(ip: IpAddr, local: &[IpAddr]) -> Option<Closed> {
+    let reached = match ip {
+        IpAddr::V6(v6) => embedded_v4(v6).map_or(ip, IpAddr::V4),
+        IpAddr::V4(_) => ip,
+    };
+    let canonical = |a: &IpAddr| match a {
+        IpAddr::V6(v6) => embedded_v4(*v6).map_or(*a, IpAddr::V4),
+        IpAddr::V4(_) => *a,
+    };
+    let range = match reached {
+        IpAddr::V4(v4) => closed_v4(v4),
+        IpAddr::V6(v6) => closed_v6(v6),
+    };
+    // A range says the more familiar reason (loopback is "private" before it is "ours").
+    range.or_else(|| {
+        local
+            .iter()
+            .map(canonical)
+            .any(|a| a == reached)
+            .then_some(Closed::Local)
+    })
+}
+
+/// True when `ip` lies in no closed range (this machine's own addresses aside).
+pub fn is_public(ip: IpAddr) -> bool {
+    closed(ip, &[]).is_none()
+}
+
+fn closed_v4(ip: Ipv4Addr) -> Option<Closed> {
     let [a, b, c, _] = ip.octets();
-    let closed = a == 0 // "this network", including 0.0.0.0
+    let private = a == 0 // "this network", including 0.0.0.0
         || a == 10
         || a == 127
         || (a == 100 && (64..128).contains(&b)) // shared address space (CGNAT)
@@ -34,18 +78,26 @@ fn is_public_v4(ip: Ipv4Addr) -> bool {
         || (a == 192 && b == 168)
         || (a == 198 && (18..20).contains(&b)) // benchmarking
         || a >= 224; // multicast, reserved and broadcast
-    !closed
+    let documentation =
+        (a, b, c) == (192, 0, 2) || (a, b, c) == (198, 51, 100) || (a, b, c) == (203, 0, 113);
+    if private {
+        Some(Closed::Private)
+    } else if documentation {
+        Some(Closed::Documentation)
+    } else {
+        None
+    }
 }
 
-fn is_public_v6(ip: Ipv6Addr) -> bool {
-    if let Some(v4) = embedded_v4(ip) {
-        return is_public_v4(v4);
+fn closed_v6(ip: Ipv6Addr) -> Option<Closed> {
+    let s = ip.segments();
+    if (s[0], s[1]) == (0x2001, 0x0db8) || (s[0] == 0x3fff && s[1] & 0xf000 == 0) {
+        return Some(Closed::Documentation);
     }
     // Only global unicast (2000::/3) is routed on the internet: this leaves out the
     // unspecified and loopback addresses, unique local (fc00::/7), link-local (fe80::/10),
     // site-local, multicast (ff00::/8), discard-only (100::/64) and the unassigned rest.
-    let s = ip.segments();
-    (s[0] & 0xe000) == 0x2000
+    ((s[0] & 0xe000) != 0x2000).then_some(Closed::Private)
 }
 
 /// The IPv4 address an IPv6 address stands for, when a connect to it reaches that
@@ -144,13 +196,65 @@ mod tests {
             "2606:4700:4700::1111",
             "2a04:4e42::223",
             "::ffff:151.101.1.63",
-            "192.0.2.1",
-            "198.51.100.7",
-            "203.0.113.80",
-            "2001:db8::1",
             "64:ff9b::808:808",
+            "192.0.1.255",
+            "192.0.3.0",
+            "198.51.99.255",
+            "198.51.101.0",
+            "203.0.112.255",
+            "203.0.114.0",
+            "2001:db9::1",
+            "2001:db7:ffff::1",
+            "3ffe:ffff::1",
+            "3fff:1000::1",
         ] {
             assert!(is_public(ip(text)), "{text} must count as public");
         }
+    }
+
+    #[test]
+    fn documentation_ranges_are_closed_and_say_so() {
+        for text in [
+            "192.0.2.0",
+            "192.0.2.255",
+            "198.51.100.7",
+            "203.0.113.80",
+            "2001:db8::1",
+            "2001:db8:ffff:ffff::1",
+            "3fff::1",
+            "3fff:fff:ffff::1",
+            "::ffff:203.0.113.80",
+            "64:ff9b::c000:201",
+        ] {
+            assert_eq!(closed(ip(text), &[]), Some(Closed::Documentation), "{text}");
+        }
+    }
+
+    #[test]
+    fn the_machines_own_addresses_are_closed_however_they_are_spelt() {
+        let local = [
+            ip("11.22.33.44"),
+            ip("2a01:4f8::7"),
+            ip("::ffff:151.101.1.63"),
+        ];
+        for text in [
+            "11.22.33.44",
+            "::ffff:11.22.33.44",
+            "::11.22.33.44",
+            "64:ff9b::b16:212c",
+            "2a01:4f8::7",
+            "151.101.1.63",
+        ] {
+            assert_eq!(closed(ip(text), &local), Some(Closed::Local), "{text}");
+        }
+        // A neighbour of a local address is not the machine itself.
+        assert_eq!(closed(ip("11.22.33.45"), &local), None);
+        assert_eq!(closed(ip("2a01:4f8::8"), &local), None);
+        // A closed range says its own reason, local or not.
+        assert_eq!(closed(ip("10.0.0.1"), &local), Some(Closed::Private));
+        assert_eq!(
+            closed(ip("127.0.0.1"), &[ip("127.0.0.1")]),
+            Some(Closed::Private)
+        );
     }
 }

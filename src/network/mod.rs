@@ -1,8 +1,10 @@
 //! Network access for sandboxes that list allowed hosts: the allowlist, the address ranges
-//! that stay closed, and the proxy that is the sandbox's only way out.
+//! (and the machine's own addresses) that stay closed, and the proxy that is the sandbox's
+//! only way out.
 
 pub mod address;
 pub mod hosts;
+pub mod interfaces;
 pub mod process;
 pub mod proxy;
 

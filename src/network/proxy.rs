@@ -19,8 +19,9 @@ use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 
-use super::address::is_public;
+use super::address::{closed, Closed};
 use super::hosts::{canonical_host, HostRules, Verdict};
+use super::interfaces;
 
 /// How many client connections are served at once; more wait in the listen backlog. Each
 /// costs the proxy two fds (client and upstream): the bound keeps a sandboxed process from
@@ -40,7 +41,8 @@ pub struct Refusal {
     pub port: u16,
     pub reason: String,
     /// true when `--allow-host host:port` would allow it (not listed); false when
-    /// `denied_hosts` refuses it or it resolves only to private addresses.
+    /// `denied_hosts` refuses it or it resolves only to closed addresses (private, documentation
+    /// ranges, this machine's own).
     pub listable: bool,
 }
 
@@ -56,7 +58,8 @@ impl Refusal {
 /// same listener (dispatch on the first byte: 0x05 = SOCKS5) until `until` polls POLLHUP.
 /// Every target host is checked with `rules.verdict`, resolved by the proxy itself
 /// (tokio::net::lookup_host → getaddrinfo, so /etc/hosts applies), and connected only to a
-/// resolved address that `address::is_public` accepts unless `rules.allow_private`; never
+/// resolved address that `address::closed` leaves open — no private or documentation
+/// range, none of this machine's own addresses — unless `rules.allow_private`; never
 /// re-resolved after the check. A refused request calls `refused` BEFORE the client gets
 /// its answer (HTTP 403 with a one-line text/plain reason; SOCKS5 reply 0x02 "not allowed by
 /// ruleset"), so that the marker exists when the client sees the refusal.
@@ -200,21 +203,21 @@ impl Gate {
             Ok(Err(e)) => return Err(unreachable(format!("cannot resolve {host}: {e}"), false)),
             Err(_) => return Err(unreachable(format!("resolving {host} timed out"), false)),
         };
-        let (open, closed): (Vec<SocketAddr>, Vec<SocketAddr>) = addresses
-            .into_iter()
-            .partition(|a| self.rules.allow_private || is_public(a.ip()));
-        if open.is_empty() {
-            let listed: Vec<String> = closed.iter().map(|a| a.ip().to_string()).collect();
-            return Err(self.refuse(Refusal {
-                reason: format!(
-                    "{host} resolves only to private addresses ({}) (--allow-private-hosts)",
-                    listed.join(", ")
-                ),
-                host,
-                port,
-                listable: false,
-            }));
-        }
+        let open = if self.rules.allow_private {
+            addresses
+        } else {
+            match open_addresses(&addresses) {
+                Ok(open) => open,
+                Err(why) => {
+                    return Err(self.refuse(Refusal {
+                        reason: format!("{host} {why} (--allow-private-hosts)"),
+                        host,
+                        port,
+                        listable: false,
+                    }))
+                }
+            }
+        };
         match tokio::time::timeout(CONNECT_TIME, connect_first(&open)).await {
             Ok(Ok(stream)) => Ok(stream),
             Ok(Err(e)) => Err(unreachable(
@@ -227,6 +230,35 @@ impl Gate {
             )),
         }
     }
+}
+
+/// The addresses of `addresses` the proxy may connect to without `--allow-private-hosts`,
+/// in their order; or, when there is none, why (each address with the reason it is
+/// closed). The machine's own addresses are read here, at each resolution.
+fn open_addresses(addresses: &[SocketAddr]) -> Result<Vec<SocketAddr>, String> {
+    let local = interfaces::addresses().map_err(|e| {
+        format!("cannot be checked: this machine's own addresses cannot be listed ({e})")
+    })?;
+    let judged: Vec<(SocketAddr, Option<Closed>)> = addresses
+        .iter()
+        .map(|a| (*a, closed(a.ip(), &local)))
+        .collect();
+    let open: Vec<SocketAddr> = judged
+        .iter()
+        .filter(|(_, why)| why.is_none())
+        .map(|(a, _)| *a)
+        .collect();
+    if !open.is_empty() {
+        return Ok(open);
+    }
+    let listed: Vec<String> = judged
+        .iter()
+        .filter_map(|(a, why)| Some(format!("{} ({})", a.ip(), (*why)?)))
+        .collect();
+    Err(format!(
+        "resolves only to addresses the proxy does not connect to: {}",
+        listed.join(", ")
+    ))
 }
 
 fn unreachable(message: String, refused: bool) -> Blocked {

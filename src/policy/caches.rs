@@ -6,8 +6,9 @@
 //! A cache is left as it is (read-only, like the rest of the home) when:
 //! - it is itself a symbolic link, or is reached through one that lies inside a writable
 //!   root (an earlier sandboxed call could have planted it to point the layer elsewhere);
-//! - it already is writable (beneath a writable root), or holds one, or holds a protected
-//!   path (each is its own mount, which a layer on top would hide);
+//! - it already is writable (beneath a writable root, and not in a writable home's sealed
+//!   entries: `home::seal`), or holds one, or holds a protected path (each is its own mount,
+//!   which a layer on top would hide);
 //! - the private `/tmp` would hide it anyway;
 //! - it lies inside another cache of the list (that one's layer covers it);
 //! - it is missing and its parent directory is missing, a link, or not the caller's own.
@@ -43,6 +44,9 @@ pub struct Around<'a> {
     pub writable_roots: &'a BTreeSet<PathBuf>,
     /// Protected paths, bound read-only at their own path.
     pub protected: &'a BTreeSet<PathBuf>,
+    /// A writable home's sealed entries (`home::seal`): read-only although a writable root
+    /// holds them, so a cache in one needs its layer after all.
+    pub sealed: &'a BTreeSet<PathBuf>,
 }
 
 /// Returns the caches of `specs` this call makes writable copy-on-write (see the module
@@ -126,12 +130,12 @@ fn locate(path: &Path, dir: bool, writable_roots: &BTreeSet<PathBuf>, me: u32) -
 
 /// Returns true when a layer at `path` hides nothing that must stay as it is.
 fn usable(path: &Path, around: &Around<'_>) -> bool {
+    let writable = around.writable_roots.iter().any(|r| path.starts_with(r))
+        && !around.sealed.iter().any(|s| path.starts_with(s));
     !roots::hidden_by_temp(path)
         && !roots::is_shared_temp(path)
-        && !around
-            .writable_roots
-            .iter()
-            .any(|r| path.starts_with(r) || r.starts_with(path))
+        && !writable
+        && !around.writable_roots.iter().any(|r| r.starts_with(path))
         && !around.protected.iter().any(|p| p.starts_with(path))
 }
 
@@ -173,9 +177,11 @@ mod tests {
         };
         let writable_roots = BTreeSet::from([home.join("ws")]);
         let protected = BTreeSet::new();
+        let sealed = BTreeSet::new();
         let around = Around {
             writable_roots: &writable_roots,
             protected: &protected,
+            sealed: &sealed,
         };
         let caches = resolve(&specs(), &placeholders, &around);
         let cache = |path: &str, dir, exists| Cache {
@@ -201,6 +207,7 @@ mod tests {
         let around = Around {
             writable_roots: &writable_roots,
             protected: &protected,
+            sealed: &sealed,
         };
         let caches = resolve(&specs(), &placeholders, &around);
         assert!(!caches.iter().any(|c| c.path.starts_with(home.join(".npm"))));

@@ -15,6 +15,17 @@
 //!   so the link cannot be swapped) and its target is guarded in turn;
 //! - every directory on the way is *pinned* (bound onto itself), so no ancestor can be
 //!   renamed aside and replaced by a fresh tree with startup files of the sandbox's own.
+//!
+//! A home that a writable root holds (the workspace is the home, or holds it, or a
+//! `--writable-root` does) is *sealed* besides, by rule rather than by list ([`seal`]):
+//! every dot-entry directly in it (`~/.local`, `~/.config`, `~/.cargo`, `~/.pyenv`,
+//! `~/.profile`, …) and every directory on `$PATH` inside it stays read-only, and the home
+//! is frozen, so no new entry (a new `~/.pythonrc`) appears in it. What a host program runs
+//! later — a `.pth` in `~/.local/lib/python3.*/site-packages`, `~/.cargo/bin`, pyenv's
+//! shims, a shell's rc file — lies in one of those. What stays writable: the home's other
+//! entries (projects), a path named with `--writable-root` (at or beneath a sealed entry),
+//! the guarded git directory of a home that is a repository (`policy::protected` guards it
+//! already), and the copy-on-write toolchain caches, which get their layers as anywhere.
 
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
@@ -61,6 +72,85 @@ pub struct Guarded {
     pub frozen: BTreeSet<PathBuf>,
     /// Every directory on the way to a persistence path: bound onto itself.
     pub pinned: BTreeSet<PathBuf>,
+}
+
+/// The mounts that seal the homes a writable root holds (see the module docs).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Sealed {
+    /// Existing dot-entries and directories on `$PATH`: bound read-only onto themselves
+    /// among the writable binds, so what is mounted beneath them later (a writable root
+    /// the user named, a cache's layer) keeps its own flags.
+    pub read_only: BTreeSet<PathBuf>,
+    /// Dot-entries that are links, and `$PATH` directories that are missing or reached
+    /// through a link: guarded like persistence paths ([`guard`]).
+    pub guarded: Vec<PathBuf>,
+    /// The homes themselves: frozen.
+    pub frozen: BTreeSet<PathBuf>,
+}
+
+/// What a home sealing needs to know about the call.
+pub struct SealInputs<'a> {
+    /// Canonical.
+    pub homes: &'a [PathBuf],
+    pub writable_roots: &'a BTreeSet<PathBuf>,
+    /// Roots the user named with `--writable-root` (canonical): never sealed themselves.
+    pub named: &'a BTreeSet<PathBuf>,
+    /// `$PATH`, as written (absolute).
+    pub path: &'a [PathBuf],
+    /// Entries left as they are (a guarded git directory).
+    pub exempt: &'a BTreeSet<PathBuf>,
+}
+
+/// Seals every home of `inputs.homes` that a writable root holds.
+pub fn seal(inputs: &SealInputs<'_>) -> Sealed {
+    let mut out = Sealed::default();
+    for home in inputs.homes {
+        if !inputs.writable_roots.iter().any(|r| home.starts_with(r)) {
+            continue;
+        }
+        out.frozen.insert(home.clone());
+        let Ok(entries) = std::fs::read_dir(home) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            if !entry.file_name().as_encoded_bytes().starts_with(b".") {
+                continue;
+            }
+            let path = entry.path();
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_symlink() {
+                out.guarded.push(path);
+            } else if (kind.is_dir() || kind.is_file())
+                && !inputs.named.contains(&path)
+                && !inputs.exempt.contains(&path)
+            {
+                out.read_only.insert(path);
+            }
+        }
+        for dir in inputs.path {
+            let canonical = std::fs::canonicalize(dir).ok();
+            let inside =
+                dir.starts_with(home) || canonical.as_ref().is_some_and(|c| c.starts_with(home));
+            // Nothing can be made or changed in a sealed entry: a directory there is covered.
+            let covered = |p: &Path| out.read_only.iter().any(|s| p.starts_with(s));
+            if !inside || covered(dir) {
+                continue;
+            }
+            match canonical.filter(|c| c.is_dir()) {
+                Some(c) if c == *dir || !dir.starts_with(home) => {
+                    if !covered(&c) && c != *home && !inputs.named.contains(&c) {
+                        out.read_only.insert(c);
+                    }
+                }
+                // Missing, or reached through a link inside the home: the link cannot be
+                // changed and a missing directory cannot be made.
+                _ => out.guarded.push(dir.clone()),
+            }
+        }
+    }
+    out
 }
 
 /// Works out the mounts that guard `paths` (absolute, not necessarily canonical).
@@ -164,5 +254,52 @@ mod tests {
         assert!(held_by(Path::new("/home"), &homes).is_some());
         assert!(held_by(Path::new("/home/u/src"), &homes).is_none());
         assert!(held_by(Path::new("/home/uu"), &homes).is_none());
+    }
+
+    #[test]
+    fn a_writable_home_is_sealed_by_rule() -> std::io::Result<()> {
+        let root = tempfile::tempdir()?;
+        let base = std::fs::canonicalize(root.path())?;
+        let home = base.join("home");
+        for dir in [".local/lib", ".git", "proj", "tools/bin", "dotfiles"] {
+            std::fs::create_dir_all(home.join(dir))?;
+        }
+        std::fs::write(home.join(".profile"), "")?;
+        std::fs::write(home.join("dotfiles/vimrc"), "")?;
+        std::os::unix::fs::symlink("dotfiles/vimrc", home.join(".vimrc"))?;
+        let homes = [home.clone()];
+        let named = BTreeSet::from([home.join(".local/lib")]);
+        let exempt = BTreeSet::from([home.join(".git")]);
+        let path = [
+            home.join("tools/bin"),
+            home.join("go/bin"),
+            home.join(".local/bin"),
+            PathBuf::from("/usr/bin"),
+        ];
+        let inputs = |roots| SealInputs {
+            homes: &homes,
+            writable_roots: roots,
+            named: &named,
+            path: &path,
+            exempt: &exempt,
+        };
+        let elsewhere = BTreeSet::from([base.join("ws")]);
+        assert_eq!(seal(&inputs(&elsewhere)), Sealed::default());
+        let sealed = seal(&inputs(&BTreeSet::from([base.clone()])));
+        assert_eq!(
+            sealed.read_only,
+            BTreeSet::from([
+                home.join(".local"),
+                home.join(".profile"),
+                home.join("tools/bin")
+            ])
+        );
+        assert_eq!(sealed.guarded, [home.join(".vimrc"), home.join("go/bin")]);
+        assert_eq!(sealed.frozen, BTreeSet::from([home.clone()]));
+        // The guard then keeps the link's target read-only and its directory frozen.
+        let guarded = guard(sealed.guarded);
+        assert!(guarded.read_only.contains(&home.join("dotfiles/vimrc")));
+        assert!(guarded.frozen.contains(&home));
+        Ok(())
     }
 }

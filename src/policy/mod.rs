@@ -20,7 +20,7 @@ pub mod secrets;
 pub mod standing;
 mod workspace;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -30,7 +30,7 @@ pub use mode::Mode;
 pub use preset::Approval;
 pub use profile::{Network, Temp};
 use profile::{Placeholders, ProfileSpec};
-pub use secrets::SecretEnv;
+pub use secrets::{SecretEnv, Why};
 pub use standing::Standing;
 pub use workspace::{inherited as inherited_workspace, resolve as resolve_workspace};
 
@@ -75,6 +75,8 @@ pub enum PolicyError {
     },
     #[error("refusing {} as {what}: inside the sandbox it is private, and making the host's writable would hand over its sockets and shared memory; use a directory beneath it", path.display())]
     SharedTempAsRoot { what: &'static str, path: PathBuf },
+    #[error("refusing {} as {what}: it holds sandgate's own state (every workspace's private temp and cache layers, the hidden-files scan's cache), which no sandbox may write; use a directory elsewhere", path.display())]
+    SandgateStateAsRoot { what: &'static str, path: PathBuf },
     #[error("the workspace changed while sandgate looked at it ({} became {}); refusing to guess", before.display(), after.display())]
     WorkspaceChanged { before: PathBuf, after: PathBuf },
     #[error("git is configured to read {} (core.hooksPath or include.path), which lies in a writable root but does not exist, so sandgate cannot keep it read-only; create it or change that setting", .0.display())]
@@ -121,6 +123,9 @@ pub struct Env {
     pub homes: Vec<PathBuf>,
     /// `$SANDGATE_APPROVAL_TOKEN_FILE`: hidden like a credential.
     pub approval_token_file: Option<PathBuf>,
+    /// The directories on `$PATH` (absolute, as written): a later shell runs what lies in
+    /// them, so those inside a writable home stay read-only, and none is hidden whole.
+    pub path: Vec<PathBuf>,
 }
 
 /// The enclosing sandgate sandbox, as its environment hint describes it.
@@ -154,6 +159,10 @@ pub struct Request {
     pub hidden_paths: Vec<String>,
     /// Paths the profile hides that the user's configuration shows.
     pub unhidden_paths: Vec<String>,
+    /// Paths shown again with `--unhide` (absolute).
+    pub unhide: Vec<PathBuf>,
+    /// What the hidden-files rule's scans found (`secret_scan`, for `secrets::rule_roots`).
+    pub scans: Vec<crate::secret_scan::Snapshot>,
     /// Variables passed even though their names look like secrets.
     pub keep_env: Vec<String>,
     /// The hosts the sandbox may reach through the proxy.
@@ -210,10 +219,15 @@ pub struct Restrictions {
     /// Directories in which nothing may be created, removed or renamed, while their existing
     /// entries stay as writable as before (see [`home`]).
     pub frozen: BTreeSet<PathBuf>,
-    /// Read as empty: a directory as an empty one, anything else as an empty file. Absolute;
-    /// the mount layer canonicalises them again right before the sandbox starts (sandgate's
-    /// own logs may only be created by then) and skips those that do not exist.
-    pub hidden: BTreeSet<PathBuf>,
+    /// A writable home's dot-entries and `$PATH` directories ([`home::seal`]): bound
+    /// read-only among the writable roots' binds, so that a writable root named beneath one,
+    /// and a cache's layer, stay writable on top.
+    pub sealed: BTreeSet<PathBuf>,
+    /// Read as empty: a directory as an empty one, anything else as an empty file, each
+    /// with why. Absolute; the mount layer canonicalises the named ones again right before
+    /// the sandbox starts (sandgate's own logs may only be created by then) and skips those
+    /// that do not exist.
+    pub hidden: BTreeMap<PathBuf, Why>,
     /// Which environment variables the command does not get.
     pub secret_env: SecretEnv,
     /// Device nodes the command may write (and ioctl).
@@ -301,6 +315,12 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
                         path: root.clone(),
                     });
                 }
+                if roots::is_sandgate_state(root) {
+                    return Err(PolicyError::SandgateStateAsRoot {
+                        what: "a writable root",
+                        path: root.clone(),
+                    });
+                }
             }
             let writable_roots = match mode {
                 Mode::WorkspaceWrite => workspace_write_roots.clone(),
@@ -337,10 +357,27 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
             }
             let beneath_roots =
                 |p: &PathBuf| writable_roots.iter().any(|r| p.starts_with(r) && p != r);
+            let named: BTreeSet<PathBuf> = given
+                .iter()
+                .filter(|(what, _)| *what == "writable root")
+                .map(|(_, r)| r.path.clone())
+                .collect();
+            let sealed = home::seal(&home::SealInputs {
+                homes: &env.homes,
+                writable_roots: &writable_roots,
+                named: &named,
+                path: &env.path,
+                exempt: &protected.git_dirs,
+            });
+            // Beneath a sealed entry everything is read-only already, and a writable bind
+            // there (a pinned or frozen directory, a guarded git directory's `objects/`)
+            // would open a hole in it.
+            let outside_sealed = |p: &PathBuf| !sealed.read_only.iter().any(|s| p.starts_with(s));
             let persistent = home::guard(
                 spec.persistent_paths
                     .iter()
-                    .flat_map(|e| placeholders.expand(e)),
+                    .flat_map(|e| placeholders.expand(e))
+                    .chain(sealed.guarded.iter().cloned()),
             );
             protected
                 .read_only
@@ -350,18 +387,15 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
                 .into_iter()
                 .chain(protected.git_checkouts.iter().cloned())
                 .filter(beneath_roots)
+                .filter(outside_sealed)
                 .collect();
-            let mut hidden = secrets::hidden(
-                spec.hidden_paths
-                    .iter()
-                    .flat_map(|e| placeholders.expand(e))
-                    .collect(),
-                &request.hidden_paths,
-                &request.unhidden_paths,
-                &env.homes,
-                &workspace,
-            );
-            hidden.extend(request.own_files.iter().map(|p| env.cwd.join(p)));
+            let frozen = persistent
+                .frozen
+                .into_iter()
+                .chain(sealed.frozen.iter().cloned())
+                .filter(under_roots)
+                .filter(outside_sealed)
+                .collect();
             let mounts = match &env.parent {
                 Some(parent) if parent.mode == mode && parent.workspace == workspace => {
                     MountSource::Parent
@@ -394,7 +428,16 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
                 &caches::Around {
                     writable_roots: &writable_roots,
                     protected: &read_only,
+                    sealed: &sealed.read_only,
                 },
+            );
+            let hidden = hidden_paths(
+                &spec,
+                &placeholders,
+                &request,
+                env,
+                &writable_roots,
+                &caches,
             );
             Confinement::Restricted(Box::new(Restrictions {
                 protected: read_only,
@@ -402,17 +445,18 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
                 git_dirs: protected
                     .git_dirs
                     .iter()
-                    .filter(|p| under_roots(p))
+                    .filter(|p| under_roots(p) && outside_sealed(p))
                     .cloned()
                     .collect(),
                 git_writable: protected
                     .git_writable
                     .iter()
-                    .filter(|p| under_roots(p))
+                    .filter(|p| under_roots(p) && outside_sealed(p))
                     .cloned()
                     .collect(),
                 pinned,
-                frozen: persistent.frozen.into_iter().filter(under_roots).collect(),
+                frozen,
+                sealed: sealed.read_only,
                 hidden,
                 secret_env: SecretEnv::new(&spec.secret_env, &request.keep_env),
                 writable_roots,
@@ -457,6 +501,52 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
     })
 }
 
+/// What a restricted call hides: what the rule found (no directory the call needs visible
+/// hidden whole), what the lists name (a named path keeps its entry as its reason), minus
+/// what the user shows again, plus sandgate's own files.
+fn hidden_paths(
+    spec: &profile::RestrictedSpec,
+    placeholders: &Placeholders<'_>,
+    request: &Request,
+    env: &Env,
+    writable_roots: &BTreeSet<PathBuf>,
+    caches: &[caches::Cache],
+) -> BTreeMap<PathBuf, Why> {
+    let workspace = placeholders.workspace;
+    let shown = secrets::shown(
+        &request.unhidden_paths,
+        &request.unhide,
+        &env.homes,
+        workspace,
+    );
+    let keep_whole: Vec<PathBuf> = std::iter::once(workspace.to_path_buf())
+        .chain(writable_roots.iter().cloned())
+        .chain(caches.iter().map(|c| c.path.clone()))
+        .chain(env.path.iter().cloned())
+        .collect();
+    let listed = secrets::listed(
+        secrets::profile_entries(&spec.hidden_paths, placeholders),
+        &request.hidden_paths,
+        &env.homes,
+        workspace,
+    );
+    // The workspace or a writable root inside a home (a project kept in `~/.config/nvim`, a
+    // named `~/.local/lib/python3.11/site-packages`) is where the user works: the rule leaves
+    // its files alone. One that is or holds the home is not: there the rule is the point.
+    let worked_in: Vec<PathBuf> = std::iter::once(workspace.to_path_buf())
+        .chain(writable_roots.iter().cloned())
+        .filter(|r| env.homes.iter().any(|h| r.starts_with(h) && r != h))
+        .collect();
+    let mut hidden = secrets::hidden(&request.scans, &keep_whole, &worked_in, listed, &shown);
+    hidden.extend(
+        request
+            .own_files
+            .iter()
+            .map(|p| (env.cwd.join(p), Why::Own)),
+    );
+    hidden
+}
+
 /// Canonicalises a socket named by `--allow-unix-socket`, which must exist and be one.
 fn allowed_socket(path: &Path) -> Result<PathBuf, PolicyError> {
     use std::os::unix::fs::FileTypeExt;
@@ -485,6 +575,7 @@ mod tests {
             parent: None,
             homes: vec![],
             approval_token_file: None,
+            path: vec![],
         }
     }
 

@@ -24,7 +24,7 @@ const FULL_ACCESS: &str = include_str!("../../profiles/full-access.json");
 #[serde(tag = "confinement", rename_all = "kebab-case")]
 pub enum ProfileSpec {
     /// The command runs under every enforcement layer.
-    Restricted(RestrictedSpec),
+    Restricted(Box<RestrictedSpec>),
     /// The command runs with sandgate's own rights.
     None { mode: String, description: String },
 }
@@ -47,9 +47,21 @@ pub struct RestrictedSpec {
     pub caches: Vec<CacheSpec>,
     /// Paths that read as empty (credentials).
     pub hidden_paths: Vec<String>,
+    /// What the hidden-files rule scans besides the homes' dot-entries, and what not.
+    pub secret_rule: SecretRuleSpec,
     /// Environment variables that are not passed to the command.
     pub secret_env: SecretEnvSpec,
     pub network: Network,
+}
+
+/// The hidden-files rule's reach (see `policy::secrets::rule`): trees of the homes it does
+/// not look into, besides the toolchain caches — installed software, readable by design,
+/// thousands of files each — and the system directories it scans when the caller is root.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecretRuleSpec {
+    pub skip: Vec<String>,
+    pub system: Vec<String>,
 }
 
 /// Which environment variables look like secrets.

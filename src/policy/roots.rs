@@ -117,6 +117,18 @@ pub fn is_shared_temp(path: &Path) -> bool {
     SHARED_TEMPS.iter().any(|t| path == Path::new(t))
 }
 
+/// Returns true when `path` is a user's sandgate state directory in the shared temp,
+/// `/tmp/sandgate-UID`: it holds every workspace's private temp and cache layers and the
+/// hidden-files scan's cache, which later calls trust because no sandbox can write them.
+pub fn is_sandgate_state(path: &Path) -> bool {
+    path.parent() == Some(Path::new("/tmp"))
+        && path.file_name().is_some_and(|name| {
+            name.to_str()
+                .and_then(|n| n.strip_prefix("sandgate-"))
+                .is_some_and(|uid| !uid.is_empty() && uid.bytes().all(|b| b.is_ascii_digit()))
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,5 +177,10 @@ mod tests {
             BTreeSet::from(["/tmp/a", "/tmp/b", "/tmp/ab"].map(PathBuf::from))
         );
         assert!(!is_shared_temp(Path::new("/tmp/ws")));
+        assert!(is_sandgate_state(Path::new("/tmp/sandgate-0")));
+        assert!(is_sandgate_state(Path::new("/tmp/sandgate-65534")));
+        assert!(!is_sandgate_state(Path::new("/tmp/sandgate-0/ws-1234")));
+        assert!(!is_sandgate_state(Path::new("/tmp/sandgate-x")));
+        assert!(!is_sandgate_state(Path::new("/var/tmp/sandgate-0")));
     }
 }

@@ -1,14 +1,25 @@
 //! Finds the workspace for a call: the explicit one, else the git top-level of the current
-//! directory, else the current directory. A derived workspace that is, or holds, the
-//! caller's home is refused: running from `~` must not make `~/.bashrc` writable by
-//! accident. An explicit one is the caller's choice (persistence paths in it stay
-//! read-only all the same).
+//! directory that git itself would use, else the current directory. A derived workspace
+//! that is, or holds, the caller's home is refused: running from `~` must not make
+//! `~/.bashrc` writable by accident. An explicit one is the caller's choice (persistence
+//! paths in it stay read-only all the same).
 //!
 //! The git top-level is found by walking up for a `.git` that may belong to a repository
 //! rather than by running `git rev-parse`: sandgate starts before every command an agent
 //! runs, and a child process here would cost more than the rest of the policy stage
 //! together.
+//!
+//! A repository is someone else's when git says so (`safe.directory`): its top directory,
+//! its `.git` and, for a `.git` file, the git directory that file names must all belong to
+//! the caller — as root, to root or to the user `SUDO_UID` names, git's own rule for
+//! `sudo make install`. git refuses to use anyone else's repository ("dubious ownership")
+//! unless its configuration lists it in `safe.directory`; a workspace derived from one
+//! would hand the command another user's tree. So a repository that is the caller's is
+//! taken at once, and only for one that is not is git asked (its own matching of
+//! `safe.directory`, includes and `*` included); anything but a yes leaves the workspace
+//! at the current directory.
 
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::roots::{self, Resolved};
@@ -39,7 +50,9 @@ pub fn resolve_with_links(
 ) -> Result<Resolved, PolicyError> {
     let candidate = match explicit {
         Some(dir) => cwd.join(dir),
-        None => git_toplevel(cwd).unwrap_or_else(|| cwd.to_path_buf()),
+        None => git_toplevel(cwd)
+            .filter(|top| git_would_use(top))
+            .unwrap_or_else(|| cwd.to_path_buf()),
     };
     let resolved = roots::resolve(&candidate).map_err(|source| PolicyError::Workspace {
         path: candidate.clone(),
@@ -56,6 +69,12 @@ pub fn resolve_with_links(
     }
     if roots::is_shared_temp(&canonical) {
         return Err(PolicyError::SharedTempAsRoot {
+            what: "the workspace",
+            path: canonical,
+        });
+    }
+    if roots::is_sandgate_state(&canonical) {
+        return Err(PolicyError::SandgateStateAsRoot {
             what: "the workspace",
             path: canonical,
         });
@@ -98,6 +117,88 @@ fn git_toplevel(cwd: &Path) -> Option<PathBuf> {
             }
         })
         .map(Path::to_path_buf)
+}
+
+/// Whether git would use the repository at `top` (see the module docs): the caller's own,
+/// or listed in `safe.directory` as git reads it.
+fn git_would_use(top: &Path) -> bool {
+    let caller = Caller::current();
+    let owned = ownership_paths(top).is_some_and(|paths| {
+        paths
+            .iter()
+            .all(|p| caller.owns(p.symlink_metadata().ok().map(|m| m.uid())))
+    });
+    owned || git_trusts(top)
+}
+
+/// The paths git checks the owner of for the repository at `top`: the top directory, the
+/// `.git` and, when `.git` is a file, the git directory it names (relative to `top` when
+/// relative). `None` for a `.git` file that names nothing readable.
+fn ownership_paths(top: &Path) -> Option<Vec<PathBuf>> {
+    let dot_git = top.join(".git");
+    let mut paths = vec![top.to_path_buf(), dot_git.clone()];
+    if dot_git.symlink_metadata().is_ok_and(|m| m.is_file()) {
+        let text = std::fs::read_to_string(&dot_git).ok()?;
+        let named = text.lines().next()?.strip_prefix("gitdir:")?.trim();
+        paths.push(top.join(named));
+    }
+    Some(paths)
+}
+
+/// Who counts as the owner git accepts: the effective uid, and as root also the uid in
+/// `SUDO_UID`, as git reads it.
+struct Caller {
+    euid: u32,
+    sudo_uid: Option<u32>,
+}
+
+impl Caller {
+    fn current() -> Caller {
+        let euid = nix::unistd::geteuid().as_raw();
+        Caller {
+            euid,
+            sudo_uid: (euid == 0)
+                .then(|| std::env::var("SUDO_UID").ok()?.trim().parse().ok())
+                .flatten(),
+        }
+    }
+
+    /// Whether a path owned by `uid` (`None`: it cannot be looked at) is the caller's.
+    fn owns(&self, uid: Option<u32>) -> bool {
+        match uid {
+            Some(uid) if uid == self.euid => true,
+            Some(uid) => self.euid == 0 && self.sudo_uid == Some(uid),
+            None => false,
+        }
+    }
+}
+
+/// Asks the caller's git whether it would use the repository at `top`: `git rev-parse`
+/// there, with git's own environment for finding a repository removed and the search
+/// stopped at `top`, succeeds only for a repository git trusts. git stops at the ownership
+/// check before it reads anything of an untrusted repository; a trusted one is what the
+/// caller's own `git status` there reads anyway. No git, or any failure, is a no.
+fn git_trusts(top: &Path) -> bool {
+    let mut git = std::process::Command::new("git");
+    git.arg("-C")
+        .arg(top)
+        .args(["rev-parse", "--git-dir"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    for var in [
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_COMMON_DIR",
+        "GIT_DISCOVERY_ACROSS_FILESYSTEM",
+        "GIT_TEST_ASSUME_DIFFERENT_OWNER",
+    ] {
+        git.env_remove(var);
+    }
+    if let Some(parent) = top.parent() {
+        git.env("GIT_CEILING_DIRECTORIES", parent);
+    }
+    git.status().is_ok_and(|status| status.success())
 }
 
 /// Whether the directory `dot_git` lacks every entry a git directory has: `HEAD`,
@@ -158,6 +259,7 @@ mod tests {
         // A linked worktree's `.git` file, a repository in a subdirectory, and one whose
         // `HEAD` a sandboxed command removed are taken: the walk never goes wider for them.
         std::fs::create_dir_all(top.join("linked/a"))?;
+        std::fs::create_dir_all(top.join(".git/worktrees/linked"))?;
         std::fs::write(
             top.join("linked/.git"),
             "gitdir: ../.git/worktrees/linked\n",
@@ -200,6 +302,51 @@ mod tests {
             resolve(None, &home.join("src"), &homes).map_err(std::io::Error::other)?,
             home.join("src")
         );
+        Ok(())
+    }
+
+    #[test]
+    fn git_s_owner_rule_for_root_and_sudo() {
+        let user = Caller {
+            euid: 1000,
+            sudo_uid: None,
+        };
+        assert!(user.owns(Some(1000)));
+        assert!(!user.owns(Some(0)));
+        assert!(!user.owns(None));
+        let root = Caller {
+            euid: 0,
+            sudo_uid: None,
+        };
+        assert!(root.owns(Some(0)));
+        assert!(!root.owns(Some(1000)));
+        let sudo = Caller {
+            euid: 0,
+            sudo_uid: Some(1000),
+        };
+        assert!(sudo.owns(Some(0)) && sudo.owns(Some(1000)));
+        assert!(!sudo.owns(Some(1001)));
+    }
+
+    #[test]
+    fn a_dot_git_file_adds_the_directory_it_names() -> std::io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let top = std::fs::canonicalize(dir.path())?;
+        assert_eq!(
+            ownership_paths(&top),
+            Some(vec![top.clone(), top.join(".git")])
+        );
+        std::fs::write(top.join(".git"), "gitdir: ../main/.git/worktrees/w\n")?;
+        assert_eq!(
+            ownership_paths(&top),
+            Some(vec![
+                top.clone(),
+                top.join(".git"),
+                top.join("../main/.git/worktrees/w")
+            ])
+        );
+        std::fs::write(top.join(".git"), "not a link\n")?;
+        assert_eq!(ownership_paths(&top), None);
         Ok(())
     }
 }

@@ -348,40 +348,39 @@ fn file_copy(
     Ok(fd)
 }
 
-/// A mount of caches, its objects re-opened and checked in the child while the host's
-/// `/tmp` (where the layers are) is still in view.
+/// A mount of caches, its layers re-opened and checked in the child while the host's
+/// `/tmp` (where they are) is still in view.
 pub(super) struct Opened<'a> {
     how: &'a How,
     /// The overlay's lower, upper and work directories, or the file's copy.
     layers: Vec<OwnedFd>,
-    /// Where each bind goes.
-    targets: Vec<OwnedFd>,
 }
 
 impl CacheMount {
-    /// Re-opens everything in the child; `ESTALE` when something was swapped since.
+    /// Re-opens the layers in the child; `ESTALE` when something was swapped since.
     pub(super) fn open(&self) -> io::Result<Opened<'_>> {
-        let (layers, targets) = match &self.how {
+        let layers = match &self.how {
             How::Overlay {
-                lower,
-                upper,
-                work,
-                caches,
-                ..
-            } => (
-                vec![lower.open()?, upper.open()?, work.open()?],
-                caches
-                    .iter()
-                    .map(|(target, _)| target.open())
-                    .collect::<io::Result<_>>()?,
-            ),
-            How::File { target, copy } => (vec![copy.open()?], vec![target.open()?]),
+                lower, upper, work, ..
+            } => vec![lower.open()?, upper.open()?, work.open()?],
+            How::File { copy, .. } => vec![copy.open()?],
         };
         Ok(Opened {
             how: &self.how,
             layers,
-            targets,
         })
+    }
+}
+
+impl How {
+    /// Re-opens where each bind goes, in the view as it is now: after the writable and
+    /// read-only binds of the roots (a cache in a read-only home entry is mounted on top of
+    /// that entry's bind, not beneath it, where nothing would see it).
+    fn targets(&self) -> io::Result<Vec<OwnedFd>> {
+        match self {
+            How::Overlay { caches, .. } => caches.iter().map(|(target, _)| target.open()).collect(),
+            How::File { target, .. } => Ok(vec![target.open()?]),
+        }
     }
 }
 
@@ -397,6 +396,7 @@ impl Opened<'_> {
     /// Mounts each cache at its path. `Ok(Err(_))` when the kernel refuses to make the
     /// overlay: those caches then stay read-only.
     pub(super) fn mount(self) -> io::Result<Result<Vec<Mounted>, Vec<Refused>>> {
+        let targets = self.how.targets()?;
         match (self.how, self.layers.as_slice()) {
             (
                 How::Overlay {
@@ -418,7 +418,7 @@ impl Opened<'_> {
                     }
                 };
                 let mut mounted = Vec::new();
-                for ((_, beneath), target) in caches.iter().zip(&self.targets) {
+                for ((_, beneath), target) in caches.iter().zip(&targets) {
                     let tree = sys::clone_tree(walk_beneath(fs.as_fd(), beneath)?.as_fd(), false)?;
                     sys::move_mount(tree.as_fd(), target.as_fd())?;
                     mounted.push(Mounted {
@@ -430,7 +430,7 @@ impl Opened<'_> {
             }
             (How::File { .. }, [copy]) => {
                 let mut mounted = Vec::new();
-                for target in &self.targets {
+                for target in &targets {
                     let tree = sys::clone_tree(copy.as_fd(), false)?;
                     sys::move_mount(tree.as_fd(), target.as_fd())?;
                     mounted.push(Mounted {

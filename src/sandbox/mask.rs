@@ -14,7 +14,7 @@
 //! Runs last in the child, after every writable, pinned, protected and frozen bind, so no
 //! later bind can uncover what a mask covers.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
@@ -24,6 +24,7 @@ use nix::fcntl::OFlag;
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use nix::sys::stat::Mode;
 
+use crate::policy::Why;
 use crate::sys;
 
 /// Directories one of which hosts the source tmpfs for a moment; the first that exists and
@@ -56,8 +57,7 @@ struct Staging {
 /// The masks of one call, prepared before forking.
 #[derive(Debug, Default)]
 pub struct Masks {
-    /// Shallow paths first, so a path inside a masked directory is found missing and
-    /// skipped rather than masked on top of the real tree.
+    /// Shallow paths first (none beneath a masked directory, which hides it already).
     masks: Vec<Mask>,
     staging: Option<Staging>,
     /// The masked directory holding the working directory: the command starts there, as
@@ -66,23 +66,35 @@ pub struct Masks {
 }
 
 impl Masks {
-    /// Prepares masks for the paths in `hidden` that exist now (canonicalised here, right
-    /// before the fork, so sandgate's own logs created since planning are covered).
+    /// Prepares masks for the paths in `hidden` that exist now. A named path is
+    /// canonicalised here, right before the fork, so sandgate's own logs created since
+    /// planning are covered; one the rule found is canonical already, and its kind known.
     ///
     /// # Errors
     /// A path with an interior NUL byte, or no directory to stage the empty objects on.
-    pub fn build(hidden: &BTreeSet<PathBuf>, cwd: &Path) -> io::Result<Masks> {
+    pub fn build(hidden: &BTreeMap<PathBuf, Why>, cwd: &Path) -> io::Result<Masks> {
         let mut targets: Vec<(PathBuf, bool)> = hidden
             .iter()
-            .filter_map(|p| std::fs::canonicalize(p).ok())
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .filter(|p| p != Path::new("/"))
-            .map(|p| {
-                let dir = p.is_dir();
-                (p, dir)
+            .filter_map(|(path, why)| {
+                if why.by_rule() {
+                    return Some((path.clone(), why.is_dir()));
+                }
+                let canonical = std::fs::canonicalize(path).ok()?;
+                let dir = canonical.is_dir();
+                Some((canonical, dir))
             })
+            .collect::<BTreeMap<_, _>>()
+            .into_iter()
+            .filter(|(p, _)| p != Path::new("/"))
             .collect();
+        // What lies beneath a hidden directory is hidden with it: no mount of its own (the
+        // list and the rule often both name a directory and the files in it).
+        let dirs: Vec<PathBuf> = targets
+            .iter()
+            .filter(|(_, dir)| *dir)
+            .map(|(p, _)| p.clone())
+            .collect();
+        targets.retain(|(p, _)| !dirs.iter().any(|d| p != d && p.starts_with(d)));
         if targets.is_empty() {
             return Ok(Masks::default());
         }
@@ -179,12 +191,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn masks_are_ordered_shallow_first_and_the_cwd_finds_refuge() -> io::Result<()> {
+    fn masks_beneath_a_masked_directory_are_dropped_and_the_cwd_finds_refuge() -> io::Result<()> {
         let dir = tempfile::tempdir()?;
         let base = std::fs::canonicalize(dir.path())?;
         std::fs::create_dir_all(base.join("a/b"))?;
         std::fs::write(base.join("a/b/key"), "secret")?;
-        let hidden = BTreeSet::from([base.join("a/b/key"), base.join("a"), base.join("gone")]);
+        let listed = || Why::Listed {
+            entry: "test".into(),
+        };
+        let hidden = BTreeMap::from([
+            (base.join("a/b/key"), listed()),
+            (base.join("a"), listed()),
+            (base.join("gone"), listed()),
+        ]);
         let masks = Masks::build(&hidden, &base.join("a/b"))?;
         let shown: Vec<(String, bool)> = masks
             .masks
@@ -193,14 +212,12 @@ mod tests {
             .collect();
         assert_eq!(
             shown,
-            vec![
-                (base.join("a").display().to_string(), true),
-                (base.join("a/b/key").display().to_string(), false)
-            ]
+            vec![(base.join("a").display().to_string(), true)],
+            "a/b/key lies in the hidden a"
         );
         assert_eq!(masks.working_dir(&base.join("a/b")), base.join("a"));
         assert!(masks.staging.is_some());
-        assert!(Masks::build(&BTreeSet::new(), &base)?.staging.is_none());
+        assert!(Masks::build(&BTreeMap::new(), &base)?.staging.is_none());
         Ok(())
     }
 }

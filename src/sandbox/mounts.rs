@@ -24,13 +24,14 @@
 //!    terminal among them) back at its own path. Every tmpfs made here has a size and an
 //!    inode bound: the writable ones the call's (`limits::TmpfsBound`), the read-only
 //!    stand-ins just what they hold;
-//! 4. bind each writable root (and each pinned directory) onto itself, making it its own
-//!    mount; mount each copy-on-write cache's layer at the cache's path (`caches`: made
+//! 4. bind each writable root (and each pinned directory, and each sealed entry of a
+//!    writable home) onto itself, shallow first, making it its own mount; mount each
+//!    copy-on-write cache's layer at the cache's path, on top of those binds (`caches`: made
 //!    here, before the tree goes read-only, because overlayfs takes its upper layer only
 //!    from a writable mount);
 //! 5. mark the whole tree read-only, recursively, and re-open the writable binds, the
 //!    caches and the private temp for writing (never a bind whose host mount was
-//!    read-only);
+//!    read-only, never a sealed entry);
 //! 6. guard each git directory, shallow ones first: its top level bound read-only onto
 //!    itself, then its other subdirectories bound writable again on top (see
 //!    `policy::protected` for why, `supervisor::git` for what then still works);
@@ -196,20 +197,23 @@ impl MountPlan {
         temp: Option<&PrivateTemp>,
         caches: Vec<CacheMount>,
     ) -> io::Result<MountPlan> {
-        // Shallow paths first, so a nested root is bound on top of its parent's bind.
-        let mut writable: Vec<&Path> = r
+        // Shallow paths first, so a nested root is bound on top of its parent's bind. A
+        // sealed entry of a writable home is bound among them but never made writable
+        // again: a root named beneath it, bound later, is.
+        let mut writable: Vec<(&Path, bool)> = r
             .writable_roots
             .iter()
             .chain(r.pinned.iter())
-            .map(|p| p.as_path())
+            .map(|p| (p.as_path(), true))
+            .chain(r.sealed.iter().map(|p| (p.as_path(), false)))
             .collect();
-        writable.sort_by_key(|p| p.components().count());
+        writable.sort_by_key(|(p, _)| p.components().count());
         let rw_binds = writable
             .into_iter()
-            .map(|p| {
+            .map(|(p, writable)| {
                 Ok(RwBind {
                     target: Checked::record(p)?,
-                    reopen: !read_only_host(p),
+                    reopen: writable && !read_only_host(p),
                 })
             })
             .collect::<io::Result<_>>()?;
@@ -280,7 +284,10 @@ impl MountPlan {
             caches,
             // Inside a hidden directory, the command starts in its empty stand-in.
             cwd: Some(cstring(masks.working_dir(cwd))?),
-            freeze: super::freeze::Freeze::build(&r.frozen, &r.protected)?,
+            freeze: super::freeze::Freeze::build(
+                &r.frozen,
+                &r.protected.union(&r.sealed).cloned().collect(),
+            )?,
             masks,
         })
     }

@@ -95,7 +95,16 @@ pub struct PrivateTemp {
 /// A component that is a symlink, not a directory, owned by someone else, or open to
 /// others (see the module docs).
 pub fn open(workspace: &Path, create: bool) -> Result<Option<PrivateTemp>, TempError> {
-    open_owned(path_for(workspace), create)
+    open_owned(path_for(workspace), 2, create)
+}
+
+/// Opens `/tmp/sandgate-UID` itself like [`open`]: the place for sandgate's own per-user
+/// state that no sandbox may reach (the hidden-files scan's cache).
+///
+/// # Errors
+/// As [`open`].
+pub fn open_base(create: bool) -> Result<Option<PrivateTemp>, TempError> {
+    open_owned(base(), 1, create)
 }
 
 /// Opens the directory of `workspace`'s cache layers like [`open`].
@@ -103,7 +112,7 @@ pub fn open(workspace: &Path, create: bool) -> Result<Option<PrivateTemp>, TempE
 /// # Errors
 /// As [`open`].
 pub fn open_layers(workspace: &Path, create: bool) -> Result<Option<PrivateTemp>, TempError> {
-    open_owned(layers_path_for(workspace), create)
+    open_owned(layers_path_for(workspace), 2, create)
 }
 
 /// Opens the directory of the records of kept PID namespaces (`kept`) like [`open`]:
@@ -113,11 +122,16 @@ pub fn open_layers(workspace: &Path, create: bool) -> Result<Option<PrivateTemp>
 /// # Errors
 /// As [`open`].
 pub fn open_kept(create: bool) -> Result<Option<PrivateTemp>, TempError> {
-    open_owned(base().join("kept"), create)
+    open_owned(base().join("kept"), 2, create)
 }
 
-/// Opens `path`, two levels beneath `/tmp` (see the module docs for the checks).
-fn open_owned(path: PathBuf, create: bool) -> Result<Option<PrivateTemp>, TempError> {
+/// Opens `path`, whose last `owned_levels` components sandgate creates for the caller,
+/// beneath `/tmp` (see the module docs for the checks).
+fn open_owned(
+    path: PathBuf,
+    owned_levels: usize,
+    create: bool,
+) -> Result<Option<PrivateTemp>, TempError> {
     let me = nix::unistd::geteuid().as_raw();
     let open_dir = |dir: &OwnedFd, name: &OsStr| -> Result<OwnedFd, Errno> {
         openat(
@@ -132,7 +146,7 @@ fn open_owned(path: PathBuf, create: bool) -> Result<Option<PrivateTemp>, TempEr
     let mut cur = root;
     let mut shown = PathBuf::from("/");
     let components: Vec<&OsStr> = path.iter().skip(1).collect();
-    let system_levels = components.len().saturating_sub(2);
+    let system_levels = components.len().saturating_sub(owned_levels);
     for (depth, name) in components.into_iter().enumerate() {
         shown.push(name);
         let owned_by_caller = depth >= system_levels;
@@ -192,7 +206,7 @@ fn check(st_mode: u32, uid: u32, owned_by_caller: bool, me: u32) -> Result<(), S
 pub fn clean(workspace: &Path) -> Result<bool, TempError> {
     let mut found = false;
     for path in [path_for(workspace), layers_path_for(workspace)] {
-        let Some(dir) = open_owned(path, false)? else {
+        let Some(dir) = open_owned(path, 2, false)? else {
             continue;
         };
         let removed = openat(

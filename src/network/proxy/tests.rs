@@ -436,7 +436,7 @@ fn private_destinations_need_allow_private() {
     let answer = proxy.exchange(&get(&format!("http://127.0.0.1:{port}/"), "127.0.0.1"));
     assert!(status(&answer).contains(" 403 "), "{answer}");
     assert!(
-        body(&answer).contains("127.0.0.1 resolves only to private addresses (127.0.0.1)"),
+        body(&answer).contains("127.0.0.1 resolves only to addresses the proxy does not connect to: 127.0.0.1 (private)"),
         "{answer}"
     );
     assert!(body(&answer).contains("--allow-private-hosts"), "{answer}");
@@ -444,7 +444,8 @@ fn private_destinations_need_allow_private() {
     let answer = proxy.exchange(&get(&format!("http://localhost:{port}/"), "localhost"));
     assert!(status(&answer).contains(" 403 "), "{answer}");
     assert!(
-        body(&answer).contains("localhost resolves only to private addresses"),
+        body(&answer)
+            .contains("localhost resolves only to addresses the proxy does not connect to"),
         "{answer}"
     );
     let (_, code) = socks_connect(&proxy, &domain("localhost"), port);

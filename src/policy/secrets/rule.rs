@@ -1,0 +1,293 @@
+//! The hidden-files rule for one call: what the scans (`secret_scan`) found, turned into
+//! paths that read as empty, each with its reason.
+//!
+//! Every mask is a mount, so a directory holding many secrets is hidden as one empty
+//! directory rather than one mount per file: in a home, a directory at least two levels
+//! down whose files (counted to the scan's depth) are mostly secrets — at least
+//! [`COLLAPSE_MIN`] of them and more than half — or that holds at least [`COLLAPSE_MAX`]
+//! of them, is hidden whole. Such a directory is an application's private store (a browser
+//! profile, a keyring, a mail store): what it holds besides is that application's state
+//! too. Never hidden whole: the home itself, its dot-entries (`~/.config`, `~/.local`,
+//! `~/.cache` hold what every tool reads), the directories of `~/.local` (XDG's own tree),
+//! and any directory that holds a path the call needs to see (the workspace, a writable
+//! root, a copy-on-write cache, a directory on `PATH`) or that the user shows again. Their
+//! secrets are hidden one by one instead.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::Why;
+use crate::secret_scan::{Node, Scope, Snapshot};
+
+/// A directory with at least this many secrets, more than half of its files, is hidden
+/// whole.
+pub const COLLAPSE_MIN: u32 = 4;
+/// A directory with this many secrets is hidden whole whatever else it holds: past this,
+/// one mount per file costs more than a millisecond at every call.
+pub const COLLAPSE_MAX: u32 = 32;
+
+/// The paths the scans say to hide. `keep_whole` are paths the call needs visible: no
+/// directory holding one is hidden whole. `shown` are paths the user shows again: nothing
+/// at or beneath one is hidden, and no directory holding one is hidden whole.
+pub fn found(
+    snapshots: &[Snapshot],
+    keep_whole: &[PathBuf],
+    shown: &[PathBuf],
+) -> BTreeMap<PathBuf, Why> {
+    let mut out = BTreeMap::new();
+    for snapshot in snapshots {
+        let walk = Walk {
+            home: &snapshot.root.path,
+            scope: snapshot.root.scope,
+            keep_whole,
+            shown,
+        };
+        walk.visit(&snapshot.tree, &snapshot.root.path, 0, &mut out);
+    }
+    out
+}
+
+struct Walk<'a> {
+    home: &'a Path,
+    scope: Scope,
+    keep_whole: &'a [PathBuf],
+    shown: &'a [PathBuf],
+}
+
+impl Walk<'_> {
+    fn visit(&self, node: &Node, path: &Path, depth: usize, out: &mut BTreeMap<PathBuf, Why>) {
+        if self.is_shown(path) {
+            return;
+        }
+        let whole = depth > 0 && !self.holds_needed(path);
+        if whole && node.closed {
+            out.insert(path.to_path_buf(), Why::ClosedToOthers);
+            return;
+        }
+        if whole && self.may_collapse(path, depth) {
+            let (secrets, files) = totals(node);
+            if (secrets >= COLLAPSE_MIN && 2 * secrets > files) || secrets >= COLLAPSE_MAX {
+                out.insert(
+                    path.to_path_buf(),
+                    Why::OwnerOnlyFiles {
+                        owner_only: secrets,
+                        files,
+                    },
+                );
+                return;
+            }
+        }
+        let why = match self.scope {
+            Scope::Home => Why::OwnerOnly,
+            Scope::System => Why::NotForOthers,
+        };
+        for name in &node.secret {
+            let file = path.join(name);
+            if !self.is_shown(&file) {
+                out.insert(file, why.clone());
+            }
+        }
+        for child in &node.children {
+            self.visit(child, &path.join(&child.name), depth + 1, out);
+        }
+    }
+
+    fn is_shown(&self, path: &Path) -> bool {
+        self.shown.iter().any(|s| path.starts_with(s))
+    }
+
+    /// Whether the directory `path` holds a path that must stay visible.
+    fn holds_needed(&self, path: &Path) -> bool {
+        self.keep_whole
+            .iter()
+            .chain(self.shown)
+            .any(|p| p.starts_with(path))
+    }
+
+    /// Whether the home directory `path` at `depth` may be hidden whole (see the module
+    /// docs); a system directory is hidden whole only when others may not enter it.
+    fn may_collapse(&self, path: &Path, depth: usize) -> bool {
+        self.scope == Scope::Home
+            && depth >= 2
+            && !(depth == 2 && path.parent() == Some(&self.home.join(".local")))
+    }
+}
+
+/// The secrets and the files in `node`'s subtree, as far as the scan looked.
+fn totals(node: &Node) -> (u32, u32) {
+    node.children.iter().map(totals).fold(
+        (
+            u32::try_from(node.secret.len()).unwrap_or(u32::MAX),
+            node.files,
+        ),
+        |(s, f), (cs, cf)| (s.saturating_add(cs), f.saturating_add(cf)),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::secret_scan::{Root, Source};
+    use std::ffi::OsString;
+
+    fn dir(name: &str, files: u32, secret: &[&str], children: Vec<Node>) -> Node {
+        Node {
+            name: name.into(),
+            dev: 1,
+            ino: 1,
+            mtime: 0,
+            ctime: 0,
+            files,
+            secret: secret.iter().map(OsString::from).collect(),
+            closed: false,
+            watched: vec![],
+            children,
+        }
+    }
+
+    fn home_snapshot(tree: Node) -> Snapshot {
+        Snapshot {
+            root: Root {
+                path: "/h".into(),
+                scope: Scope::Home,
+                skip: vec![],
+            },
+            walked: 0,
+            truncated: false,
+            tree,
+            source: Source::Walked,
+        }
+    }
+
+    fn many(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("f{i}")).collect()
+    }
+
+    #[test]
+    fn a_store_of_secrets_is_hidden_whole_and_a_lone_secret_by_itself() {
+        let profile_files = many(300);
+        let profile: Vec<&str> = profile_files.iter().map(String::as_str).collect();
+        let tree = dir(
+            "",
+            2,
+            &[".pgpass"],
+            vec![
+                dir(
+                    ".config",
+                    1,
+                    &[],
+                    vec![
+                        dir(
+                            "browser",
+                            1,
+                            &[],
+                            vec![dir("Default", 310, &profile, vec![])],
+                        ),
+                        dir("app", 2, &["credentials.json"], vec![]),
+                        dir("tool", 6, &["a", "b", "c", "d"], vec![]),
+                    ],
+                ),
+                dir(".foo", 5, &["token", "t2", "t3", "t4", "t5"], vec![]),
+                dir(
+                    ".local",
+                    0,
+                    &[],
+                    vec![dir("share", 5, &["a", "b", "c", "d", "e"], vec![])],
+                ),
+            ],
+        );
+        let found = found(&[home_snapshot(tree)], &[], &[]);
+        let shown: Vec<(&str, &Why)> = found
+            .iter()
+            .map(|(p, w)| (p.to_str().unwrap_or_default(), w))
+            .collect();
+        assert_eq!(
+            shown[..4],
+            [
+                ("/h/.config/app/credentials.json", &Why::OwnerOnly),
+                (
+                    "/h/.config/browser",
+                    &Why::OwnerOnlyFiles {
+                        owner_only: 300,
+                        files: 311
+                    }
+                ),
+                (
+                    "/h/.config/tool",
+                    &Why::OwnerOnlyFiles {
+                        owner_only: 4,
+                        files: 6
+                    }
+                ),
+                ("/h/.foo/t2", &Why::OwnerOnly),
+            ]
+        );
+        // A dot-entry and a directory of ~/.local are never hidden whole.
+        assert!(found.contains_key(Path::new("/h/.foo/token")));
+        assert!(!found.contains_key(Path::new("/h/.foo")));
+        assert!(found.contains_key(Path::new("/h/.local/share/e")));
+        assert!(!found.contains_key(Path::new("/h/.local/share")));
+        assert!(found.contains_key(Path::new("/h/.pgpass")));
+    }
+
+    #[test]
+    fn what_the_call_needs_or_the_user_shows_is_never_hidden_whole() {
+        let tree = || {
+            dir(
+                "",
+                0,
+                &[],
+                vec![dir(
+                    ".config",
+                    0,
+                    &[],
+                    vec![dir(
+                        "store",
+                        8,
+                        &["a", "b", "c", "d", "e"],
+                        vec![dir("ws", 0, &[], vec![])],
+                    )],
+                )],
+            )
+        };
+        let snapshots = [home_snapshot(tree())];
+        let collapsed = found(&snapshots, &[], &[]);
+        assert_eq!(collapsed.len(), 1, "{collapsed:?}");
+        let kept = found(&snapshots, &[PathBuf::from("/h/.config/store/ws")], &[]);
+        assert_eq!(kept.len(), 5, "{kept:?}");
+        let shown = found(&snapshots, &[], &[PathBuf::from("/h/.config/store/a")]);
+        assert_eq!(
+            shown.keys().collect::<Vec<_>>(),
+            [
+                "/h/.config/store/b",
+                "/h/.config/store/c",
+                "/h/.config/store/d",
+                "/h/.config/store/e"
+            ]
+        );
+        assert!(found(&snapshots, &[], &[PathBuf::from("/h/.config")]).is_empty());
+    }
+
+    #[test]
+    fn a_system_directory_others_may_not_enter_is_hidden_whole() {
+        let mut private = dir("private", 0, &[], vec![]);
+        private.closed = true;
+        let tree = dir("", 3, &["shadow"], vec![dir("ssl", 1, &[], vec![private])]);
+        let snapshot = Snapshot {
+            root: Root {
+                path: "/etc".into(),
+                scope: Scope::System,
+                skip: vec![],
+            },
+            ..home_snapshot(tree)
+        };
+        let found = found(&[snapshot], &[], &[]);
+        assert_eq!(
+            found.into_iter().collect::<Vec<_>>(),
+            [
+                (PathBuf::from("/etc/shadow"), Why::NotForOthers),
+                (PathBuf::from("/etc/ssl/private"), Why::ClosedToOthers)
+            ]
+        );
+    }
+}
