@@ -7,7 +7,7 @@
 pub mod caches;
 pub mod config;
 pub mod escalation;
-mod gitconfig;
+pub mod gitconfig;
 pub mod home;
 pub mod hosts;
 mod mode;

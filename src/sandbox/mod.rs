@@ -142,18 +142,25 @@ pub fn prepare(
     } else {
         seccomp::Sockets::Unix
     };
+    // Without a supervisor to perform them, the sandbox must make its writes itself.
+    let writes = if features.seccomp && features.seccomp_user_notif {
+        landlock::Writes::Performed
+    } else {
+        landlock::Writes::Direct
+    };
     let landlock = (features.landlock_abi > 0)
-        .then(|| landlock::prepare(r))
+        .then(|| landlock::prepare(r, writes))
         .transpose()?;
     let seccomp = features
         .seccomp
         .then(|| {
-            // Guarded git directories need the supervisor whether or not refusals are
-            // reported: it performs what git does at their read-only top level.
+            // The supervisor performs every write in the writable areas, observed or not;
+            // guarded git directories need it for removals too (git's at their read-only
+            // top level).
             let paths = if plan.observe || !r.git_dirs.is_empty() {
-                seccomp::PathCalls::ToSupervisor
+                seccomp::PathCalls::PerformedAndObserved
             } else {
-                seccomp::PathCalls::ToKernel
+                seccomp::PathCalls::Performed
             };
             let terminal = seccomp::Terminal::detect();
             seccomp::prepare(
