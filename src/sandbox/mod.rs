@@ -132,7 +132,11 @@ pub fn prepare(
         }
         _ => None,
     };
-    let private_temp = mounts.is_some() || r.mounts == MountSource::Parent;
+    let private_temp =
+        mounts.is_some() || matches!(r.mounts, MountSource::Parent | MountSource::Inherited);
+    // A nested call confined exactly like its parent adds no layer (see
+    // `MountSource::Inherited`).
+    let own_layers = r.mounts != MountSource::Inherited;
     // The proxy needs the sandbox's own network namespace (without it a TCP socket would be
     // the host's) and the supervisor (which performs the one connect allowed).
     let proxy =
@@ -148,11 +152,10 @@ pub fn prepare(
     } else {
         landlock::Writes::Direct
     };
-    let landlock = (features.landlock_abi > 0)
+    let landlock = (own_layers && features.landlock_abi > 0)
         .then(|| landlock::prepare(r, writes))
         .transpose()?;
-    let seccomp = features
-        .seccomp
+    let seccomp = (own_layers && features.seccomp)
         .then(|| {
             // The supervisor performs every write in the writable areas, observed or not;
             // guarded git directories need it for removals too (git's at their read-only
@@ -179,7 +182,7 @@ pub fn prepare(
             .filter(|c| c.exists)
             .filter_map(|c| Some((mounts::cstring(&c.path).ok()?, c.dir)))
             .collect(),
-        MountSource::Own => vec![],
+        MountSource::Own | MountSource::Inherited => vec![],
     };
     Ok(Prepared(Some(Layers {
         mounts,
