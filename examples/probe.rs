@@ -710,12 +710,7 @@ fn run(op: &str, args: &[String]) -> Res {
             // `.git/NAME`. After each round, counts the names that exist in the real `.git`.
             use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
             use std::sync::Arc;
-            const NAMES: [&str; 4] = [
-                "commondir",
-                "config.worktree",
-                "info/attributes",
-                "hooks/pre-commit",
-            ];
+            const NAMES: [&str; 4] = ["commondir", "gitdir", "info/attributes", "hooks/pre-commit"];
             let n: usize = arg(0).parse().unwrap_or(2000);
             let fill = |p: String| {
                 let mut buf = [0u8; 64];

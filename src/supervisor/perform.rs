@@ -363,6 +363,11 @@ impl Job<'_> {
         }
         let writes = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
         let here = resolved.here()?;
+        // Git writes nothing but regular files at a guarded top level; a FIFO or socket
+        // put there is refused rather than waited on.
+        if let (Area::Guarded(..), Some(seal::Kind::Special)) = (place.area, place.kind()) {
+            return Err(resolved.sealed(Seal::GitMetadata));
+        }
         let mut flags = flags;
         let decision = match (place.kind(), writes) {
             (Some(_), false) => {
