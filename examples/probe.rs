@@ -801,6 +801,214 @@ fn run(op: &str, args: &[String]) -> Res {
             );
             Ok(())
         }
+        "flip-open" | "flip-rename" => {
+            // N rounds, while another thread flips one path buffer between DIR/cfg and
+            // DIR/config, of writing attacker configuration through it: opened with
+            // O_CREAT|O_WRONLY|O_TRUNC and written ("flip-open"), or written to DIR/src and
+            // renamed onto it ("flip-rename"). Prints how many calls succeeded.
+            use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+            use std::sync::Arc;
+            const EVIL: &[u8] = b"[core]\n\tfsmonitor = \"touch /tmp/sandgate-pwned\"\n";
+            let (dir, n): (String, usize) = (arg(0), arg(1).parse().unwrap_or(1000));
+            let fill = |p: String| {
+                let mut buf = [0u8; 256];
+                let len = p.len().min(255);
+                buf[..len].copy_from_slice(&p.as_bytes()[..len]);
+                buf
+            };
+            let (benign, evil) = (fill(format!("{dir}/cfg")), fill(format!("{dir}/config")));
+            let shared: &'static mut [u8; 256] = Box::leak(Box::new(benign));
+            let ptr = shared.as_mut_ptr() as usize;
+            let stop = Arc::new(AtomicBool::new(false));
+            let flips = Arc::new(AtomicUsize::new(0));
+            let flipper = {
+                let (stop, flips) = (stop.clone(), flips.clone());
+                std::thread::spawn(move || {
+                    let mut flip = false;
+                    while !stop.load(Relaxed) {
+                        let src = if flip { &evil } else { &benign };
+                        unsafe { std::ptr::write_volatile(ptr as *mut [u8; 256], *src) };
+                        flip = !flip;
+                        flips.fetch_add(1, Relaxed);
+                    }
+                })
+            };
+            while flips.load(Relaxed) < 10_000 {
+                std::thread::yield_now();
+            }
+            let src = CString::new(format!("{dir}/src")).map_err(|_| Errno::EINVAL)?;
+            let mut done = 0usize;
+            for _ in 0..n {
+                let path = ptr as *const libc::c_char;
+                if op == "flip-open" {
+                    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC;
+                    let fd = unsafe { libc::open(path, flags, 0o644) };
+                    if fd >= 0 {
+                        done += 1;
+                        unsafe { libc::write(fd, EVIL.as_ptr().cast(), EVIL.len()) };
+                        unsafe { libc::close(fd) };
+                    }
+                } else {
+                    let _ = std::fs::write(src.to_string_lossy().as_ref(), EVIL);
+                    if unsafe { libc::rename(src.as_ptr(), path) } == 0 {
+                        done += 1;
+                    }
+                }
+            }
+            stop.store(true, Relaxed);
+            let _ = flipper.join();
+            println!("flips {} done {done}", flips.load(Relaxed));
+            Ok(())
+        }
+        "swap-race" => {
+            // N rounds, while another thread keeps exchanging `d` (a directory) with `dl` (a
+            // symlink to `g`), of planting through `d`: an executable `d/hooks/x` created,
+            // `d/hooks/y` made executable, attacker configuration renamed onto `d/config`.
+            use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+            use std::sync::Arc;
+            let n: usize = arg(0).parse().unwrap_or(1000);
+            let stop = Arc::new(AtomicBool::new(false));
+            let swaps = Arc::new(AtomicUsize::new(0));
+            let swapper = {
+                let (stop, swaps) = (stop.clone(), swaps.clone());
+                std::thread::spawn(move || {
+                    while !stop.load(Relaxed) {
+                        let r = unsafe {
+                            libc::syscall(
+                                libc::SYS_renameat2,
+                                libc::AT_FDCWD,
+                                c"d".as_ptr(),
+                                libc::AT_FDCWD,
+                                c"dl".as_ptr(),
+                                libc::RENAME_EXCHANGE,
+                            )
+                        };
+                        if r == 0 {
+                            swaps.fetch_add(1, Relaxed);
+                        }
+                    }
+                })
+            };
+            while swaps.load(Relaxed) < 50 {
+                std::thread::yield_now();
+            }
+            let mut done = 0usize;
+            for _ in 0..n {
+                let fd = unsafe {
+                    libc::open(
+                        c"d/hooks/x".as_ptr(),
+                        libc::O_WRONLY | libc::O_CREAT | libc::O_CLOEXEC,
+                        0o755,
+                    )
+                };
+                if fd >= 0 {
+                    unsafe { libc::close(fd) };
+                }
+                if unsafe { libc::chmod(c"d/hooks/y".as_ptr(), 0o755) } == 0 {
+                    done += 1;
+                }
+                let _ = std::fs::write("src", "[core]\n\tpager = touch /tmp/sandgate-pwned\n");
+                if unsafe { libc::rename(c"src".as_ptr(), c"d/config".as_ptr()) } == 0 {
+                    done += 1;
+                }
+            }
+            stop.store(true, Relaxed);
+            let _ = swapper.join();
+            println!("swaps {} done {done}", swaps.load(Relaxed));
+            Ok(())
+        }
+        "tmpfile-link" => {
+            // An O_TMPFILE file (mode MODE) made in DIR and given the name NAME, through
+            // linkat(AT_EMPTY_PATH) ("empty") or its /proc/self/fd link ("proc").
+            let dir = CString::new(arg(0)).map_err(|_| Errno::EINVAL)?;
+            let name = CString::new(arg(1)).map_err(|_| Errno::EINVAL)?;
+            let mode = u32::from_str_radix(&arg(3), 8).unwrap_or(0o644);
+            let fd = unsafe { libc::open(dir.as_ptr(), libc::O_TMPFILE | libc::O_RDWR, mode) };
+            if fd < 0 {
+                return Err(Errno::last());
+            }
+            unsafe { libc::write(fd, c"#!/bin/sh\n".as_ptr().cast(), 10) };
+            let ret = if arg(2) == "proc" {
+                let via = CString::new(format!("/proc/self/fd/{fd}")).map_err(|_| Errno::EINVAL)?;
+                unsafe {
+                    libc::linkat(
+                        libc::AT_FDCWD,
+                        via.as_ptr(),
+                        libc::AT_FDCWD,
+                        name.as_ptr(),
+                        libc::AT_SYMLINK_FOLLOW,
+                    )
+                }
+            } else {
+                unsafe {
+                    libc::linkat(
+                        fd,
+                        c"".as_ptr(),
+                        libc::AT_FDCWD,
+                        name.as_ptr(),
+                        libc::AT_EMPTY_PATH,
+                    )
+                }
+            };
+            raw(ret.into())
+        }
+        "reopen" => {
+            // PATH opened for reading, then its /proc/self/fd link opened for writing.
+            let path = CString::new(arg(0)).map_err(|_| Errno::EINVAL)?;
+            let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+            raw(fd.into())?;
+            let via = CString::new(format!("/proc/self/fd/{fd}")).map_err(|_| Errno::EINVAL)?;
+            raw(unsafe { libc::open(via.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) }.into())
+        }
+        "chmod-to" => {
+            // chmod(PATH, MODE), MODE in octal.
+            let path = CString::new(arg(0)).map_err(|_| Errno::EINVAL)?;
+            let mode = u32::from_str_radix(&arg(1), 8).map_err(|_| Errno::EINVAL)?;
+            raw(unsafe { libc::chmod(path.as_ptr(), mode) }.into())
+        }
+        "fchmod-to" => {
+            // PATH opened for reading, then fchmod(fd, MODE).
+            let path = CString::new(arg(0)).map_err(|_| Errno::EINVAL)?;
+            let mode = u32::from_str_radix(&arg(1), 8).map_err(|_| Errno::EINVAL)?;
+            let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+            raw(fd.into())?;
+            raw(unsafe { libc::fchmod(fd, mode) }.into())
+        }
+        "acl-exec" => {
+            // A POSIX access ACL on PATH that grants its owner execute (user::rwx,
+            // group::r--, other::r--), as setfacl writes it.
+            let path = CString::new(arg(0)).map_err(|_| Errno::EINVAL)?;
+            let mut acl = 2u32.to_le_bytes().to_vec();
+            for (tag, perm) in [(0x01u16, 7u16), (0x04, 4), (0x20, 4)] {
+                acl.extend_from_slice(&tag.to_le_bytes());
+                acl.extend_from_slice(&perm.to_le_bytes());
+                acl.extend_from_slice(&u32::MAX.to_le_bytes());
+            }
+            let name = c"system.posix_acl_access";
+            raw(unsafe {
+                libc::setxattr(
+                    path.as_ptr(),
+                    name.as_ptr(),
+                    acl.as_ptr().cast(),
+                    acl.len(),
+                    0,
+                )
+            }
+            .into())
+        }
+        "create-mode" => {
+            // PATH created (O_EXCL) with MODE under umask UMASK (octal); prints its mode.
+            let path = CString::new(arg(0)).map_err(|_| Errno::EINVAL)?;
+            let mode = u32::from_str_radix(&arg(1), 8).map_err(|_| Errno::EINVAL)?;
+            let umask = u32::from_str_radix(&arg(2), 8).map_err(|_| Errno::EINVAL)?;
+            unsafe { libc::umask(umask) };
+            let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC;
+            raw(unsafe { libc::open(path.as_ptr(), flags, mode) }.into())?;
+            let meta = std::fs::metadata(arg(0)).map_err(|_| Errno::EIO)?;
+            use std::os::unix::fs::MetadataExt;
+            println!("mode {:o} gid {}", meta.mode() & 0o7777, meta.gid());
+            Ok(())
+        }
         other => {
             eprintln!("probe: unknown operation {other}");
             std::process::exit(2)

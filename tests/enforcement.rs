@@ -19,4 +19,5 @@ mod enforcement {
     mod process;
     mod stall;
     mod terminal;
+    mod writes;
 }

@@ -44,7 +44,8 @@ struct Object {
     here: seal::Here,
     /// The path, for a marker.
     shown: Option<(i32, Vec<u8>)>,
-    /// Reached by a path (so `fd` may be `O_PATH`).
+    /// Reached by a path, `fd` perhaps `O_PATH` (a magic link to a caller's `O_PATH`
+    /// descriptor among them: glibc changes a symlink-free path's mode that way).
     by_path: bool,
 }
 
@@ -159,7 +160,7 @@ fn set_xattr(
         call.read(ptr, size)?
     };
     let object = find(call, context, root, target)?;
-    seal::set_xattr(object.here, place::kind_of(&object.st), &attr)
+    seal::set_xattr(object.here, place::kind_of(&object.st), &attr, &bytes)
         .map_err(|s| Failed::Sealed(s, object.shown.clone()))?;
     if !call.still_pending() {
         return Err(Errno::EINTR.into());
@@ -200,7 +201,13 @@ fn find(call: &Call<'_>, context: &Context, root: &Root, target: Target) -> Resu
     }
     let place = match place::locate(call, context, root, at, &path, follow, Acts::OnName) {
         Ok(Located::Place(place)) => place,
-        Ok(Located::CallerFd(fd)) => return by_fd(call, fd),
+        Ok(Located::CallerFd(fd)) => {
+            return by_fd(call, fd).map(|o| Object {
+                by_path: true,
+                shown: Some((at.dirfd, path)),
+                ..o
+            })
+        }
         // Elsewhere in /proc: nothing there is a hook.
         Ok(Located::Proc) => return Err(Failed::Kernel),
         Err(e) => return Err(e.into()),

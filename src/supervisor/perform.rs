@@ -647,7 +647,23 @@ impl Job<'_> {
                 if path.is_empty() && empty_ok {
                     return self.link_fd(at.dirfd, to);
                 }
-                self.resolve(at, follow, Acts::OnName)?
+                let located = place::locate(
+                    self.call,
+                    self.context,
+                    self.root,
+                    at,
+                    &path,
+                    follow,
+                    Acts::OnName,
+                );
+                match located {
+                    Ok(Located::Place(place)) => Resolved { at, path, place },
+                    // `/proc/self/fd/N` followed: the caller's file N (an `O_TMPFILE`
+                    // file given a name the portable way).
+                    Ok(Located::CallerFd(fd)) => return self.link_fd(fd, to),
+                    Ok(Located::Proc) => return Err(Refused::Kernel),
+                    Err(e) => return Err(e.into()),
+                }
             }
         };
         let to = self.resolve(to, false, Acts::OnName)?;

@@ -339,31 +339,47 @@ pub fn chmod(here: Here, kind: Kind, adds_exec: bool) -> Result<(), Seal> {
     }
 }
 
-/// Setting the extended attribute `attr` on a `kind` at `here`: a POSIX ACL can grant
-/// execute, in a hooks directory or on it (its default ACL).
-pub fn set_xattr(here: Here, kind: Kind, attr: &[u8]) -> Result<(), Seal> {
-    let acl = attr.starts_with(b"system.posix_acl_");
+/// Setting the extended attribute `attr` to `value` on a `kind` at `here`: a POSIX ACL
+/// that grants execute, on a file in a hooks directory that has no execute bit, or as the
+/// default of a hooks directory, is refused (an ACL like the file's own mode bits — what
+/// `install` and `cp -p` write — is fine).
+pub fn set_xattr(here: Here, kind: Kind, attr: &[u8], value: &[u8]) -> Result<(), Seal> {
+    if here.dir == Dir::Sandgate {
+        return Err(Seal::ProjectConfig);
+    }
+    if !attr.starts_with(b"system.posix_acl_") || !acl_grants_exec(value) {
+        return Ok(());
+    }
     match (here, kind) {
-        (
-            Here {
-                dir: Dir::Sandgate, ..
-            },
-            _,
-        ) => Err(Seal::ProjectConfig),
         (
             Here {
                 dir: Dir::Hooks, ..
             },
-            _,
-        ) if acl => Err(Seal::GitHook),
-        (
+            Kind::Regular { exec: false } | Kind::Dir,
+        )
+        | (
             Here {
                 name: Name::Hooks, ..
             },
             Kind::Dir,
-        ) if acl => Err(Seal::GitHook),
+        ) => Err(Seal::GitHook),
         _ => Ok(()),
     }
+}
+
+/// Returns true when a POSIX ACL in the kernel's xattr format (a version word, then
+/// entries of tag, permissions and id) grants execute in any entry; one it cannot read
+/// counts as granting it.
+fn acl_grants_exec(value: &[u8]) -> bool {
+    const HEADER: usize = 4;
+    const ENTRY: usize = 8;
+    const EXECUTE: u16 = 1;
+    if value.len() < HEADER || (value.len() - HEADER) % ENTRY != 0 {
+        return true;
+    }
+    value[HEADER..]
+        .chunks_exact(ENTRY)
+        .any(|entry| u16::from_le_bytes([entry[2], entry[3]]) & EXECUTE != 0)
 }
 
 /// The seal of a name that is never renamed or linked, from or to.
@@ -506,13 +522,26 @@ mod tests {
         assert_eq!(chmod(hook, Kind::Dir, true), Ok(()));
         assert_eq!(chmod(elsewhere, FILE, true), Ok(()));
         let acl = b"system.posix_acl_access";
-        assert_eq!(set_xattr(hook, FILE, acl), Err(Seal::GitHook));
+        // version 2; user::rwx, group::r--, other::r--, and the same without execute.
+        let entries = |owner: u8| {
+            let mut v = vec![2, 0, 0, 0];
+            for (tag, perm) in [(1u8, owner), (4, 4), (0x20, 4)] {
+                v.extend_from_slice(&[tag, 0, perm, 0, 0xff, 0xff, 0xff, 0xff]);
+            }
+            v
+        };
+        let (exec, plain) = (entries(7), entries(6));
+        assert_eq!(set_xattr(hook, FILE, acl, &exec), Err(Seal::GitHook));
+        assert_eq!(set_xattr(hook, FILE, acl, &plain), Ok(()));
+        assert_eq!(set_xattr(hook, FILE, acl, b"junk"), Err(Seal::GitHook));
+        assert_eq!(set_xattr(hook, EXEC, acl, &exec), Ok(()));
+        let default = b"system.posix_acl_default";
         assert_eq!(
-            set_xattr(hooks, Kind::Dir, b"system.posix_acl_default"),
+            set_xattr(hooks, Kind::Dir, default, &exec),
             Err(Seal::GitHook)
         );
-        assert_eq!(set_xattr(hook, FILE, b"user.note"), Ok(()));
-        assert_eq!(set_xattr(elsewhere, FILE, acl), Ok(()));
+        assert_eq!(set_xattr(hook, FILE, b"user.note", &exec), Ok(()));
+        assert_eq!(set_xattr(elsewhere, FILE, acl, &exec), Ok(()));
         assert_eq!(
             exchange(elsewhere, Kind::Dir, hooks, Kind::Dir),
             Decision::Refuse(Seal::GitHook)
