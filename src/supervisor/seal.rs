@@ -374,7 +374,8 @@ fn acl_grants_exec(value: &[u8]) -> bool {
     const HEADER: usize = 4;
     const ENTRY: usize = 8;
     const EXECUTE: u16 = 1;
-    if value.len() < HEADER || (value.len() - HEADER) % ENTRY != 0 {
+    const VERSION: [u8; 4] = 2u32.to_le_bytes();
+    if value.len() < HEADER || (value.len() - HEADER) % ENTRY != 0 || value[..HEADER] != VERSION {
         return true;
     }
     value[HEADER..]
@@ -534,6 +535,7 @@ mod tests {
         assert_eq!(set_xattr(hook, FILE, acl, &exec), Err(Seal::GitHook));
         assert_eq!(set_xattr(hook, FILE, acl, &plain), Ok(()));
         assert_eq!(set_xattr(hook, FILE, acl, b"junk"), Err(Seal::GitHook));
+        assert_eq!(set_xattr(hook, FILE, acl, b"junk!"), Err(Seal::GitHook));
         assert_eq!(set_xattr(hook, EXEC, acl, &exec), Ok(()));
         let default = b"system.posix_acl_default";
         assert_eq!(
