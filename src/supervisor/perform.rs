@@ -302,6 +302,8 @@ impl Job<'_> {
                 .with_umask(|| open_at(resolved.place.dir.as_fd(), OsStr::new("."), flags, mode))?;
             return Ok(self.hand_over(file, flags));
         }
+        // An existing file's data is what a write changes: a file bound writable on its
+        // own (`Acts::OnObject`) decides its area then.
         let resolved = match place::locate(
             self.call,
             self.context,
@@ -309,7 +311,7 @@ impl Job<'_> {
             at,
             &path,
             follow,
-            Acts::OnName,
+            Acts::OnObject,
         ) {
             Ok(Located::Place(place)) => Resolved { at, path, place },
             Ok(Located::CallerFd(fd)) => return self.reopen(at, fd, flags, mode, workers),
@@ -335,28 +337,6 @@ impl Job<'_> {
             // A directory named as such: EISDIR, EEXIST, … from the kernel.
             return Err(Refused::Kernel);
         }
-        // An existing file's data is what a write changes: a file bound writable on its
-        // own decides its area then.
-        let resolved = match (&place.object, place.area) {
-            (Some(st), _) if st.st_mode & libc::S_IFMT == libc::S_IFREG => {
-                let again = place::locate(
-                    self.call,
-                    self.context,
-                    self.root,
-                    resolved.at,
-                    &resolved.path,
-                    false,
-                    Acts::OnObject,
-                );
-                match again {
-                    Ok(Located::Place(place)) if place.object.is_some() => {
-                        Resolved { place, ..resolved }
-                    }
-                    _ => resolved,
-                }
-            }
-            _ => resolved,
-        };
         let place = &resolved.place;
         if !resolved.performed() {
             return Err(Refused::Kernel);
@@ -506,7 +486,7 @@ impl Job<'_> {
             at,
             &path,
             false,
-            Acts::OnName,
+            Acts::OnObject,
         ) {
             Ok(Located::Place(place)) => place,
             _ => return Err(Refused::Kernel),

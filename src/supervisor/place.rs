@@ -133,8 +133,9 @@ pub enum Located {
 }
 
 /// Resolves `path` (read from `at`) for the caller, following a symlink in the last place
-/// when `follow`; `acts` says whether the call changes the name or an existing object's
-/// data, which decides the area of a file bound writable on its own.
+/// when `follow`. `acts` says whether the call changes the name or, when a regular file
+/// is there ([`Acts::OnObject`]), that file's data — which decides the area of a file
+/// bound writable on its own, and of an entry of a frozen directory.
 ///
 /// # Errors
 /// What the caller's own walk would have met: ENOENT, ENOTDIR, ELOOP, EACCES, …
@@ -179,6 +180,11 @@ pub fn locate(
     }
     let dir_id = (st.dev, st.ino);
     let object_id = walked.object.as_ref().map(resolve::identity);
+    let regular = walked
+        .object
+        .as_ref()
+        .is_some_and(|o| o.st_mode & libc::S_IFMT == libc::S_IFREG);
+    let acts = if regular { acts } else { Acts::OnName };
     let special = walked
         .object
         .as_ref()
