@@ -454,7 +454,15 @@ impl Context {
 /// forgotten ([`VerdictCache::forget`]): its name is what the seal rules read.
 #[derive(Default)]
 pub struct VerdictCache {
-    entries: HashMap<Inode, ((i64, u32), Verdict, Option<super::place::Named>)>,
+    entries: HashMap<Inode, Seen>,
+}
+
+/// What is remembered of one directory: when it was born, its verdict, and what the seal
+/// rules need of it once looked at.
+struct Seen {
+    born: (i64, u32),
+    verdict: Verdict,
+    named: Option<super::place::Named>,
 }
 
 impl VerdictCache {
@@ -465,7 +473,7 @@ impl VerdictCache {
     /// The verdict remembered for the directory `id` born at `born`.
     pub fn get(&self, id: Inode, born: Option<(i64, u32)>) -> Option<Verdict> {
         match self.entries.get(&id) {
-            Some((when, verdict, _)) if Some(*when) == born => Some(*verdict),
+            Some(seen) if Some(seen.born) == born => Some(seen.verdict),
             _ => None,
         }
     }
@@ -476,13 +484,20 @@ impl VerdictCache {
         if self.entries.len() >= Self::CAPACITY {
             self.entries.clear();
         }
-        self.entries.insert(id, (born, verdict, None));
+        self.entries.insert(
+            id,
+            Seen {
+                born,
+                verdict,
+                named: None,
+            },
+        );
     }
 
     /// What was noted of the directory `id` born at `born` for the seal rules.
     pub fn named(&self, id: Inode, born: Option<(i64, u32)>) -> Option<super::place::Named> {
         match self.entries.get(&id) {
-            Some((when, _, named)) if Some(*when) == born => *named,
+            Some(seen) if Some(seen.born) == born => seen.named,
             _ => None,
         }
     }
@@ -494,9 +509,9 @@ impl VerdictCache {
         born: Option<(i64, u32)>,
         named: super::place::Named,
     ) {
-        if let Some((when, _, slot)) = self.entries.get_mut(&id) {
-            if Some(*when) == born {
-                *slot = Some(named);
+        if let Some(seen) = self.entries.get_mut(&id) {
+            if Some(seen.born) == born {
+                seen.named = Some(named);
             }
         }
     }
