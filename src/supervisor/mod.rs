@@ -53,6 +53,7 @@ use std::cell::RefCell;
 use std::collections::HashSet;
 use std::io::{self, IoSliceMut};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -510,6 +511,7 @@ fn handle(
         notif,
         procs: &context.procs,
         last_read: RefCell::new(None),
+        proc_alive: std::cell::Cell::new(false),
     };
     let (answer, denial) = match i64::from(notif.data.nr) {
         libc::SYS_connect => match mediate_connect(&call, context) {
@@ -583,9 +585,12 @@ pub struct Call<'a> {
     listener: &'a OwnedFd,
     notif: &'a libc::seccomp_notif,
     procs: &'a procfs::ProcDirs,
-    /// The last string read from the caller and its address: the git guard and the
+    /// The last string read from the caller and its address: the performer and the
     /// observer look at the same path, which is copied once.
     last_read: RefCell<Option<(u64, Vec<u8>)>>,
+    /// A lookup beneath the caller's `/proc` directory succeeded during this call: the
+    /// handle kept for it belongs to the live caller, not to an earlier task of that tid.
+    proc_alive: std::cell::Cell<bool>,
 }
 
 impl Call<'_> {
@@ -658,14 +663,32 @@ impl Call<'_> {
 
     /// Opens the caller's `/proc` entry `what` (`root`, `cwd`, `fd/N`) as an `O_PATH` fd.
     fn open_proc(&self, what: &str) -> Result<OwnedFd, Errno> {
-        self.procs.with(self.tid().as_raw(), |dir| {
+        let opened = self.procs.with(self.tid().as_raw(), |dir| {
             nix::fcntl::openat(
                 dir,
                 what,
                 OFlag::O_PATH | OFlag::O_CLOEXEC,
                 nix::sys::stat::Mode::empty(),
             )
-        })
+        });
+        self.proc_alive.set(self.proc_alive.get() || opened.is_ok());
+        opened
+    }
+
+    /// Opens `what` beneath the caller's `/proc` directory with `flags` (and `O_PATH`),
+    /// through the handle kept for it, not retried: a failure sends the caller to a slower
+    /// way that tells a task gone from a path that is not there.
+    fn open_proc_once(&self, what: &[u8], flags: OFlag) -> Option<OwnedFd> {
+        let (dir, _) = self.procs.get(self.tid().as_raw()).ok()?;
+        let opened = nix::fcntl::openat(
+            dir.as_fd(),
+            std::ffi::OsStr::from_bytes(what),
+            OFlag::O_PATH | OFlag::O_CLOEXEC | flags,
+            nix::sys::stat::Mode::empty(),
+        )
+        .ok()?;
+        self.proc_alive.set(true);
+        Some(opened)
     }
 
     /// Reads what the caller's `/proc` link `what` points to, for messages.

@@ -70,17 +70,11 @@ pub fn handle(call: &Call<'_>, context: &Context, workers: &mut Workers) -> Hand
     // domain may refuse what this one allows: the kernel decides for it, and in a
     // writable area that is a refusal. (Mode and attribute changes, which landlock does
     // not govern, are performed for it as for anyone: `attrs`.)
-    let Ok(facts) = context.procs.facts(call.tid().as_raw()) else {
-        return Handled::Kernel;
-    };
-    if facts.filters > context.filters {
-        return Handled::Kernel;
-    }
     let job = Job {
         call,
         context,
         root,
-        umask: facts.umask,
+        facts: std::cell::Cell::new(None),
     };
     let handled = match op {
         Op::Open { at, flags, mode } => job.open(at, flags, mode, workers),
@@ -131,7 +125,8 @@ struct Job<'a> {
     call: &'a Call<'a>,
     context: &'a Context,
     root: &'a Root,
-    umask: u32,
+    /// What the supervisor knows of the caller, once asked for (see [`Job::ready`]).
+    facts: std::cell::Cell<Option<super::procfs::Facts>>,
 }
 
 /// A path argument, read and resolved.
@@ -231,8 +226,22 @@ impl Job<'_> {
         }
     }
 
-    /// Checks that what was read from the caller is still its call's, right before acting.
-    fn still_pending(&self) -> Result<(), Refused> {
+    /// Checks, right before acting, that the supervisor may act for the caller:
+    /// - it is under no filter of its own: a caller under more filters than the sandboxed
+    ///   command is in a sandbox nested in this one, whose landlock domain may refuse what
+    ///   this one allows, so the kernel decides for it (in a writable area, a refusal);
+    /// - what was read from it is still its call's (the task did not die, its tid reused).
+    fn ready(&self) -> Result<(), Refused> {
+        let tid = self.call.tid().as_raw();
+        let facts = self
+            .context
+            .procs
+            .facts(tid, self.call.proc_alive.get())
+            .map_err(|_| Refused::Kernel)?;
+        if facts.filters > self.context.filters {
+            return Err(Refused::Kernel);
+        }
+        self.facts.set(Some(facts));
         if self.call.still_pending() {
             Ok(())
         } else {
@@ -240,11 +249,12 @@ impl Job<'_> {
         }
     }
 
-    /// Runs `f` with the caller's umask in force for this thread.
+    /// Runs `f` with the caller's umask in force for this thread (after [`Job::ready`]).
     fn with_umask<T>(&self, f: impl FnOnce() -> T) -> T {
-        if self.context.umask.get() != Some(self.umask) {
-            nix::sys::stat::umask(Mode::from_bits_truncate(self.umask));
-            self.context.umask.set(Some(self.umask));
+        let umask = self.facts.get().map_or(0o077, |f| f.umask);
+        if self.context.umask.get() != Some(umask) {
+            nix::sys::stat::umask(Mode::from_bits_truncate(umask));
+            self.context.umask.set(Some(umask));
         }
         f()
     }
@@ -296,7 +306,7 @@ impl Job<'_> {
                 Decision::CopyIn { .. } => return Err(Refused::Kernel),
             };
             resolved.guarded(false)?;
-            self.still_pending()?;
+            self.ready()?;
             let mode = if no_exec { mode & !0o111 } else { mode };
             let file = self
                 .with_umask(|| open_at(resolved.place.dir.as_fd(), OsStr::new("."), flags, mode))?;
@@ -372,7 +382,7 @@ impl Job<'_> {
             flags &= !libc::O_CREAT;
         }
         let mode = if no_exec { mode & !0o111 } else { mode };
-        self.still_pending()?;
+        self.ready()?;
         let fifo = place
             .object
             .is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFIFO);
@@ -515,7 +525,7 @@ impl Job<'_> {
             Decision::Refuse(seal) => return Err(resolved.sealed(seal)),
             Decision::CopyIn { .. } => return Err(Refused::Kernel),
         }
-        self.still_pending()?;
+        self.ready()?;
         self.with_umask(|| {
             mkdirat(
                 place.dir.as_fd(),
@@ -574,7 +584,7 @@ impl Job<'_> {
         } else {
             mode & libc::S_IFMT
         });
-        self.still_pending()?;
+        self.ready()?;
         self.with_umask(|| {
             mknodat(
                 place.dir.as_fd(),
@@ -606,7 +616,7 @@ impl Job<'_> {
             Decision::Refuse(seal) => return Err(resolved.sealed(seal)),
             Decision::CopyIn { .. } => return Err(Refused::Kernel),
         }
-        self.still_pending()?;
+        self.ready()?;
         symlinkat(
             OsStr::from_bytes(&target),
             place.dir.as_fd(),
@@ -666,7 +676,7 @@ impl Job<'_> {
         to.guarded(true)?;
         match seal::link(from.here()?, kind, to.here()?) {
             Decision::Perform { .. } => {
-                self.still_pending()?;
+                self.ready()?;
                 linkat(
                     from.place.dir.as_fd(),
                     from.name(),
@@ -677,7 +687,7 @@ impl Job<'_> {
                 Ok(Answer::Return(0))
             }
             Decision::CopyIn { validate, no_exec } => {
-                self.still_pending()?;
+                self.ready()?;
                 let how = How {
                     validate,
                     no_exec,
@@ -714,7 +724,7 @@ impl Job<'_> {
             // A configuration file takes no anonymous source: write it and rename it.
             Decision::CopyIn { .. } => return Err(to.sealed(Seal::GitConfig)),
         }
-        self.still_pending()?;
+        self.ready()?;
         let via = format!("/proc/self/fd/{}", file.as_raw_fd());
         linkat(
             AT_FDCWD,
@@ -764,7 +774,7 @@ impl Job<'_> {
         };
         match decision {
             Decision::Perform { .. } => {
-                self.still_pending()?;
+                self.ready()?;
                 let flags = RenameFlags::from_bits_truncate(flags);
                 renameat2(
                     from.place.dir.as_fd(),
@@ -783,7 +793,7 @@ impl Job<'_> {
                 Ok(Answer::Return(0))
             }
             Decision::CopyIn { validate, no_exec } => {
-                self.still_pending()?;
+                self.ready()?;
                 let how = How {
                     validate,
                     no_exec,
@@ -827,7 +837,7 @@ impl Job<'_> {
         if resolved.mount_point(self.context) {
             return Err(Errno::EBUSY.into());
         }
-        self.still_pending()?;
+        self.ready()?;
         let how = if dir {
             UnlinkatFlags::RemoveDir
         } else {

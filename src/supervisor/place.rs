@@ -148,29 +148,11 @@ pub fn locate(
     follow: bool,
     acts: Acts,
 ) -> Result<Located, Errno> {
-    let start = match (path.starts_with(b"/"), at.dirfd) {
-        (true, _) => None,
-        (false, libc::AT_FDCWD) => Some(call.open_proc("cwd")?),
-        (false, fd) => Some(call.open_proc(&format!("fd/{fd}"))?),
-    };
-    let base = start.as_ref().map_or(root.fd.as_fd(), |s| s.as_fd());
-    let walked = match quick(base, path, follow) {
+    let walked = match quick(call, root, at, path, follow) {
         Some(found) => found,
-        None => match resolve::walk(root, base, path, follow, None, context.proc_dev)? {
-            Walked::Stopped(rest) => return Ok(magic(&rest)),
-            Walked::Target(target) => {
-                let dir = match target.dir {
-                    resolve::Dir::Owned(fd) => fd,
-                    resolve::Dir::Borrowed(fd) => {
-                        fd.try_clone_to_owned().map_err(|_| Errno::EMFILE)?
-                    }
-                };
-                Found {
-                    dir,
-                    name: target.name,
-                    object: target.object.map(|(_, st)| st),
-                }
-            }
+        None => match walk(call, root, at, path, follow, context.proc_dev)? {
+            Walk::Found(found) => found,
+            Walk::Stopped(rest) => return Ok(magic(&rest)),
         },
     };
     let slash = path.len() > 1 && path.ends_with(b"/");
@@ -223,29 +205,88 @@ struct Found {
     object: Option<FileStat>,
 }
 
-/// The quick walk, for a path with no `..` that ends in a name: one `openat2` for the
-/// directories on the way (none for a single name) and one `fstatat` for the name. `None`
-/// when the hand walk must decide (a symlink to follow at the end, a `..`, a magic link,
-/// an escape, any error).
-fn quick(base: BorrowedFd<'_>, path: &[u8], follow: bool) -> Option<Found> {
+/// What a full walk came to.
+enum Walk {
+    Found(Found),
+    /// Into procfs: the components still to go there.
+    Stopped(Vec<Vec<u8>>),
+}
+
+/// The hand walk of `resolve`, from the caller's root or its cwd or dirfd.
+fn walk(
+    call: &Call<'_>,
+    root: &Root,
+    at: PathArg,
+    path: &[u8],
+    follow: bool,
+    proc_dev: Option<u64>,
+) -> Result<Walk, Errno> {
+    let start = match (path.starts_with(b"/"), at.dirfd) {
+        (true, _) => None,
+        (false, libc::AT_FDCWD) => Some(call.open_proc("cwd")?),
+        (false, fd) => Some(call.open_proc(&format!("fd/{fd}"))?),
+    };
+    let base = start.as_ref().map_or(root.fd.as_fd(), |s| s.as_fd());
+    match resolve::walk(root, base, path, follow, None, proc_dev)? {
+        Walked::Stopped(rest) => Ok(Walk::Stopped(rest)),
+        Walked::Target(target) => {
+            let dir = match target.dir {
+                resolve::Dir::Owned(fd) => fd,
+                resolve::Dir::Borrowed(fd) => fd.try_clone_to_owned().map_err(|_| Errno::EMFILE)?,
+            };
+            Ok(Walk::Found(Found {
+                dir,
+                name: target.name,
+                object: target.object.map(|(_, st)| st),
+            }))
+        }
+    }
+}
+
+/// The quick walk, for a path with no `..` that ends in a name: the directory on the way
+/// in one call — `cwd`, or `cwd/NAME`, opened through the caller's `/proc` directory (a
+/// name not followed if a symlink), or an `openat2` that may neither leave the start
+/// directory nor follow a magic link (`RESOLVE_BENEATH`; from the caller's root
+/// `RESOLVE_IN_ROOT`, which resolves absolute symlinks as the caller's walk does) — and
+/// one `fstatat` for the name. `None` when the hand walk must decide (a symlink to follow
+/// at the end, a `..`, a magic link, an escape, any error).
+fn quick(call: &Call<'_>, root: &Root, at: PathArg, path: &[u8], follow: bool) -> Option<Found> {
     let components = || path.split(|b| *b == b'/').filter(|c| !c.is_empty());
     if components().any(|c| c == b"..") || components().next_back().is_none_or(|c| c == b".") {
         return None;
     }
     let mut parents: Vec<&[u8]> = components().filter(|c| *c != b".").collect();
     let name = parents.pop()?.to_vec();
-    let dir = if parents.is_empty() {
-        base.try_clone_to_owned().ok()?
-    } else {
-        let scope = if path.starts_with(b"/") {
-            ResolveFlag::RESOLVE_IN_ROOT
+    let directory = OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW;
+    let dir = if path.starts_with(b"/") {
+        if parents.is_empty() {
+            root.fd.try_clone().ok()?
         } else {
-            ResolveFlag::RESOLVE_BENEATH
+            let how = OpenHow::new()
+                .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
+                .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+            openat2(root.fd.as_fd(), parents.join(&b'/').as_slice(), how).ok()?
+        }
+    } else {
+        let mut start = match at.dirfd {
+            libc::AT_FDCWD => b"cwd".to_vec(),
+            fd => format!("fd/{fd}").into_bytes(),
         };
-        let how = OpenHow::new()
-            .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
-            .resolve(scope | ResolveFlag::RESOLVE_NO_MAGICLINKS);
-        openat2(base, parents.join(&b'/').as_slice(), how).ok()?
+        match parents.as_slice() {
+            [] => call.open_proc_once(&start, OFlag::empty())?,
+            [one] => {
+                start.push(b'/');
+                start.extend_from_slice(one);
+                call.open_proc_once(&start, directory)?
+            }
+            more => {
+                let base = call.open_proc_once(&start, OFlag::empty())?;
+                let how = OpenHow::new()
+                    .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
+                    .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+                openat2(base.as_fd(), more.join(&b'/').as_slice(), how).ok()?
+            }
+        }
     };
     let object = match fstatat(
         dir.as_fd(),

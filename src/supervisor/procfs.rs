@@ -92,12 +92,16 @@ impl ProcDirs {
     }
 
     /// Returns the facts of `tid`: kept ones when its handle still reaches a live task
-    /// (one lookup), else read afresh from its `status`.
+    /// (`alive`: a lookup through it already succeeded; else one more), else read afresh
+    /// from its `status`.
     ///
     /// # Errors
     /// The task is gone, or its status cannot be read.
-    pub fn facts(&self, tid: libc::pid_t) -> Result<Facts, Errno> {
+    pub fn facts(&self, tid: libc::pid_t, alive: bool) -> Result<Facts, Errno> {
         let kept = self.0.borrow().get(&tid).and_then(|t| t.facts);
+        if let (Some(facts), true) = (kept, alive) {
+            return Ok(facts);
+        }
         if let Some(facts) = kept {
             let alive = self.with(tid, |dir| {
                 nix::sys::stat::fstatat(dir, "status", nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
@@ -203,13 +207,13 @@ mod tests {
     fn facts_are_read_once_and_follow_the_umask() {
         let dirs = ProcDirs::default();
         let me = nix::unistd::gettid().as_raw();
-        let first = dirs.facts(me).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(dirs.facts(me), Ok(first));
+        let first = dirs.facts(me, false).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(dirs.facts(me, false), Ok(first));
         dirs.umask_changed(me, 0o077);
-        assert_eq!(dirs.facts(me).map(|f| f.umask), Ok(0o077));
+        assert_eq!(dirs.facts(me, false).map(|f| f.umask), Ok(0o077));
         dirs.umask_changed(me + 1, 0o002);
         // Forgotten, and read again: the real umask.
-        assert_eq!(dirs.facts(me), Ok(first));
+        assert_eq!(dirs.facts(me, false), Ok(first));
         assert_eq!(
             Facts::parse("Name:\tx\nUmask:\t0027\nSeccomp_filters:\t2\n"),
             Some(Facts {
