@@ -32,6 +32,83 @@ fn num<T: std::str::FromStr>(s: &str) -> Result<T, Errno> {
     s.parse().map_err(|_| Errno::EINVAL)
 }
 
+/// The other side of a race: a thread that runs a step over and over until stopped,
+/// counting the steps that did what they tried.
+struct Racer {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    done: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    handle: std::thread::JoinHandle<()>,
+}
+
+impl Racer {
+    fn start(mut step: impl FnMut() -> bool + Send + 'static) -> Racer {
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let done = std::sync::Arc::new(AtomicUsize::new(0));
+        let handle = {
+            let (stop, done) = (stop.clone(), done.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Relaxed) {
+                    if step() {
+                        done.fetch_add(1, Relaxed);
+                    }
+                }
+            })
+        };
+        Racer { stop, done, handle }
+    }
+
+    /// Keeps rewriting the `T` at `ptr` (memory leaked for the purpose) with `a`, then
+    /// `b`, and so on.
+    fn flip<T: Copy + Send + 'static>(ptr: usize, a: T, b: T) -> Racer {
+        let mut flip = false;
+        Racer::start(move || {
+            let src = if flip { a } else { b };
+            unsafe { std::ptr::write_volatile(ptr as *mut T, src) };
+            flip = !flip;
+            true
+        })
+    }
+
+    /// Keeps exchanging the names `a` and `b`.
+    fn exchange(a: &'static std::ffi::CStr, b: &'static std::ffi::CStr) -> Racer {
+        Racer::start(move || exchange(a, b) == 0)
+    }
+
+    fn done(&self) -> usize {
+        self.done.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Waits until the race is really on: `n` steps done.
+    fn running(&self, n: usize) {
+        while self.done() < n {
+            std::thread::yield_now();
+        }
+    }
+
+    /// Stops the thread; returns how many steps it did.
+    fn finish(self) -> usize {
+        let Racer { stop, done, handle } = self;
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let _ = handle.join();
+        done.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// `renameat2(a, b, RENAME_EXCHANGE)` from the cwd.
+fn exchange(a: &std::ffi::CStr, b: &std::ffi::CStr) -> libc::c_long {
+    unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
+    }
+}
+
 fn run(op: &str, args: &[String]) -> Res {
     let arg = |i: usize| args.get(i).cloned().unwrap_or_default();
     match op {
@@ -354,24 +431,8 @@ fn run(op: &str, args: &[String]) -> Res {
             let (a, b) = (make(&inside), make(&outside));
             let shared: &'static mut libc::sockaddr_un = Box::leak(Box::new(a));
             let ptr = shared as *mut libc::sockaddr_un as usize;
-            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-            let flips = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-            let flipper = {
-                let (stop, flips) = (stop.clone(), flips.clone());
-                std::thread::spawn(move || {
-                    let mut flip = false;
-                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                        let src = if flip { &a } else { &b };
-                        unsafe { std::ptr::write_volatile(ptr as *mut libc::sockaddr_un, *src) };
-                        flip = !flip;
-                        flips.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    }
-                })
-            };
-            // Start only once the other thread is really flipping.
-            while flips.load(std::sync::atomic::Ordering::Relaxed) < 10_000 {
-                std::thread::yield_now();
-            }
+            let flipper = Racer::flip(ptr, a, b);
+            flipper.running(10_000);
             let mut ok = 0;
             for _ in 0..n {
                 let s = sock(AddressFamily::Unix, SockType::Stream)?;
@@ -380,8 +441,7 @@ fn run(op: &str, args: &[String]) -> Res {
                     ok += 1;
                 }
             }
-            stop.store(true, std::sync::atomic::Ordering::Relaxed);
-            let _ = flipper.join();
+            flipper.finish();
             println!("connected {ok}");
             Ok(())
         }
@@ -602,16 +662,7 @@ fn run(op: &str, args: &[String]) -> Res {
             let until = std::time::Instant::now()
                 + std::time::Duration::from_millis(arg(2).parse().unwrap_or(1000));
             while std::time::Instant::now() < until {
-                raw(unsafe {
-                    libc::syscall(
-                        libc::SYS_renameat2,
-                        libc::AT_FDCWD,
-                        a.as_ptr(),
-                        libc::AT_FDCWD,
-                        b.as_ptr(),
-                        libc::RENAME_EXCHANGE,
-                    )
-                })?;
+                raw(exchange(&a, &b))?;
             }
             Ok(())
         }
@@ -708,8 +759,6 @@ fn run(op: &str, args: &[String]) -> Res {
             // (which another thread keeps exchanging with `dl`, a symlink to `.git`) and
             // through path buffers a third thread keeps flipping between `ok/NAME` and
             // `.git/NAME`. After each round, counts the names that exist in the real `.git`.
-            use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
-            use std::sync::Arc;
             const NAMES: [&str; 4] = ["commondir", "gitdir", "info/attributes", "hooks/pre-commit"];
             let n: usize = arg(0).parse().unwrap_or(2000);
             let fill = |p: String| {
@@ -722,46 +771,15 @@ fn run(op: &str, args: &[String]) -> Res {
             let shared: &'static mut [[u8; 64]; 4] = Box::leak(Box::new([[0u8; 64]; 4]));
             shared.copy_from_slice(&benign);
             let ptr = shared.as_mut_ptr() as usize;
-            let stop = Arc::new(AtomicBool::new(false));
-            let (swaps, flips) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-            let swapper = {
-                let (stop, swaps) = (stop.clone(), swaps.clone());
-                std::thread::spawn(move || {
-                    while !stop.load(Relaxed) {
-                        let r = unsafe {
-                            libc::syscall(
-                                libc::SYS_renameat2,
-                                libc::AT_FDCWD,
-                                c"d".as_ptr(),
-                                libc::AT_FDCWD,
-                                c"dl".as_ptr(),
-                                libc::RENAME_EXCHANGE,
-                            )
-                        };
-                        if r == 0 {
-                            swaps.fetch_add(1, Relaxed);
-                        }
-                    }
-                })
-            };
-            let flipper = {
-                let (stop, flips) = (stop.clone(), flips.clone());
-                std::thread::spawn(move || {
-                    let mut flip = false;
-                    while !stop.load(Relaxed) {
-                        let src = if flip { &evil } else { &benign };
-                        for (k, b) in src.iter().enumerate() {
-                            unsafe { std::ptr::write_volatile((ptr as *mut [u8; 64]).add(k), *b) };
-                        }
-                        flip = !flip;
-                        flips.fetch_add(1, Relaxed);
-                    }
-                })
-            };
+            let (evil, benign): ([[u8; 64]; 4], [[u8; 64]; 4]) = (
+                std::array::from_fn(|k| evil[k]),
+                std::array::from_fn(|k| benign[k]),
+            );
+            let swapper = Racer::exchange(c"d", c"dl");
+            let flipper = Racer::flip(ptr, evil, benign);
             // Start only once both threads are really racing.
-            while swaps.load(Relaxed) < 100 || flips.load(Relaxed) < 10_000 {
-                std::thread::yield_now();
-            }
+            swapper.running(100);
+            flipper.running(10_000);
             let (mut landed, mut breaches) = (0usize, 0usize);
             let mut count = |ret: libc::c_int| {
                 if ret >= 0 {
@@ -791,13 +809,10 @@ fn run(op: &str, args: &[String]) -> Res {
                     }
                 }
             }
-            stop.store(true, Relaxed);
-            let _ = swapper.join();
-            let _ = flipper.join();
             println!(
                 "swaps {} flips {} landed {landed} breaches {breaches}",
-                swaps.load(Relaxed),
-                flips.load(Relaxed)
+                swapper.finish(),
+                flipper.finish()
             );
             Ok(())
         }
@@ -806,8 +821,6 @@ fn run(op: &str, args: &[String]) -> Res {
             // DIR/config, of writing attacker configuration through it: opened with
             // O_CREAT|O_WRONLY|O_TRUNC and written ("flip-open"), or written to DIR/src and
             // renamed onto it ("flip-rename"). Prints how many calls succeeded.
-            use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
-            use std::sync::Arc;
             const EVIL: &[u8] = b"[core]\n\tfsmonitor = \"touch /tmp/sandgate-pwned\"\n";
             let (dir, n): (String, usize) = (arg(0), arg(1).parse().unwrap_or(1000));
             let fill = |p: String| {
@@ -819,23 +832,8 @@ fn run(op: &str, args: &[String]) -> Res {
             let (benign, evil) = (fill(format!("{dir}/cfg")), fill(format!("{dir}/config")));
             let shared: &'static mut [u8; 256] = Box::leak(Box::new(benign));
             let ptr = shared.as_mut_ptr() as usize;
-            let stop = Arc::new(AtomicBool::new(false));
-            let flips = Arc::new(AtomicUsize::new(0));
-            let flipper = {
-                let (stop, flips) = (stop.clone(), flips.clone());
-                std::thread::spawn(move || {
-                    let mut flip = false;
-                    while !stop.load(Relaxed) {
-                        let src = if flip { &evil } else { &benign };
-                        unsafe { std::ptr::write_volatile(ptr as *mut [u8; 256], *src) };
-                        flip = !flip;
-                        flips.fetch_add(1, Relaxed);
-                    }
-                })
-            };
-            while flips.load(Relaxed) < 10_000 {
-                std::thread::yield_now();
-            }
+            let flipper = Racer::flip(ptr, evil, benign);
+            flipper.running(10_000);
             let src = CString::new(format!("{dir}/src")).map_err(|_| Errno::EINVAL)?;
             let mut done = 0usize;
             for _ in 0..n {
@@ -855,43 +853,16 @@ fn run(op: &str, args: &[String]) -> Res {
                     }
                 }
             }
-            stop.store(true, Relaxed);
-            let _ = flipper.join();
-            println!("flips {} done {done}", flips.load(Relaxed));
+            println!("flips {} done {done}", flipper.finish());
             Ok(())
         }
         "swap-race" => {
             // N rounds, while another thread keeps exchanging `d` (a directory) with `dl` (a
             // symlink to `g`), of planting through `d`: an executable `d/hooks/x` created,
             // `d/hooks/y` made executable, attacker configuration renamed onto `d/config`.
-            use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
-            use std::sync::Arc;
             let n: usize = arg(0).parse().unwrap_or(1000);
-            let stop = Arc::new(AtomicBool::new(false));
-            let swaps = Arc::new(AtomicUsize::new(0));
-            let swapper = {
-                let (stop, swaps) = (stop.clone(), swaps.clone());
-                std::thread::spawn(move || {
-                    while !stop.load(Relaxed) {
-                        let r = unsafe {
-                            libc::syscall(
-                                libc::SYS_renameat2,
-                                libc::AT_FDCWD,
-                                c"d".as_ptr(),
-                                libc::AT_FDCWD,
-                                c"dl".as_ptr(),
-                                libc::RENAME_EXCHANGE,
-                            )
-                        };
-                        if r == 0 {
-                            swaps.fetch_add(1, Relaxed);
-                        }
-                    }
-                })
-            };
-            while swaps.load(Relaxed) < 50 {
-                std::thread::yield_now();
-            }
+            let swapper = Racer::exchange(c"d", c"dl");
+            swapper.running(50);
             let mut done = 0usize;
             for _ in 0..n {
                 let fd = unsafe {
@@ -912,9 +883,7 @@ fn run(op: &str, args: &[String]) -> Res {
                     done += 1;
                 }
             }
-            stop.store(true, Relaxed);
-            let _ = swapper.join();
-            println!("swaps {} done {done}", swaps.load(Relaxed));
+            println!("swaps {} done {done}", swapper.finish());
             Ok(())
         }
         "tmpfile-link" => {

@@ -549,12 +549,8 @@ const fn performed(nr: libc::c_long, name: &'static str) -> PathCall {
 
 const fn observed(nr: libc::c_long, name: &'static str) -> PathCall {
     PathCall {
-        nr,
-        name,
-        flags: None,
-        exec_mode: None,
-        by_fd: false,
         need: Need::Observed,
+        ..performed(nr, name)
     }
 }
 

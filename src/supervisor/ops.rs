@@ -11,31 +11,18 @@ pub struct PathArg {
     pub ptr: u64,
 }
 
-/// What a mode or attribute change acts on.
+/// What a mode or attribute change acts on, or where a link comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Target {
     /// A path; its last symlink followed when `follow`. With `empty_ok`
-    /// (`AT_EMPTY_PATH`) an empty path names what `dirfd` refers to.
+    /// (`AT_EMPTY_PATH`) an empty path names what `dirfd` refers to (for a link: an
+    /// `O_TMPFILE` file given a name, typically).
     Path {
         at: PathArg,
         follow: bool,
         empty_ok: bool,
     },
     /// A file descriptor of the caller's.
-    Fd(i32),
-}
-
-/// Where a link comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Source {
-    /// A path; with `empty_ok` (`AT_EMPTY_PATH`) an empty one names `dirfd`'s file.
-    Path {
-        at: PathArg,
-        follow: bool,
-        empty_ok: bool,
-    },
-    /// `AT_EMPTY_PATH` with an empty path: the caller's file descriptor (an `O_TMPFILE`
-    /// file given a name, typically).
     Fd(i32),
 }
 
@@ -61,7 +48,7 @@ pub enum Op {
         at: PathArg,
     },
     Link {
-        from: Source,
+        from: Target,
         to: PathArg,
     },
     Rename {
@@ -173,7 +160,7 @@ impl Op {
                     flags: 0,
                 }),
                 libc::SYS_link => Some(Op::Link {
-                    from: Source::Path {
+                    from: Target::Path {
                         at: at(cwd, a(0)),
                         follow: false,
                         empty_ok: false,
@@ -224,9 +211,9 @@ impl Op {
                 let empty_ok = flags & libc::AT_EMPTY_PATH as u64 != 0;
                 let from = if empty_ok && a(1) == 0 {
                     // A NULL path with AT_EMPTY_PATH: the kernel reads it as empty.
-                    Source::Fd(fd(0))
+                    Target::Fd(fd(0))
                 } else {
-                    Source::Path {
+                    Target::Path {
                         at: at(fd(0), a(1)),
                         follow: flags & libc::AT_SYMLINK_FOLLOW as u64 != 0,
                         empty_ok,
@@ -296,7 +283,7 @@ mod tests {
         assert_eq!(
             Op::decode(libc::SYS_linkat, &[5, 0, 3, 7, empty, 0]),
             Some(Op::Link {
-                from: Source::Fd(5),
+                from: Target::Fd(5),
                 to: PathArg { dirfd: 3, ptr: 7 }
             })
         );
@@ -304,7 +291,7 @@ mod tests {
         assert!(matches!(
             Op::decode(libc::SYS_linkat, &[5, 9, 3, 7, follow, 0]),
             Some(Op::Link {
-                from: Source::Path { follow: true, .. },
+                from: Target::Path { follow: true, .. },
                 ..
             })
         ));

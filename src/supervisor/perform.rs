@@ -36,7 +36,7 @@ use nix::unistd::{linkat, symlinkat, unlinkat, UnlinkatFlags};
 
 use super::copy::{self, End, How};
 use super::observe::{self, Acts};
-use super::ops::{Op, PathArg, Source, TMPFILE};
+use super::ops::{Op, PathArg, Target, TMPFILE};
 use super::place::{self, Area, Located, Place};
 use super::resolve::Root;
 use super::seal::{self, Decision, Made, Seal};
@@ -510,29 +510,32 @@ impl Job<'_> {
         self.open_place(Resolved { at, path, place }, flags, mode, workers)
     }
 
-    fn mkdir(&self, at: PathArg, mode: u32) -> Result<Answer, Refused> {
+    /// Resolves where a create of `made` goes and checks it: a name there, free, in an
+    /// area the supervisor performs in, allowed by the seal rules (files made in a hooks
+    /// directory lose their execute bits: `no_exec`). A path ending in a slash is fine
+    /// for a directory only.
+    fn creating(&self, at: PathArg, made: Made) -> Result<(Resolved, bool), Refused> {
         let resolved = self.resolve(at, false, Acts::OnName)?;
         let place = &resolved.place;
-        if place.name.is_none() || !resolved.performed() {
+        if place.name.is_none() || (place.slash && made != Made::Dir) || !resolved.performed() {
             return Err(Refused::Kernel);
         }
         if place.object.is_some() {
             return Err(Errno::EEXIST.into());
         }
         resolved.guarded(false)?;
-        match seal::create(resolved.here()?, Made::Dir) {
-            Decision::Perform { .. } => {}
-            Decision::Refuse(seal) => return Err(resolved.sealed(seal)),
-            Decision::CopyIn { .. } => return Err(Refused::Kernel),
+        match seal::create(resolved.here()?, made) {
+            Decision::Perform { no_exec } => Ok((resolved, no_exec)),
+            Decision::Refuse(seal) => Err(resolved.sealed(seal)),
+            Decision::CopyIn { .. } => Err(Refused::Kernel),
         }
+    }
+
+    fn mkdir(&self, at: PathArg, mode: u32) -> Result<Answer, Refused> {
+        let (resolved, _) = self.creating(at, Made::Dir)?;
         self.ready()?;
-        self.with_umask(|| {
-            mkdirat(
-                place.dir.as_fd(),
-                resolved.name(),
-                Mode::from_bits_truncate(mode),
-            )
-        })?;
+        let mode = Mode::from_bits_truncate(mode);
+        self.with_umask(|| mkdirat(resolved.place.dir.as_fd(), resolved.name(), mode))?;
         self.made_dir(&resolved);
         Ok(Answer::Return(0))
     }
@@ -560,40 +563,19 @@ impl Job<'_> {
             // Devices (which need CAP_MKNOD) and nonsense: the kernel's answer.
             _ => return Err(Refused::Kernel),
         };
-        let resolved = self.resolve(at, false, Acts::OnName)?;
-        let place = &resolved.place;
-        if place.name.is_none() || place.slash || !resolved.performed() {
-            return Err(Refused::Kernel);
-        }
-        if place.object.is_some() {
-            return Err(Errno::EEXIST.into());
-        }
-        resolved.guarded(false)?;
-        let no_exec = match seal::create(resolved.here()?, made) {
-            Decision::Perform { no_exec } => no_exec,
-            Decision::Refuse(seal) => return Err(resolved.sealed(seal)),
-            Decision::CopyIn { .. } => return Err(Refused::Kernel),
-        };
-        let perm = if no_exec {
+        let (resolved, no_exec) = self.creating(at, made)?;
+        let perm = Mode::from_bits_truncate(if no_exec {
             mode & 0o7666
         } else {
             mode & 0o7777
-        };
-        let kind = SFlag::from_bits_truncate(if mode & libc::S_IFMT == 0 {
-            libc::S_IFREG
-        } else {
-            mode & libc::S_IFMT
         });
+        let kind = match mode & libc::S_IFMT {
+            0 => SFlag::S_IFREG,
+            kind => SFlag::from_bits_truncate(kind),
+        };
         self.ready()?;
-        self.with_umask(|| {
-            mknodat(
-                place.dir.as_fd(),
-                resolved.name(),
-                kind,
-                Mode::from_bits_truncate(perm),
-                dev,
-            )
-        })?;
+        let dir = resolved.place.dir.as_fd();
+        self.with_umask(|| mknodat(dir, resolved.name(), kind, perm, dev))?;
         Ok(Answer::Return(0))
     }
 
@@ -602,33 +584,17 @@ impl Job<'_> {
         if target.is_empty() {
             return Err(Errno::ENOENT.into());
         }
-        let resolved = self.resolve(at, false, Acts::OnName)?;
-        let place = &resolved.place;
-        if place.name.is_none() || place.slash || !resolved.performed() {
-            return Err(Refused::Kernel);
-        }
-        if place.object.is_some() {
-            return Err(Errno::EEXIST.into());
-        }
-        resolved.guarded(false)?;
-        match seal::create(resolved.here()?, Made::Symlink) {
-            Decision::Perform { .. } => {}
-            Decision::Refuse(seal) => return Err(resolved.sealed(seal)),
-            Decision::CopyIn { .. } => return Err(Refused::Kernel),
-        }
+        let (resolved, _) = self.creating(at, Made::Symlink)?;
         self.ready()?;
-        symlinkat(
-            OsStr::from_bytes(&target),
-            place.dir.as_fd(),
-            resolved.name(),
-        )?;
+        let target = OsStr::from_bytes(&target);
+        symlinkat(target, resolved.place.dir.as_fd(), resolved.name())?;
         Ok(Answer::Return(0))
     }
 
-    fn link(&self, from: Source, to: PathArg) -> Result<Answer, Refused> {
+    fn link(&self, from: Target, to: PathArg) -> Result<Answer, Refused> {
         let from = match from {
-            Source::Fd(fd) => return self.link_fd(fd, to),
-            Source::Path {
+            Target::Fd(fd) => return self.link_fd(fd, to),
+            Target::Path {
                 at,
                 follow,
                 empty_ok,
@@ -686,16 +652,16 @@ impl Job<'_> {
                 )?;
                 Ok(Answer::Return(0))
             }
-            Decision::CopyIn { validate, no_exec } => {
-                self.ready()?;
-                let how = How {
+            Decision::CopyIn { validate, no_exec } => self.copy(
+                &from,
+                &to,
+                How {
                     validate,
                     no_exec,
                     keep_source: true,
                     no_replace: true,
-                };
-                self.copy(&from, &to, how)
-            }
+                },
+            ),
             Decision::Refuse(seal) => Err(to.sealed(seal)),
         }
     }
@@ -792,22 +758,23 @@ impl Job<'_> {
                 }
                 Ok(Answer::Return(0))
             }
-            Decision::CopyIn { validate, no_exec } => {
-                self.ready()?;
-                let how = How {
+            Decision::CopyIn { validate, no_exec } => self.copy(
+                &from,
+                &to,
+                How {
                     validate,
                     no_exec,
                     keep_source: false,
                     no_replace: flags & libc::RENAME_NOREPLACE != 0,
-                };
-                self.copy(&from, &to, how)
-            }
+                },
+            ),
             Decision::Refuse(seal) => Err(to.sealed(seal)),
         }
     }
 
     /// Performs a rename or link the seal rules allow only as a checked copy.
     fn copy(&self, from: &Resolved, to: &Resolved, how: How) -> Result<Answer, Refused> {
+        self.ready()?;
         match copy::copy_in(&from.end(), &to.end(), how) {
             Ok(()) => Ok(Answer::Return(0)),
             Err(copy::Failed::Errno(e)) => Err(e.into()),

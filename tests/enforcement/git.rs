@@ -7,21 +7,34 @@ use std::process::Command;
 
 use crate::support::*;
 
+/// The host's git in `dir`, with a test identity (and with `home`, that HOME, no system
+/// configuration and local submodules allowed).
+fn git_command(home: Option<&Path>, dir: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new("git");
+    cmd.current_dir(dir).args([
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@example.com",
+        "-c",
+        "init.defaultBranch=main",
+    ]);
+    if let Some(home) = home {
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("GIT_") {
+                cmd.env_remove(&key);
+            }
+        }
+        cmd.env("HOME", home)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .args(["-c", "protocol.file.allow=always"]);
+    }
+    cmd.args(args);
+    cmd
+}
+
 fn git(dir: &Path, args: &[&str]) {
-    let out = output(
-        Command::new("git")
-            .current_dir(dir)
-            .args([
-                "-c",
-                "user.name=t",
-                "-c",
-                "user.email=t@example.com",
-                "-c",
-                "init.defaultBranch=main",
-            ])
-            .args(args),
-    );
-    assert_status(&out, 0);
+    assert_status(&output(&mut git_command(None, dir, args)), 0);
 }
 
 fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
@@ -215,29 +228,9 @@ fn an_info_directory_made_inside_still_guards_its_attributes() {
     assert!(env.ws.join(".git/info/attributes").exists());
 }
 
-/// Runs the host git in `dir` with a test identity, its own HOME and no system config.
+/// Runs the host git in `dir` with the test's HOME (see [`git_command`]).
 fn host_git(env: &TestEnv, dir: &Path, args: &[&str]) -> std::process::Output {
-    let mut cmd = Command::new("git");
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("GIT_") {
-            cmd.env_remove(&key);
-        }
-    }
-    cmd.current_dir(dir)
-        .env("HOME", &env.root)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@example.com",
-            "-c",
-            "init.defaultBranch=main",
-            "-c",
-            "protocol.file.allow=always",
-        ])
-        .args(args);
-    output(&mut cmd)
+    output(&mut git_command(Some(&env.root), dir, args))
 }
 
 /// Runs `script` under workspace-write with the test's HOME, git's identity and local
