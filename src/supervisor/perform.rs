@@ -210,11 +210,25 @@ impl Job<'_> {
         if path.is_empty() {
             return Err(Errno::ENOENT.into());
         }
-        match place::locate(self.call, self.context, self.root, at, &path, follow, acts) {
-            Ok(Located::Place(place)) => Ok(Resolved { at, path, place }),
-            Ok(Located::CallerFd(_) | Located::Proc) => Err(Refused::Kernel),
-            // What the caller's own walk meets, it is told; what only the supervisor's
-            // view might differ on, the kernel decides.
+        match self.locate(at, &path, follow, acts)? {
+            Located::Place(place) => Ok(Resolved { at, path, place }),
+            Located::CallerFd(_) | Located::Proc => Err(Refused::Kernel),
+        }
+    }
+
+    /// Resolves `path`: what the caller's own walk would meet (a missing directory, a
+    /// symlink loop, a directory it may not search), it is told; anything else that fails
+    /// the kernel decides.
+    fn locate(
+        &self,
+        at: PathArg,
+        path: &[u8],
+        follow: bool,
+        acts: Acts,
+    ) -> Result<Located, Refused> {
+        let located = place::locate(self.call, self.context, self.root, at, path, follow, acts);
+        match located {
+            Ok(located) => Ok(located),
             Err(
                 e @ (Errno::ENOENT
                 | Errno::ENOTDIR
@@ -278,18 +292,8 @@ impl Job<'_> {
             // The path names the directory the file is made in.
             let mut dir = path.clone();
             dir.extend_from_slice(b"/.");
-            let place = match place::locate(
-                self.call,
-                self.context,
-                self.root,
-                at,
-                &dir,
-                true,
-                Acts::OnName,
-            ) {
-                Ok(Located::Place(place)) => place,
-                Ok(_) => return Err(Refused::Kernel),
-                Err(e) => return Err(e.into()),
+            let Located::Place(place) = self.locate(at, &dir, true, Acts::OnName)? else {
+                return Err(Refused::Kernel);
             };
             let resolved = Resolved { at, path, place };
             if !resolved.performed() {
@@ -314,22 +318,10 @@ impl Job<'_> {
         }
         // An existing file's data is what a write changes: a file bound writable on its
         // own (`Acts::OnObject`) decides its area then.
-        let resolved = match place::locate(
-            self.call,
-            self.context,
-            self.root,
-            at,
-            &path,
-            follow,
-            Acts::OnObject,
-        ) {
-            Ok(Located::Place(place)) => Resolved { at, path, place },
-            Ok(Located::CallerFd(fd)) => return self.reopen(at, fd, flags, mode, workers),
-            Ok(Located::Proc) => return Err(Refused::Kernel),
-            Err(e @ (Errno::ENOENT | Errno::ENOTDIR | Errno::ELOOP | Errno::EACCES)) => {
-                return Err(e.into())
-            }
-            Err(_) => return Err(Refused::Kernel),
+        let resolved = match self.locate(at, &path, follow, Acts::OnObject)? {
+            Located::Place(place) => Resolved { at, path, place },
+            Located::CallerFd(fd) => return self.reopen(at, fd, flags, mode, workers),
+            Located::Proc => return Err(Refused::Kernel),
         };
         self.open_place(resolved, flags, mode, workers)
     }
@@ -343,12 +335,8 @@ impl Job<'_> {
         workers: &mut Workers,
     ) -> Result<Answer, Refused> {
         let place = &resolved.place;
-        if place.name.is_none() || place.slash {
-            // A directory named as such: EISDIR, EEXIST, … from the kernel.
-            return Err(Refused::Kernel);
-        }
-        let place = &resolved.place;
-        if !resolved.performed() {
+        // A directory named as such (EISDIR, EEXIST, … from the kernel), or not here.
+        if place.name.is_none() || place.slash || !resolved.performed() {
             return Err(Refused::Kernel);
         }
         let writes = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
@@ -603,22 +591,12 @@ impl Job<'_> {
                 if path.is_empty() && empty_ok {
                     return self.link_fd(at.dirfd, to);
                 }
-                let located = place::locate(
-                    self.call,
-                    self.context,
-                    self.root,
-                    at,
-                    &path,
-                    follow,
-                    Acts::OnName,
-                );
-                match located {
-                    Ok(Located::Place(place)) => Resolved { at, path, place },
+                match self.locate(at, &path, follow, Acts::OnName)? {
+                    Located::Place(place) => Resolved { at, path, place },
                     // `/proc/self/fd/N` followed: the caller's file N (an `O_TMPFILE`
                     // file given a name the portable way).
-                    Ok(Located::CallerFd(fd)) => return self.link_fd(fd, to),
-                    Ok(Located::Proc) => return Err(Refused::Kernel),
-                    Err(e) => return Err(e.into()),
+                    Located::CallerFd(fd) => return self.link_fd(fd, to),
+                    Located::Proc => return Err(Refused::Kernel),
                 }
             }
         };

@@ -37,15 +37,19 @@ pub struct Named {
 impl Named {
     /// Looks at the directory `dir` (any fd of it), named `name` by whoever reached it.
     pub fn of(dir: BorrowedFd<'_>, name: &[u8]) -> Named {
-        // A directory that cannot be opened for reading could fold case unseen: read it
-        // the strict way.
-        let casefold = openat(
-            dir,
-            ".",
-            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        )
-        .map_or(true, |d| sys::is_casefolded(d.as_fd()));
+        // A filesystem that finds names without regard to case (FAT, exFAT, SMB, HFS+), or
+        // a casefold directory on one that can (ext4, tmpfs). A directory that cannot be
+        // opened for reading could fold case unseen: read it the strict way.
+        let folding_filesystem = nix::sys::statfs::fstatfs(dir)
+            .map_or(true, |fs| FOLDING.contains(&fs.filesystem_type().0));
+        let casefold = folding_filesystem
+            || openat(
+                dir,
+                ".",
+                OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            )
+            .map_or(true, |d| sys::is_casefolded(d.as_fd()));
         Named {
             dir: seal::dir(name),
             casefold,
@@ -63,6 +67,17 @@ impl Named {
         })
     }
 }
+
+/// The filesystems that find a name whatever its case (`statfs` magic numbers): FAT,
+/// exFAT, SMB (old and new) and HFS+.
+const FOLDING: [libc::c_long; 6] = [
+    0x4d44,
+    0x2011_bab0,
+    0xff53_4d42_u32 as libc::c_long,
+    0xfe53_4d42_u32 as libc::c_long,
+    0x517b,
+    0x482b,
+];
 
 /// Which area a directory lies in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

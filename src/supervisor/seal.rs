@@ -22,9 +22,10 @@
 //!   one, never write, rename or link it — so no other sandbox's supervisor can change a
 //!   copy between its check and its rename.
 //!
-//! Names compare in ASCII case-insensitively where the directory folds case (a casefold
-//! directory on ext4 or tmpfs, where `CONFIG` is found as `config`); a name outside ASCII
-//! cannot be made there at all, since Unicode folding maps other characters onto these.
+//! Names compare in ASCII case-insensitively, and without trailing dots and spaces, where
+//! the directory folds case (a casefold directory on ext4 or tmpfs, FAT, exFAT, an SMB
+//! share: where `CONFIG` or `config.` is found as `config`); a name outside ASCII cannot
+//! be made there at all, since Unicode folding maps other characters onto these.
 //! A directory's own name counts case-insensitively everywhere (a stricter reading costs
 //! nothing but a refusal in a directory named `HOOKS`).
 //!
@@ -108,9 +109,12 @@ const CONFIG: [&[u8]; 2] = [b"config", b"config.worktree"];
 /// # Errors
 /// [`Seal::Unfoldable`]: a name outside ASCII in a directory that folds case.
 pub fn name(name: &[u8], casefold: bool) -> Result<Name, Seal> {
-    let name = trim_slashes(name);
+    let mut name = trim_slashes(name);
     if casefold && !name.is_ascii() {
         return Err(Seal::Unfoldable);
+    }
+    while let (true, [rest @ .., b'.' | b' ']) = (casefold, name) {
+        name = rest;
     }
     let is = |want: &[u8]| {
         if casefold {
@@ -424,6 +428,8 @@ mod tests {
         assert_eq!(name(b".sandgate-staging.1f", false), Ok(Name::Staging));
         assert_eq!(name("hoo\u{212a}s".as_bytes(), false), Ok(Name::Other));
         assert_eq!(name("hoo\u{212a}s".as_bytes(), true), Err(Seal::Unfoldable));
+        assert_eq!(name(b"Config. .", true), Ok(Name::Config));
+        assert_eq!(name(b"config.", false), Ok(Name::Other));
         assert_eq!(dir(b"HOOKS"), Dir::Hooks);
         assert_eq!(dir(b".sandgate"), Dir::Sandgate);
         assert_eq!(dir(b"src"), Dir::Other);
