@@ -9,15 +9,17 @@
 //! everywhere else: no path rewritten after the check can plant anything.
 //!
 //! What the supervisor does, it does with exactly the caller's rights:
-//! - its thread holds no effective capability (`serve` drops them), and runs with the
-//!   caller's uid and groups (the sandbox's are sandgate's), so the kernel's permission
-//!   checks are the caller's;
+//! - its thread holds no effective capability (`act_for_the_sandbox` drops them), and runs
+//!   with the caller's uid and groups (the sandbox's are sandgate's), so the kernel's
+//!   permission checks are the caller's;
 //! - it acts through the caller's own view of the filesystem (its root and cwd, read-only
 //!   mounts included), and only where the caller's landlock domain would let it create
 //!   ([`place::Area`]);
 //! - files it creates get the caller's umask (the thread has a filesystem context of its
-//!   own, see `serve`), so modes, default ACLs and setgid directories come out as the
-//!   kernel would make them for the caller;
+//!   own, see `act_for_the_sandbox`), so modes, default ACLs and setgid directories come
+//!   out as the kernel would make them for the caller;
+//! - nothing is performed for a caller inside a sandbox nested in this one (see
+//!   [`Job::ready`]);
 //! - it never waits on the sandbox: an open that can block (a FIFO without a peer, a
 //!   file under a lease) moves to a worker thread (`workers`).
 //!
@@ -63,13 +65,11 @@ pub fn handle(call: &Call<'_>, context: &Context, workers: &mut Workers) -> Hand
     let Some(root) = context.root.as_ref() else {
         return Handled::Kernel;
     };
+    // Mode and attribute changes, which landlock does not govern, are performed for every
+    // caller, a nested one too.
     if let Op::Chmod { .. } | Op::SetXattr { .. } = op {
         return super::attrs::handle(call, context, root, op);
     }
-    // A caller under filters of its own is in a sandbox nested in this one, whose landlock
-    // domain may refuse what this one allows: the kernel decides for it, and in a
-    // writable area that is a refusal. (Mode and attribute changes, which landlock does
-    // not govern, are performed for it as for anyone: `attrs`.)
     let job = Job {
         call,
         context,
