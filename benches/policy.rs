@@ -87,7 +87,7 @@ fn main() {
             seccomp::prepare(
                 true,
                 true,
-                seccomp::PathCalls::ToSupervisor,
+                seccomp::PathCalls::PerformedAndObserved,
                 seccomp::Terminal::Unreachable,
                 seccomp::Sockets::Unix,
             )

@@ -36,6 +36,83 @@ fn num<T: std::str::FromStr>(s: &str) -> Result<T, Errno> {
     s.parse().map_err(|_| Errno::EINVAL)
 }
 
+/// The other side of a race: a thread that runs a step over and over until stopped,
+/// counting the steps that did what they tried.
+struct Racer {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    done: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    handle: std::thread::JoinHandle<()>,
+}
+
+impl Racer {
+    fn start(mut step: impl FnMut() -> bool + Send + 'static) -> Racer {
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let done = std::sync::Arc::new(AtomicUsize::new(0));
+        let handle = {
+            let (stop, done) = (stop.clone(), done.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Relaxed) {
+                    if step() {
+                        done.fetch_add(1, Relaxed);
+                    }
+                }
+            })
+        };
+        Racer { stop, done, handle }
+    }
+
+    /// Keeps rewriting the `T` at `ptr` (memory leaked for the purpose) with `a`, then
+    /// `b`, and so on.
+    fn flip<T: Copy + Send + 'static>(ptr: usize, a: T, b: T) -> Racer {
+        let mut flip = false;
+        Racer::start(move || {
+            let src = if flip { a } else { b };
+            unsafe { std::ptr::write_volatile(ptr as *mut T, src) };
+            flip = !flip;
+            true
+        })
+    }
+
+    /// Keeps exchanging the names `a` and `b`.
+    fn exchange(a: &'static std::ffi::CStr, b: &'static std::ffi::CStr) -> Racer {
+        Racer::start(move || exchange(a, b) == 0)
+    }
+
+    fn done(&self) -> usize {
+        self.done.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Waits until the race is really on: `n` steps done.
+    fn running(&self, n: usize) {
+        while self.done() < n {
+            std::thread::yield_now();
+        }
+    }
+
+    /// Stops the thread; returns how many steps it did.
+    fn finish(self) -> usize {
+        let Racer { stop, done, handle } = self;
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let _ = handle.join();
+        done.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// `renameat2(a, b, RENAME_EXCHANGE)` from the cwd.
+fn exchange(a: &std::ffi::CStr, b: &std::ffi::CStr) -> libc::c_long {
+    unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
+    }
+}
+
 fn run(op: &str, args: &[String]) -> Res {
     let arg = |i: usize| args.get(i).cloned().unwrap_or_default();
     match op {
@@ -358,24 +435,8 @@ fn run(op: &str, args: &[String]) -> Res {
             let (a, b) = (make(&inside), make(&outside));
             let shared: &'static mut libc::sockaddr_un = Box::leak(Box::new(a));
             let ptr = shared as *mut libc::sockaddr_un as usize;
-            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-            let flips = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-            let flipper = {
-                let (stop, flips) = (stop.clone(), flips.clone());
-                std::thread::spawn(move || {
-                    let mut flip = false;
-                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                        let src = if flip { &a } else { &b };
-                        unsafe { std::ptr::write_volatile(ptr as *mut libc::sockaddr_un, *src) };
-                        flip = !flip;
-                        flips.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    }
-                })
-            };
-            // Start only once the other thread is really flipping.
-            while flips.load(std::sync::atomic::Ordering::Relaxed) < 10_000 {
-                std::thread::yield_now();
-            }
+            let flipper = Racer::flip(ptr, a, b);
+            flipper.running(10_000);
             let mut ok = 0;
             for _ in 0..n {
                 let s = sock(AddressFamily::Unix, SockType::Stream)?;
@@ -384,8 +445,7 @@ fn run(op: &str, args: &[String]) -> Res {
                     ok += 1;
                 }
             }
-            stop.store(true, std::sync::atomic::Ordering::Relaxed);
-            let _ = flipper.join();
+            flipper.finish();
             println!("connected {ok}");
             Ok(())
         }
@@ -620,16 +680,7 @@ fn run(op: &str, args: &[String]) -> Res {
             let until = std::time::Instant::now()
                 + std::time::Duration::from_millis(arg(2).parse().unwrap_or(1000));
             while std::time::Instant::now() < until {
-                raw(unsafe {
-                    libc::syscall(
-                        libc::SYS_renameat2,
-                        libc::AT_FDCWD,
-                        a.as_ptr(),
-                        libc::AT_FDCWD,
-                        b.as_ptr(),
-                        libc::RENAME_EXCHANGE,
-                    )
-                })?;
+                raw(exchange(&a, &b))?;
             }
             Ok(())
         }
@@ -726,14 +777,7 @@ fn run(op: &str, args: &[String]) -> Res {
             // (which another thread keeps exchanging with `dl`, a symlink to `.git`) and
             // through path buffers a third thread keeps flipping between `ok/NAME` and
             // `.git/NAME`. After each round, counts the names that exist in the real `.git`.
-            use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
-            use std::sync::Arc;
-            const NAMES: [&str; 4] = [
-                "commondir",
-                "config.worktree",
-                "info/attributes",
-                "hooks/pre-commit",
-            ];
+            const NAMES: [&str; 4] = ["commondir", "gitdir", "info/attributes", "hooks/pre-commit"];
             let n: usize = arg(0).parse().unwrap_or(2000);
             let fill = |p: String| {
                 let mut buf = [0u8; 64];
@@ -745,46 +789,15 @@ fn run(op: &str, args: &[String]) -> Res {
             let shared: &'static mut [[u8; 64]; 4] = Box::leak(Box::new([[0u8; 64]; 4]));
             shared.copy_from_slice(&benign);
             let ptr = shared.as_mut_ptr() as usize;
-            let stop = Arc::new(AtomicBool::new(false));
-            let (swaps, flips) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-            let swapper = {
-                let (stop, swaps) = (stop.clone(), swaps.clone());
-                std::thread::spawn(move || {
-                    while !stop.load(Relaxed) {
-                        let r = unsafe {
-                            libc::syscall(
-                                libc::SYS_renameat2,
-                                libc::AT_FDCWD,
-                                c"d".as_ptr(),
-                                libc::AT_FDCWD,
-                                c"dl".as_ptr(),
-                                libc::RENAME_EXCHANGE,
-                            )
-                        };
-                        if r == 0 {
-                            swaps.fetch_add(1, Relaxed);
-                        }
-                    }
-                })
-            };
-            let flipper = {
-                let (stop, flips) = (stop.clone(), flips.clone());
-                std::thread::spawn(move || {
-                    let mut flip = false;
-                    while !stop.load(Relaxed) {
-                        let src = if flip { &evil } else { &benign };
-                        for (k, b) in src.iter().enumerate() {
-                            unsafe { std::ptr::write_volatile((ptr as *mut [u8; 64]).add(k), *b) };
-                        }
-                        flip = !flip;
-                        flips.fetch_add(1, Relaxed);
-                    }
-                })
-            };
+            let (evil, benign): ([[u8; 64]; 4], [[u8; 64]; 4]) = (
+                std::array::from_fn(|k| evil[k]),
+                std::array::from_fn(|k| benign[k]),
+            );
+            let swapper = Racer::exchange(c"d", c"dl");
+            let flipper = Racer::flip(ptr, evil, benign);
             // Start only once both threads are really racing.
-            while swaps.load(Relaxed) < 100 || flips.load(Relaxed) < 10_000 {
-                std::thread::yield_now();
-            }
+            swapper.running(100);
+            flipper.running(10_000);
             let (mut landed, mut breaches) = (0usize, 0usize);
             let mut count = |ret: libc::c_int| {
                 if ret >= 0 {
@@ -814,13 +827,10 @@ fn run(op: &str, args: &[String]) -> Res {
                     }
                 }
             }
-            stop.store(true, Relaxed);
-            let _ = swapper.join();
-            let _ = flipper.join();
             println!(
                 "swaps {} flips {} landed {landed} breaches {breaches}",
-                swaps.load(Relaxed),
-                flips.load(Relaxed)
+                swapper.finish(),
+                flipper.finish()
             );
             Ok(())
         }
@@ -897,6 +907,168 @@ fn run(op: &str, args: &[String]) -> Res {
                 chunks.push(chunk);
             }
             println!("touched {}", chunks.len());
+            Ok(())
+        }
+        "flip-open" | "flip-rename" => {
+            // N rounds, while another thread flips one path buffer between DIR/cfg and
+            // DIR/config, of writing attacker configuration through it: opened with
+            // O_CREAT|O_WRONLY|O_TRUNC and written ("flip-open"), or written to DIR/src and
+            // renamed onto it ("flip-rename"). Prints how many calls succeeded.
+            const EVIL: &[u8] = b"[core]\n\tfsmonitor = \"touch /tmp/sandgate-pwned\"\n";
+            let (dir, n): (String, usize) = (arg(0), arg(1).parse().unwrap_or(1000));
+            let fill = |p: String| {
+                let mut buf = [0u8; 256];
+                let len = p.len().min(255);
+                buf[..len].copy_from_slice(&p.as_bytes()[..len]);
+                buf
+            };
+            let (benign, evil) = (fill(format!("{dir}/cfg")), fill(format!("{dir}/config")));
+            let shared: &'static mut [u8; 256] = Box::leak(Box::new(benign));
+            let ptr = shared.as_mut_ptr() as usize;
+            let flipper = Racer::flip(ptr, evil, benign);
+            flipper.running(10_000);
+            let src = CString::new(format!("{dir}/src")).map_err(|_| Errno::EINVAL)?;
+            let mut done = 0usize;
+            for _ in 0..n {
+                let path = ptr as *const libc::c_char;
+                if op == "flip-open" {
+                    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC;
+                    let fd = unsafe { libc::open(path, flags, 0o644) };
+                    if fd >= 0 {
+                        done += 1;
+                        unsafe { libc::write(fd, EVIL.as_ptr().cast(), EVIL.len()) };
+                        unsafe { libc::close(fd) };
+                    }
+                } else {
+                    let _ = std::fs::write(src.to_string_lossy().as_ref(), EVIL);
+                    if unsafe { libc::rename(src.as_ptr(), path) } == 0 {
+                        done += 1;
+                    }
+                }
+            }
+            println!("flips {} done {done}", flipper.finish());
+            Ok(())
+        }
+        "swap-race" => {
+            // N rounds, while another thread keeps exchanging `d` (a directory) with `dl` (a
+            // symlink to `g`), of planting through `d`: an executable `d/hooks/x` created,
+            // `d/hooks/y` made executable, attacker configuration renamed onto `d/config`.
+            let n: usize = arg(0).parse().unwrap_or(1000);
+            let swapper = Racer::exchange(c"d", c"dl");
+            swapper.running(50);
+            let mut done = 0usize;
+            for _ in 0..n {
+                let fd = unsafe {
+                    libc::open(
+                        c"d/hooks/x".as_ptr(),
+                        libc::O_WRONLY | libc::O_CREAT | libc::O_CLOEXEC,
+                        0o755,
+                    )
+                };
+                if fd >= 0 {
+                    unsafe { libc::close(fd) };
+                }
+                if unsafe { libc::chmod(c"d/hooks/y".as_ptr(), 0o755) } == 0 {
+                    done += 1;
+                }
+                let _ = std::fs::write("src", "[core]\n\tpager = touch /tmp/sandgate-pwned\n");
+                if unsafe { libc::rename(c"src".as_ptr(), c"d/config".as_ptr()) } == 0 {
+                    done += 1;
+                }
+            }
+            println!("swaps {} done {done}", swapper.finish());
+            Ok(())
+        }
+        "tmpfile-link" => {
+            // An O_TMPFILE file (mode MODE) made in DIR and given the name NAME, through
+            // linkat(AT_EMPTY_PATH) ("empty") or its /proc/self/fd link ("proc").
+            let dir = CString::new(arg(0)).map_err(|_| Errno::EINVAL)?;
+            let name = CString::new(arg(1)).map_err(|_| Errno::EINVAL)?;
+            let mode = u32::from_str_radix(&arg(3), 8).unwrap_or(0o644);
+            let fd = unsafe { libc::open(dir.as_ptr(), libc::O_TMPFILE | libc::O_RDWR, mode) };
+            if fd < 0 {
+                return Err(Errno::last());
+            }
+            unsafe { libc::write(fd, c"#!/bin/sh\n".as_ptr().cast(), 10) };
+            let ret = if arg(2) == "proc" {
+                let via = CString::new(format!("/proc/self/fd/{fd}")).map_err(|_| Errno::EINVAL)?;
+                unsafe {
+                    libc::linkat(
+                        libc::AT_FDCWD,
+                        via.as_ptr(),
+                        libc::AT_FDCWD,
+                        name.as_ptr(),
+                        libc::AT_SYMLINK_FOLLOW,
+                    )
+                }
+            } else {
+                unsafe {
+                    libc::linkat(
+                        fd,
+                        c"".as_ptr(),
+                        libc::AT_FDCWD,
+                        name.as_ptr(),
+                        libc::AT_EMPTY_PATH,
+                    )
+                }
+            };
+            raw(ret.into())
+        }
+        "reopen" => {
+            // PATH opened for reading, then its /proc/self/fd link opened for writing.
+            let path = CString::new(arg(0)).map_err(|_| Errno::EINVAL)?;
+            let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+            raw(fd.into())?;
+            let via = CString::new(format!("/proc/self/fd/{fd}")).map_err(|_| Errno::EINVAL)?;
+            raw(unsafe { libc::open(via.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) }.into())
+        }
+        "chmod-to" => {
+            // chmod(PATH, MODE), MODE in octal.
+            let path = CString::new(arg(0)).map_err(|_| Errno::EINVAL)?;
+            let mode = u32::from_str_radix(&arg(1), 8).map_err(|_| Errno::EINVAL)?;
+            raw(unsafe { libc::chmod(path.as_ptr(), mode) }.into())
+        }
+        "fchmod-to" => {
+            // PATH opened for reading, then fchmod(fd, MODE).
+            let path = CString::new(arg(0)).map_err(|_| Errno::EINVAL)?;
+            let mode = u32::from_str_radix(&arg(1), 8).map_err(|_| Errno::EINVAL)?;
+            let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+            raw(fd.into())?;
+            raw(unsafe { libc::fchmod(fd, mode) }.into())
+        }
+        "acl-exec" => {
+            // A POSIX access ACL on PATH that grants its owner execute (user::rwx,
+            // group::r--, other::r--), as setfacl writes it.
+            let path = CString::new(arg(0)).map_err(|_| Errno::EINVAL)?;
+            let mut acl = 2u32.to_le_bytes().to_vec();
+            for (tag, perm) in [(0x01u16, 7u16), (0x04, 4), (0x20, 4)] {
+                acl.extend_from_slice(&tag.to_le_bytes());
+                acl.extend_from_slice(&perm.to_le_bytes());
+                acl.extend_from_slice(&u32::MAX.to_le_bytes());
+            }
+            let name = c"system.posix_acl_access";
+            raw(unsafe {
+                libc::setxattr(
+                    path.as_ptr(),
+                    name.as_ptr(),
+                    acl.as_ptr().cast(),
+                    acl.len(),
+                    0,
+                )
+            }
+            .into())
+        }
+        "create-mode" => {
+            // PATH created (O_EXCL) with MODE under umask UMASK (octal); prints its mode.
+            let path = CString::new(arg(0)).map_err(|_| Errno::EINVAL)?;
+            let mode = u32::from_str_radix(&arg(1), 8).map_err(|_| Errno::EINVAL)?;
+            let umask = u32::from_str_radix(&arg(2), 8).map_err(|_| Errno::EINVAL)?;
+            unsafe { libc::umask(umask) };
+            let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC;
+            raw(unsafe { libc::open(path.as_ptr(), flags, mode) }.into())?;
+            let meta = std::fs::metadata(arg(0)).map_err(|_| Errno::EIO)?;
+            use std::os::unix::fs::MetadataExt;
+            println!("mode {:o} gid {}", meta.mode() & 0o7777, meta.gid());
             Ok(())
         }
         other => {

@@ -26,10 +26,14 @@ reached only beneath the workspace or the private temp or when named with \
 --allow-unix-socket, no call acts on a process outside, and the terminal cannot be taken \
 over. The call runs in a PID namespace with a /proc of its own: host processes, their \
 command lines and sockets are out of sight, and every process of the call ends with the \
-command unless --keep-background keeps them (`sandgate ps`, `sandgate stop`). Git's metadata (config, config.worktree, commondir, hooks, info, gitdir) of the \
-workspace's repository, its submodules and worktrees cannot be created or changed; a \
-repository created inside the sandbox belongs to the sandbox, and its config is as \
-untrusted as any file the command wrote. A workspace derived from the current directory \
+command unless --keep-background keeps them (`sandgate ps`, `sandgate stop`). Every \
+create, write, rename and link in the writable areas is performed by sandgate's \
+supervisor, which lets nothing make git or sandgate run a program later: in every \
+repository, whether or not it existed at the start, a config or config.worktree changes \
+only by a rename of a checked file into place that adds no program, nothing in a hooks \
+directory becomes executable, and nothing named .sandgate can be made; the workspace's \
+repository, its submodules and worktrees keep commondir, gitdir, hooks and \
+info/attributes as they are. A workspace derived from the current directory \
 that is or holds your home is refused; shell startup files and other persistence paths \
 stay read-only; credential files, and files in your home's dot-directories that only you \
 may read, read as empty (--unhide), and secret-looking variables are withheld (--keep-env). \

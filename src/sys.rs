@@ -321,14 +321,26 @@ pub struct Stat {
 /// The id of the mount `fd` lies on (`statx`'s `STATX_MNT_ID`): two objects with the same
 /// id are reached without crossing a mount point between them and that mount's root.
 pub fn mount_id(fd: BorrowedFd<'_>) -> io::Result<u64> {
+    mount_id_at(fd, c"")
+}
+
+/// The id of the mount the name `path` beneath `dir` lies on (`""`: `dir` itself), a
+/// symlink at the end not followed. Mount points are crossed as `dir`'s mount namespace
+/// has them: a name that is a mount point there has another id than `dir`.
+pub fn mount_id_at(dir: BorrowedFd<'_>, path: &CStr) -> io::Result<u64> {
     // SAFETY: statx is plain old data that the kernel fills.
     let mut st: libc::statx = unsafe { std::mem::zeroed() };
-    // SAFETY: an fd, an empty NUL-terminated path, a live local for the result.
+    let empty = if path.is_empty() {
+        libc::AT_EMPTY_PATH
+    } else {
+        0
+    };
+    // SAFETY: an fd, a NUL-terminated path, a live local for the result.
     let ret = unsafe {
         libc::statx(
-            fd.as_raw_fd(),
-            c"".as_ptr(),
-            libc::AT_EMPTY_PATH | libc::AT_STATX_SYNC_AS_STAT,
+            dir.as_raw_fd(),
+            path.as_ptr(),
+            empty | libc::AT_SYMLINK_NOFOLLOW | libc::AT_STATX_SYNC_AS_STAT,
             libc::STATX_MNT_ID,
             &mut st,
         )
@@ -1204,6 +1216,81 @@ fn close_range_except(from: libc::c_uint, keep: &[RawFd]) {
         }
         first = fd.saturating_add(1);
     }
+}
+
+/// `fchmodat2(2)` (Linux 6.6): with `AT_EMPTY_PATH` it changes the mode of the file `dir`
+/// itself names, an `O_PATH` descriptor included, without any path to swap.
+pub fn fchmodat2(
+    dir: BorrowedFd<'_>,
+    path: &CStr,
+    mode: u32,
+    flags: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: an fd, a NUL-terminated path and integers; nothing is written back.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_fchmodat2,
+            dir.as_raw_fd(),
+            path.as_ptr(),
+            mode,
+            flags,
+        )
+    })
+    .map(drop)
+}
+
+/// `setxattr(2)` on `path` (which is followed), with `value` as the attribute's value.
+pub fn set_xattr(path: &CStr, name: &CStr, value: &[u8], flags: libc::c_int) -> io::Result<()> {
+    // SAFETY: NUL-terminated path and name, a live buffer of `value.len()` bytes.
+    check(
+        unsafe {
+            libc::setxattr(
+                path.as_ptr(),
+                name.as_ptr(),
+                value.as_ptr().cast(),
+                value.len(),
+                flags,
+            )
+        }
+        .into(),
+    )
+    .map(drop)
+}
+
+/// `fsetxattr(2)` on the file `fd` refers to.
+pub fn fset_xattr(
+    fd: BorrowedFd<'_>,
+    name: &CStr,
+    value: &[u8],
+    flags: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: a NUL-terminated name, a live buffer of `value.len()` bytes.
+    check(
+        unsafe {
+            libc::fsetxattr(
+                fd.as_raw_fd(),
+                name.as_ptr(),
+                value.as_ptr().cast(),
+                value.len(),
+                flags,
+            )
+        }
+        .into(),
+    )
+    .map(drop)
+}
+
+/// Returns true when the directory `dir` (opened for reading) looks names up without
+/// regard to case (`FS_CASEFOLD_FL`, ext4 and tmpfs with a casefold encoding). A
+/// filesystem that keeps no such flags answers false.
+pub fn is_casefolded(dir: BorrowedFd<'_>) -> bool {
+    const FS_IOC_GETFLAGS: libc::c_ulong = 0x8008_6601;
+    const FS_CASEFOLD_FL: libc::c_long = 0x4000_0000;
+    let mut flags: libc::c_long = 0;
+    // SAFETY: the ioctl writes one long into the live local (the kernel writes an int,
+    // which fits in it).
+    let ret = unsafe { libc::ioctl(dir.as_raw_fd(), FS_IOC_GETFLAGS, &mut flags) };
+    ret == 0 && flags & FS_CASEFOLD_FL != 0
 }
 
 #[cfg(test)]

@@ -25,4 +25,5 @@ mod enforcement {
     mod secrets;
     mod stall;
     mod terminal;
+    mod writes;
 }

@@ -657,8 +657,8 @@ fn launch<'a>(
                 .collect();
             let mut writable_roots: Vec<PathBuf> = r.writable_roots.iter().cloned().collect();
             let mut socket_roots: Vec<PathBuf> = r.socket_roots.iter().cloned().collect();
-            let private_temp =
-                r.mounts == MountSource::Parent || !skip.contains(&Guarantee::MountNamespace);
+            let private_temp = matches!(r.mounts, MountSource::Parent | MountSource::Inherited)
+                || !skip.contains(&Guarantee::MountNamespace);
             if private_temp {
                 let temps = policy::roots::SHARED_TEMPS.map(PathBuf::from);
                 writable_roots.extend(temps.clone());
@@ -691,6 +691,10 @@ fn launch<'a>(
                 (
                     policy::PARENT_WORKSPACE_ENV,
                     plan.workspace.clone().into_os_string(),
+                ),
+                (
+                    policy::PARENT_CONFINEMENT_ENV,
+                    OsString::from(r.fingerprint(plan.mode, &plan.workspace, prepared.has_proxy())),
                 ),
             ];
             if let Some(tmpdir) = &plan.tmpdir {
@@ -821,7 +825,12 @@ fn gather_env() -> Result<Env, Error> {
 fn parent_sandbox() -> Option<Parent> {
     let mode = std::env::var(policy::PARENT_MODE_ENV).ok()?.parse().ok()?;
     let workspace = PathBuf::from(std::env::var_os(policy::PARENT_WORKSPACE_ENV)?);
-    (kernel_confined() == Some(true)).then_some(Parent { mode, workspace })
+    let confinement = std::env::var(policy::PARENT_CONFINEMENT_ENV).ok();
+    (kernel_confined() == Some(true)).then_some(Parent {
+        mode,
+        workspace,
+        confinement,
+    })
 }
 
 /// Whether this process runs under no_new_privs and a seccomp filter, as every restricted

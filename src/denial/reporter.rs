@@ -160,8 +160,8 @@ impl Reporter {
             (None, Some(host)) if !d.protected => Some(("--allow-host", host.clone())),
             _ => None,
         };
-        let protection = if d.what.op == crate::supervisor::GIT_METADATA_OP {
-            Some("protected git metadata: git on the host reads or runs it, so only full-access may change it")
+        let protection = if let Some(rule) = crate::supervisor::seal_message(d.what.op) {
+            Some(rule)
         } else if d.protected && host.is_some() {
             Some("a host the proxy refuses whatever is allowed: only full-access reaches it directly")
         } else if d.protected {

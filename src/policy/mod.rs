@@ -40,6 +40,10 @@ pub use workspace::{inherited as inherited_workspace, resolve as resolve_workspa
 pub const PARENT_MODE_ENV: &str = "SANDGATE_PARENT_MODE";
 /// Companion of [`PARENT_MODE_ENV`]: the parent's workspace.
 pub const PARENT_WORKSPACE_ENV: &str = "SANDGATE_PARENT_WORKSPACE";
+/// Companion of [`PARENT_MODE_ENV`]: what the parent's confinement is made of
+/// ([`Restrictions::fingerprint`]), so that a nested call confined exactly alike adds no
+/// layer of its own ([`MountSource::Inherited`]).
+pub const PARENT_CONFINEMENT_ENV: &str = "SANDGATE_PARENT_CONFINEMENT";
 
 /// Why a call cannot be planned.
 #[derive(Debug, thiserror::Error)]
@@ -133,6 +137,8 @@ pub struct Env {
 pub struct Parent {
     pub mode: Mode,
     pub workspace: PathBuf,
+    /// Its [`Restrictions::fingerprint`], when it said.
+    pub confinement: Option<String>,
 }
 
 /// The request the command line makes, after clap.
@@ -261,6 +267,28 @@ pub enum MountSource {
     /// already holds every read-only mount this call would make, and a sandboxed process
     /// cannot make new ones.
     Parent,
+    /// A nested call whose whole confinement is its parent's ([`Restrictions::fingerprint`]
+    /// alike): the parent's namespace, landlock domain and seccomp filter already confine
+    /// it exactly as its own would, so it adds none. Stacking them again would add
+    /// nothing but a filter the parent's supervisor must not act through: it performs the
+    /// sandbox's writes only for callers under no sandbox of their own.
+    Inherited,
+}
+
+impl Restrictions {
+    /// What decides a confinement's layers besides its mode and workspace: the writable
+    /// roots, the sockets allowed by name, and whether a proxy serves allowed hosts.
+    /// Compared, as text, between a restricted call and a sandgate nested in it.
+    pub fn fingerprint(&self, mode: Mode, workspace: &Path, proxy: bool) -> String {
+        serde_json::json!({
+            "mode": mode.as_str(),
+            "workspace": workspace,
+            "writable_roots": self.writable_roots,
+            "allowed_sockets": self.allowed_sockets,
+            "proxy": proxy,
+        })
+        .to_string()
+    }
 }
 
 /// Resolves a request into a plan.
@@ -439,7 +467,7 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
                 &writable_roots,
                 &caches,
             );
-            Confinement::Restricted(Box::new(Restrictions {
+            let mut r = Box::new(Restrictions {
                 protected: read_only,
                 caches,
                 git_dirs: protected
@@ -473,7 +501,16 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
                 .then(|| request.hosts.clone()),
                 mounts,
                 tmpfs: request.tmpfs,
-            }))
+            });
+            let alike = env
+                .parent
+                .as_ref()
+                .and_then(|p| p.confinement.as_deref())
+                .is_some_and(|parent| parent == r.fingerprint(mode, &workspace, false));
+            if r.mounts == MountSource::Parent && alike {
+                r.mounts = MountSource::Inherited;
+            }
+            Confinement::Restricted(r)
         }
     };
     let tmpdir = match &confinement {
@@ -681,7 +718,8 @@ mod tests {
         let workspace = std::fs::canonicalize(ws.path())?;
         env.parent = Some(Parent {
             mode: Mode::ReadOnly,
-            workspace,
+            workspace: workspace.clone(),
+            confinement: None,
         });
         let plan = resolve(request(Mode::FullAccess, ws.path()), &env)?;
         assert_eq!(plan.mode, Mode::ReadOnly);
@@ -690,6 +728,23 @@ mod tests {
             panic!("restricted")
         };
         assert_eq!(r.mounts, MountSource::Parent);
+        // Confined exactly like its parent: it adds no layer. Any difference, and it does.
+        let alike = r.fingerprint(Mode::ReadOnly, &workspace, false);
+        for (confinement, mounts) in [
+            (alike.clone(), MountSource::Inherited),
+            (alike.replace("false", "true"), MountSource::Parent),
+        ] {
+            env.parent = Some(Parent {
+                mode: Mode::ReadOnly,
+                workspace: workspace.clone(),
+                confinement: Some(confinement),
+            });
+            let plan = resolve(request(Mode::ReadOnly, ws.path()), &env)?;
+            let Confinement::Restricted(r) = plan.confinement else {
+                panic!("restricted")
+            };
+            assert_eq!(r.mounts, mounts);
+        }
         Ok(())
     }
 

@@ -256,6 +256,7 @@ mod tests {
         let parent = Parent {
             mode: Mode::ReadOnly,
             workspace: "/ws".into(),
+            confinement: None,
         };
         let s = resolve(
             &flags(None, Some(Mode::FullAccess), None),

@@ -1,6 +1,6 @@
-//! The landlock layer: read and execute everywhere; write only beneath the writable roots
-//! and on the allowed device nodes; no TCP bind or connect; abstract unix sockets and
-//! signals scoped to the sandbox.
+//! The landlock layer: read and execute everywhere; in the writable areas only what
+//! cannot plant anything (see [`Writes`]); write on the allowed device nodes; no TCP bind
+//! or connect; abstract unix sockets and signals scoped to the sandbox.
 //!
 //! Access rights are requested at the newest ABI the crate knows, best effort: the crate
 //! drops what the running kernel does not know, so every right the kernel *does* know is
@@ -25,10 +25,48 @@ use crate::policy::Restrictions;
 /// The newest ABI this build knows; see the module docs for why it is not the kernel's.
 const NEWEST: ABI = ABI::V10;
 
-/// Rights granted beneath a writable directory: everything but creating device nodes
-/// (which would need CAP_MKNOD anyway).
+/// Who writes in the writable areas (the writable roots, the private `/tmp` and
+/// `/dev/shm`, the copy-on-write caches).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Writes {
+    /// The supervisor performs every create, write open, rename and link there, after
+    /// checking the exact name it resolved (see `supervisor::perform`); landlock refuses
+    /// the sandbox all of them ([`backstop`]), so a call the supervisor lets through to
+    /// the kernel can never plant anything, whatever its path says by then.
+    Performed,
+    /// The sandbox itself (no supervisor to perform them: a run degraded without seccomp).
+    Direct,
+}
+
+/// Rights granted beneath a writable directory when the sandbox writes there itself:
+/// everything but creating device nodes (which would need CAP_MKNOD anyway).
 fn writable_dir() -> BitFlags<AccessFs> {
     AccessFs::from_all(NEWEST) & !(AccessFs::MakeChar | AccessFs::MakeBlock)
+}
+
+/// Rights granted beneath a writable directory whose writes the supervisor performs: read
+/// and execute, removing, truncating, binding unix sockets and device ioctls — nothing
+/// that creates, renames, links or opens a file for writing (`WriteFile`, `MakeReg`,
+/// `MakeDir`, `MakeSym`, `MakeFifo`, `MakeChar`, `MakeBlock`, `Refer`). What a name may
+/// become there is the supervisor's to decide; landlock is the backstop that refuses any
+/// such call the supervisor did not perform itself.
+pub fn backstop() -> BitFlags<AccessFs> {
+    AccessFs::from_read(NEWEST)
+        | AccessFs::RemoveFile
+        | AccessFs::RemoveDir
+        | AccessFs::Truncate
+        | AccessFs::MakeSock
+        | AccessFs::IoctlDev
+}
+
+impl Writes {
+    /// The rights beneath a writable directory.
+    fn dir_rights(self) -> BitFlags<AccessFs> {
+        match self {
+            Writes::Performed => backstop(),
+            Writes::Direct => writable_dir(),
+        }
+    }
 }
 
 /// Rights granted on an allowed device node: read, write, truncate (`> /dev/null` opens
@@ -49,13 +87,13 @@ pub enum LandlockError {
 }
 
 /// A ruleset ready to be applied in the child.
-pub struct Prepared(RulesetCreated);
+pub struct Prepared(RulesetCreated, Writes);
 
 /// Creates the ruleset for `r` and adds every rule whose path exists now.
 ///
 /// # Errors
 /// A rule path that cannot be opened, or a landlock syscall failure.
-pub fn prepare(r: &Restrictions) -> Result<Prepared, LandlockError> {
+pub fn prepare(r: &Restrictions, writes: Writes) -> Result<Prepared, LandlockError> {
     let mut ruleset = Ruleset::default()
         .handle_access(AccessFs::from_all(NEWEST))?
         .handle_access(AccessNet::from_all(NEWEST))?
@@ -67,17 +105,19 @@ pub fn prepare(r: &Restrictions) -> Result<Prepared, LandlockError> {
         ))?;
     for root in &r.writable_roots {
         let fd = super::open_exact(root).map_err(LandlockError::Root)?;
-        ruleset = ruleset.add_rule(PathBeneath::new(fd, rights_for(root)))?;
+        ruleset = ruleset.add_rule(PathBeneath::new(fd, rights_for(root, writes)))?;
     }
     for dev in &r.devices {
         ruleset = ruleset.add_rule(PathBeneath::new(PathFd::new(dev)?, device()))?;
     }
-    Ok(Prepared(ruleset))
+    Ok(Prepared(ruleset, writes))
 }
 
-fn rights_for(path: &Path) -> BitFlags<AccessFs> {
+/// The rights of a writable root: a directory's per `writes`; a single file's are its
+/// data's (no name can be made through a rule on a file).
+fn rights_for(path: &Path, writes: Writes) -> BitFlags<AccessFs> {
     if path.is_dir() {
-        writable_dir()
+        writes.dir_rights()
     } else {
         AccessFs::from_file(NEWEST)
     }
@@ -93,10 +133,10 @@ impl Prepared {
     /// `ENOSYS` when it enforced nothing at all.
     pub fn apply(self, dirs: Vec<OwnedFd>, files: Vec<OwnedFd>) -> std::io::Result<()> {
         let as_io = |e: RulesetError| std::io::Error::other(e.to_string());
-        let mut ruleset = self.0;
+        let Prepared(mut ruleset, writes) = self;
         for dir in dirs {
             ruleset = ruleset
-                .add_rule(PathBeneath::new(dir, writable_dir()))
+                .add_rule(PathBeneath::new(dir, writes.dir_rights()))
                 .map_err(as_io)?;
         }
         for file in files {

@@ -145,9 +145,13 @@ pub fn prepare(
         }
         _ => None,
     };
-    let private_temp = mounts.is_some() || r.mounts == MountSource::Parent;
+    let private_temp =
+        mounts.is_some() || matches!(r.mounts, MountSource::Parent | MountSource::Inherited);
     // Built inside the call's own mount namespace: a nested call stays in its parent's.
     let process_boundary = mounts.is_some() && !skip.contains(&Guarantee::ProcessBoundary);
+    // A nested call confined exactly like its parent adds no layer (see
+    // `MountSource::Inherited`).
+    let own_layers = r.mounts != MountSource::Inherited;
     // The proxy needs the sandbox's own network namespace (without it a TCP socket would be
     // the host's) and the supervisor (which performs the one connect allowed).
     let proxy =
@@ -157,18 +161,24 @@ pub fn prepare(
     } else {
         seccomp::Sockets::Unix
     };
-    let landlock = (features.landlock_abi > 0)
-        .then(|| landlock::prepare(r))
+    // Without a supervisor to perform them, the sandbox must make its writes itself.
+    let writes = if features.seccomp && features.seccomp_user_notif {
+        landlock::Writes::Performed
+    } else {
+        landlock::Writes::Direct
+    };
+    let landlock = (own_layers && features.landlock_abi > 0)
+        .then(|| landlock::prepare(r, writes))
         .transpose()?;
-    let seccomp = features
-        .seccomp
+    let seccomp = (own_layers && features.seccomp)
         .then(|| {
-            // Guarded git directories need the supervisor whether or not refusals are
-            // reported: it performs what git does at their read-only top level.
+            // The supervisor performs every write in the writable areas, observed or not;
+            // guarded git directories need it for removals too (git's at their read-only
+            // top level).
             let paths = if plan.observe || !r.git_dirs.is_empty() {
-                seccomp::PathCalls::ToSupervisor
+                seccomp::PathCalls::PerformedAndObserved
             } else {
-                seccomp::PathCalls::ToKernel
+                seccomp::PathCalls::Performed
             };
             let terminal = seccomp::Terminal::detect();
             seccomp::prepare(
@@ -187,7 +197,7 @@ pub fn prepare(
             .filter(|c| c.exists)
             .filter_map(|c| Some((mounts::cstring(&c.path).ok()?, c.dir)))
             .collect(),
-        MountSource::Own => vec![],
+        MountSource::Own | MountSource::Inherited => vec![],
     };
     Ok(Prepared(Some(Layers {
         mounts,

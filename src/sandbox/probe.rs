@@ -51,7 +51,7 @@ impl Guarantee {
                 "landlock scopes (ABI >= 6): the command may signal processes outside the sandbox"
             }
             Guarantee::SyscallFilter => {
-                "seccomp filter: ptrace, io_uring, mount, unshare, TIOCSTI and IP sockets are not refused"
+                "seccomp filter and supervisor: ptrace, io_uring, mount, unshare, TIOCSTI and IP sockets are not refused, and nothing seals git configuration, hooks or .sandgate in the writable areas"
             }
             Guarantee::MountNamespace => {
                 "mount namespace: no read-only view (chmod/chown/utimes outside are not refused), protected paths are writable, no private /tmp"
@@ -111,7 +111,9 @@ impl Features {
             .into_iter()
             .filter(|g| match (g, g.landlock_abi()) {
                 (_, Some(abi)) => self.landlock_abi < abi,
-                (Guarantee::SyscallFilter, None) => !self.seccomp,
+                // Without user notification nothing performs the sandbox's writes, so
+                // nothing seals git's configuration, hooks or `.sandgate` either.
+                (Guarantee::SyscallFilter, None) => !self.seccomp || !self.seccomp_user_notif,
                 (Guarantee::MountNamespace, None) => !self.mount_namespace_allowed,
                 (Guarantee::ProcessBoundary, None) => {
                     !self.mount_namespace_allowed || !self.pid_namespace_allowed

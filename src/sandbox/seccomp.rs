@@ -1,11 +1,14 @@
-//! The seccomp layer: the syscall deny list and the routing of `connect` (and, when
-//! observing, the path calls) to the supervisor.
+//! The seccomp layer: the syscall deny list and the routing of `connect` and the path
+//! calls to the supervisor.
 //!
 //! One filter, built before forking. It kills a foreign-architecture call, refuses x32
 //! calls (which would dodge the syscall numbers below), answers `clone3` with `ENOSYS` (its
 //! flags live in memory BPF cannot read, so glibc falls back to `clone`, whose flags are
-//! checked), sends every `connect` to the supervisor and, with [`PathCalls::ToSupervisor`],
-//! every call that could change the filesystem by path; and it refuses the **deny list**:
+//! checked), sends every `connect` to the supervisor, and every call the supervisor
+//! performs in the writable areas (write opens, creates, renames, links, mode changes with
+//! an execute bit, extended attributes: [`Need::Performed`]) — with
+//! [`PathCalls::PerformedAndObserved`] every other call that could change the filesystem
+//! by path too; and it refuses the **deny list**:
 //! calls no restricted command needs and that widen what it can reach — io_uring (it
 //! bypasses seccomp for the operations it queues), ptrace and process_vm_*, bpf,
 //! perf_event_open, userfaultfd, keyrings, the mount family, namespace creation, kexec and
@@ -16,7 +19,7 @@
 //! `EPERM`, or, when observing, handed to the supervisor, which records a marker and
 //! refuses with the same `EPERM`.
 //!
-//! `DENY_LIST` and the observed calls are the one table of syscalls: the filter, the
+//! `DENY_LIST` and `PATH_CALLS` are the one table of syscalls: the filter, the
 //! names in markers and their `op`s all derive from it.
 //!
 //! It must be one filter: the kernel lets a process tree hold one listener, and a
@@ -506,67 +509,115 @@ pub const DENY_ERRNO: i32 = libc::EPERM;
 #[error("cannot build the seccomp filter: {0}")]
 pub struct BuildError(String);
 
-/// A syscall whose path argument can name a file to create, change or remove.
+/// Why a path call goes to the supervisor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Need {
+    /// It creates, renames, links, opens for writing or changes a mode or an extended
+    /// attribute: landlock refuses every such call in a writable area (see
+    /// `landlock::backstop`), so the supervisor performs it there, after its checks. Sent
+    /// whenever there is a listener.
+    Performed,
+    /// It removes, truncates or changes ownership or times: the kernel decides it alone,
+    /// and the supervisor only reports a refusal (or, at a guarded git directory's
+    /// read-only top level, performs a removal git needs). Sent when observing or guarding
+    /// git directories.
+    Observed,
+}
+
+/// A syscall that can change the filesystem by path (or, for `fchmod` and `fsetxattr`,
+/// through a file descriptor).
 #[derive(Clone, Copy, Debug)]
-pub struct Observed {
+pub struct PathCall {
     pub nr: libc::c_long,
     pub name: &'static str,
     /// The index of the argument holding the open flags, when only write opens qualify.
     pub flags: Option<u32>,
+    /// The index of the argument holding a mode to set: without observation (and always
+    /// for `fchmod`, which names no path to report) only a mode with an execute bit goes
+    /// to the supervisor — the one change it checks; the kernel decides the rest alone,
+    /// since landlock does not govern modes.
+    pub exec_mode: Option<u32>,
+    /// It acts on a file descriptor, not a path.
+    pub by_fd: bool,
+    pub need: Need,
 }
 
-const fn observed(nr: libc::c_long, name: &'static str) -> Observed {
-    Observed {
+const fn performed(nr: libc::c_long, name: &'static str) -> PathCall {
+    PathCall {
         nr,
         name,
         flags: None,
+        exec_mode: None,
+        by_fd: false,
+        need: Need::Performed,
     }
 }
 
-/// The observed calls every architecture has.
-const OBSERVED: &[Observed] = &[
-    Observed {
-        nr: libc::SYS_openat,
-        name: "openat",
-        flags: Some(2),
-    },
-    observed(libc::SYS_mkdirat, "mkdirat"),
-    observed(libc::SYS_mknodat, "mknodat"),
+const fn observed(nr: libc::c_long, name: &'static str) -> PathCall {
+    PathCall {
+        need: Need::Observed,
+        ..performed(nr, name)
+    }
+}
+
+const fn open(nr: libc::c_long, name: &'static str, flags: u32) -> PathCall {
+    PathCall {
+        flags: Some(flags),
+        ..performed(nr, name)
+    }
+}
+
+const fn chmod(nr: libc::c_long, name: &'static str, mode: u32) -> PathCall {
+    PathCall {
+        exec_mode: Some(mode),
+        ..performed(nr, name)
+    }
+}
+
+/// The path calls every architecture has.
+const PATH_CALLS: &[PathCall] = &[
+    open(libc::SYS_openat, "openat", 2),
+    performed(libc::SYS_mkdirat, "mkdirat"),
+    performed(libc::SYS_mknodat, "mknodat"),
     observed(libc::SYS_unlinkat, "unlinkat"),
-    observed(libc::SYS_renameat, "renameat"),
-    observed(libc::SYS_renameat2, "renameat2"),
-    observed(libc::SYS_linkat, "linkat"),
-    observed(libc::SYS_symlinkat, "symlinkat"),
+    performed(libc::SYS_renameat, "renameat"),
+    performed(libc::SYS_renameat2, "renameat2"),
+    performed(libc::SYS_linkat, "linkat"),
+    performed(libc::SYS_symlinkat, "symlinkat"),
     observed(libc::SYS_truncate, "truncate"),
-    observed(libc::SYS_fchmodat, "fchmodat"),
-    observed(libc::SYS_fchmodat2, "fchmodat2"),
+    PathCall {
+        by_fd: true,
+        ..chmod(libc::SYS_fchmod, "fchmod", 1)
+    },
+    chmod(libc::SYS_fchmodat, "fchmodat", 2),
+    chmod(libc::SYS_fchmodat2, "fchmodat2", 2),
     observed(libc::SYS_fchownat, "fchownat"),
-    observed(libc::SYS_setxattr, "setxattr"),
-    observed(libc::SYS_lsetxattr, "lsetxattr"),
+    performed(libc::SYS_setxattr, "setxattr"),
+    performed(libc::SYS_lsetxattr, "lsetxattr"),
+    PathCall {
+        by_fd: true,
+        ..performed(libc::SYS_fsetxattr, "fsetxattr")
+    },
     observed(libc::SYS_removexattr, "removexattr"),
     observed(libc::SYS_lremovexattr, "lremovexattr"),
-    observed(SYS_SETXATTRAT, "setxattrat"),
+    performed(SYS_SETXATTRAT, "setxattrat"),
     observed(SYS_REMOVEXATTRAT, "removexattrat"),
     observed(SYS_FILE_SETATTR, "file_setattr"),
 ];
 
 /// The legacy path calls of x86_64.
 #[cfg(target_arch = "x86_64")]
-const OBSERVED_LEGACY: &[Observed] = &[
-    Observed {
-        nr: libc::SYS_open,
-        name: "open",
-        flags: Some(1),
-    },
-    observed(libc::SYS_creat, "creat"),
-    observed(libc::SYS_mkdir, "mkdir"),
-    observed(libc::SYS_mknod, "mknod"),
+const PATH_CALLS_LEGACY: &[PathCall] = &[
+    open(libc::SYS_open, "open", 1),
+    performed(libc::SYS_creat, "creat"),
+    performed(libc::SYS_mkdir, "mkdir"),
+    performed(libc::SYS_mknod, "mknod"),
     observed(libc::SYS_unlink, "unlink"),
     observed(libc::SYS_rmdir, "rmdir"),
-    observed(libc::SYS_rename, "rename"),
-    observed(libc::SYS_link, "link"),
-    observed(libc::SYS_symlink, "symlink"),
-    observed(libc::SYS_chmod, "chmod"),
+    performed(libc::SYS_rename, "rename"),
+    performed(libc::SYS_link, "link"),
+    performed(libc::SYS_symlink, "symlink"),
+    chmod(libc::SYS_chmod, "chmod", 1),
     observed(libc::SYS_chown, "chown"),
     observed(libc::SYS_lchown, "lchown"),
     observed(libc::SYS_utimes, "utimes"),
@@ -574,12 +625,12 @@ const OBSERVED_LEGACY: &[Observed] = &[
     observed(libc::SYS_utime, "utime"),
 ];
 #[cfg(not(target_arch = "x86_64"))]
-const OBSERVED_LEGACY: &[Observed] = &[];
+const PATH_CALLS_LEGACY: &[PathCall] = &[];
 
-/// Syscalls whose path argument can name a file to create, change or remove. (The filter
-/// also sends `utimensat` with a path.)
-pub fn observed_calls() -> impl Iterator<Item = &'static Observed> {
-    OBSERVED.iter().chain(OBSERVED_LEGACY)
+/// Syscalls that can change the filesystem by path, and `fchmod` and `fsetxattr`. (The
+/// filter also sends `utimensat` with a path, when observing, and every `umask`.)
+pub fn path_calls() -> impl Iterator<Item = &'static PathCall> {
+    PATH_CALLS.iter().chain(PATH_CALLS_LEGACY)
 }
 
 /// Names a syscall for markers: every call the filter sends to the supervisor.
@@ -587,7 +638,8 @@ pub fn syscall_name(nr: i64) -> &'static str {
     match nr {
         libc::SYS_connect => "connect",
         libc::SYS_utimensat => "utimensat",
-        nr => observed_calls()
+        libc::SYS_umask => "umask",
+        nr => path_calls()
             .find(|o| o.nr == nr)
             .map(|o| o.name)
             .or_else(|| deny_list_entry(nr).map(|d| d.name))
@@ -671,8 +723,18 @@ const SET_ID_CALLS_LEGACY: &[SetsMode] = &[
 #[cfg(not(target_arch = "x86_64"))]
 const SET_ID_CALLS_LEGACY: &[SetsMode] = &[];
 
-/// Open flags that make an open a write: it can change or create the file.
-const WRITE_FLAGS: u32 = (libc::O_WRONLY | libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC) as u32;
+/// Open flags that make an open a write: it can change or create the file. `O_TMPFILE`
+/// counts by its own bit (the rest of its value is `O_DIRECTORY`, which a plain directory
+/// open has too; without that bit the kernel refuses it anyway).
+const WRITE_FLAGS: u32 = (libc::O_WRONLY
+    | libc::O_RDWR
+    | libc::O_CREAT
+    | libc::O_TRUNC
+    | (libc::O_TMPFILE & !libc::O_DIRECTORY)) as u32;
+
+/// The execute bits of a mode: the change of mode the supervisor checks (see
+/// [`PathCall::exec_mode`]).
+const EXEC_BITS: u32 = 0o111;
 
 /// The seccomp programs of one call, ready to install.
 pub struct Prepared {
@@ -683,14 +745,33 @@ pub struct Prepared {
     notify: bool,
 }
 
-/// Where the calls that can change the filesystem by path go.
+/// Which calls that can change the filesystem by path go to the supervisor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PathCalls {
-    /// Straight to the kernel.
+    /// None: there is no listener (the refusing filter), or nothing performs them.
     ToKernel,
-    /// To the supervisor: to report refusals (observation), or to perform what git needs
-    /// in a guarded git directory.
-    ToSupervisor,
+    /// The calls the supervisor performs ([`Need::Performed`]), and `umask`, whose value
+    /// the supervisor keeps for the files it creates.
+    Performed,
+    /// Those and every other path call ([`Need::Observed`]): to report refusals, or to
+    /// perform what git needs at a guarded git directory's read-only top level.
+    PerformedAndObserved,
+}
+
+impl PathCalls {
+    /// When `call` goes to the supervisor under this choice; `None`: never.
+    fn route(self, call: &PathCall) -> Option<PathRoute> {
+        match (self, call.need) {
+            (PathCalls::ToKernel, _) | (PathCalls::Performed, Need::Observed) => None,
+            _ => Some(match (call.flags, call.exec_mode) {
+                (Some(flags), _) => PathRoute::WriteOpen(flags),
+                (None, Some(mode)) if self == PathCalls::Performed || call.by_fd => {
+                    PathRoute::ExecMode(mode)
+                }
+                (None, _) => PathRoute::Always,
+            }),
+        }
+    }
 }
 
 /// Builds the programs. `notify`: the kernel supports user notification; `observe`:
@@ -806,6 +887,8 @@ enum PathRoute {
     Always,
     /// When the open flags in this argument make it a write ([`WRITE_FLAGS`]).
     WriteOpen(u32),
+    /// When the mode in this argument has an execute bit ([`EXEC_BITS`]).
+    ExecMode(u32),
     /// When this pointer argument is not NULL: `utimensat(dirfd, NULL, …)` touches the
     /// fd's own file, no path, nothing to report.
     WithPath(u32),
@@ -834,12 +917,16 @@ fn leaves(
         set_id.insert(nr(call.nr)?, id);
     }
     let mut path = BTreeMap::new();
-    if paths == PathCalls::ToSupervisor {
-        path.insert(nr(libc::SYS_utimensat)?, PathRoute::WithPath(1));
-        for call in observed_calls() {
-            let route = call.flags.map_or(PathRoute::Always, PathRoute::WriteOpen);
+    for call in path_calls() {
+        if let Some(route) = paths.route(call) {
             path.insert(nr(call.nr)?, route);
         }
+    }
+    if paths == PathCalls::PerformedAndObserved {
+        path.insert(nr(libc::SYS_utimensat)?, PathRoute::WithPath(1));
+    }
+    if paths != PathCalls::ToKernel {
+        fixed.insert(nr(libc::SYS_umask)?, NOTIFY);
     }
     let mut deny = BTreeMap::new();
     for d in DENY_LIST {
@@ -961,6 +1048,11 @@ fn block(
         Some(PathRoute::WriteOpen(flags)) => {
             asm.load(low(flags));
             asm.jset(WRITE_FLAGS, Dest::Ret(NOTIFY), allow);
+            return Ok(());
+        }
+        Some(PathRoute::ExecMode(mode)) => {
+            asm.load(low(mode));
+            asm.jset(EXEC_BITS, Dest::Ret(NOTIFY), allow);
             return Ok(());
         }
         Some(PathRoute::WithPath(pointer)) => {
@@ -1186,9 +1278,9 @@ mod tests {
 
     fn notifying(observe: bool) -> Vec<libc::sock_filter> {
         let paths = if observe {
-            PathCalls::ToSupervisor
+            PathCalls::PerformedAndObserved
         } else {
-            PathCalls::ToKernel
+            PathCalls::Performed
         };
         match prepare(true, observe, paths, Terminal::Reachable, Sockets::Unix) {
             Ok(p) => p.notifying,
@@ -1290,12 +1382,44 @@ mod tests {
     }
 
     #[test]
-    fn without_observation_only_connect_is_notified() {
+    fn without_observation_only_performed_calls_and_connect_are_notified() {
         let p = notifying(false);
+        let notif = libc::SECCOMP_RET_USER_NOTIF;
+        let wronly = libc::O_WRONLY as u64;
+        assert_eq!(run(&p, libc::SYS_openat, [0, 0, wronly, 0, 0, 0]), notif);
+        let tmpfile = (libc::O_TMPFILE | libc::O_RDWR) as u64;
         assert_eq!(
-            run(&p, libc::SYS_openat, [0, 0, libc::O_WRONLY as u64, 0, 0, 0]),
-            libc::SECCOMP_RET_ALLOW
+            run(&p, libc::SYS_openat, [0, 0, tmpfile, 0o600, 0, 0]),
+            notif
         );
+        for nr in [
+            libc::SYS_mkdirat,
+            libc::SYS_renameat2,
+            libc::SYS_linkat,
+            libc::SYS_symlinkat,
+            libc::SYS_fsetxattr,
+            libc::SYS_setxattr,
+            libc::SYS_umask,
+        ] {
+            assert_eq!(run(&p, nr, [0; 6]), notif, "{nr}");
+        }
+        // Removals, ownership and times stay the kernel's.
+        for nr in [libc::SYS_unlinkat, libc::SYS_fchownat, libc::SYS_truncate] {
+            assert_eq!(run(&p, nr, [0; 6]), libc::SECCOMP_RET_ALLOW, "{nr}");
+        }
+        assert_eq!(run(&p, libc::SYS_utimensat, [3, 1, 0, 0, 0, 0]), ALLOW);
+        // A mode change goes to the supervisor only when it has an execute bit.
+        assert_eq!(run(&p, libc::SYS_fchmod, [3, 0o644, 0, 0, 0, 0]), ALLOW);
+        assert_eq!(run(&p, libc::SYS_fchmod, [3, 0o744, 0, 0, 0, 0]), notif);
+        assert_eq!(run(&p, libc::SYS_fchmodat, [3, 1, 0o601, 0, 0, 0]), notif);
+        assert_eq!(run(&p, libc::SYS_fchmodat2, [3, 1, 0o600, 0, 0, 0]), ALLOW);
+        // Observing, every one goes, but for fchmod, which names no path to report.
+        let o = notifying(true);
+        assert_eq!(run(&o, libc::SYS_fchmodat, [3, 1, 0o644, 0, 0, 0]), notif);
+        assert_eq!(run(&o, libc::SYS_fchmod, [3, 0o644, 0, 0, 0, 0]), ALLOW);
+        assert_eq!(run(&o, libc::SYS_fchmod, [3, 0o4644, 0, 0, 0, 0]), EPERM);
+        assert_eq!(run(&o, libc::SYS_fchmod, [3, 0o755, 0, 0, 0, 0]), notif);
+        assert_eq!(run(&o, libc::SYS_unlinkat, [0; 6]), notif);
         assert_eq!(
             run(&p, libc::SYS_connect, [0; 6]),
             libc::SECCOMP_RET_USER_NOTIF
@@ -1307,7 +1431,7 @@ mod tests {
         let refusing = prepare(
             true,
             true,
-            PathCalls::ToSupervisor,
+            PathCalls::PerformedAndObserved,
             Terminal::Reachable,
             Sockets::Unix,
         )
@@ -1331,7 +1455,7 @@ mod tests {
         match prepare(
             true,
             true,
-            PathCalls::ToSupervisor,
+            PathCalls::PerformedAndObserved,
             Terminal::Reachable,
             Sockets::Unix,
         ) {
@@ -1512,7 +1636,7 @@ mod tests {
             assert_eq!(syscall_name(d.nr), d.name);
             assert!(!d.class.op.is_empty());
         }
-        for o in observed_calls() {
+        for o in path_calls() {
             assert!(seen.insert(o.nr), "{} both observed and denied", o.name);
             assert_eq!(syscall_name(o.nr), o.name);
         }
@@ -1538,7 +1662,11 @@ mod tests {
         for sockets in [Sockets::Unix, Sockets::UnixAndTcp] {
             for terminal in [Terminal::Reachable, Terminal::Unreachable] {
                 for observe in [true, false] {
-                    for paths in [PathCalls::ToKernel, PathCalls::ToSupervisor] {
+                    for paths in [
+                        PathCalls::ToKernel,
+                        PathCalls::Performed,
+                        PathCalls::PerformedAndObserved,
+                    ] {
                         let p = prepare(true, observe, paths, terminal, sockets)
                             .unwrap_or_else(|e| panic!("{e}"));
                         let notify = libc::SECCOMP_RET_USER_NOTIF;
@@ -1721,7 +1849,7 @@ mod tests {
             .collect();
         let mut numbers: Vec<u32> = Vec::new();
         for (terminal, paths) in [
-            (Terminal::Reachable, PathCalls::ToSupervisor),
+            (Terminal::Reachable, PathCalls::PerformedAndObserved),
             (Terminal::Unreachable, PathCalls::ToKernel),
         ] {
             let answers = Answers::notifying(true);

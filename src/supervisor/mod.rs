@@ -9,10 +9,17 @@
 //!   there: the kernel would re-read an address the caller can rewrite. A connect that can
 //!   wait (a full backlog) is performed on a worker thread (`workers`), so no sandboxed
 //!   process can hold the supervisor up for the others.
-//! - Calls that may change the filesystem by path are *observed* (`observe`): the
+//! - Calls that create, rename, link or open for writing in a writable area are
+//!   *performed* (`perform`): landlock refuses the sandbox all of them there, and the
+//!   supervisor does them itself, on its own copy of the arguments, after the seal rules
+//!   (`seal`: git configuration, hooks, `.sandgate`) looked at the exact name it resolved
+//!   — with the caller's rights, in the caller's view. So are mode changes that add an
+//!   execute bit, and extended attributes (`attrs`), which landlock does not govern.
+//! - Other calls that may change the filesystem by path are *observed* (`observe`): the
 //!   supervisor resolves the target as the kernel will, records a marker when the profile
 //!   refuses it, and answers CONTINUE — landlock and the mount namespace stay the
-//!   authority, so a race on the path can at worst cost or add a marker, never widen.
+//!   authority, so a race on the path can at worst cost or add a marker, never widen. A
+//!   call the supervisor does not perform goes the same way.
 //! - Calls of the deny list are *reported*: a marker, then EPERM, as the filter would have
 //!   answered without observation.
 //!
@@ -20,22 +27,33 @@
 //! ENOSYS, so its death refuses rather than allows.
 //!
 //! Nothing the supervisor thread does on a caller's behalf may wait on something the
-//! sandbox controls: connects go to workers; opens in guarded git directories never wait
-//! (`git`); the caller's memory is read with `process_vm_readv`, which could only wait on
+//! sandbox controls: connects, and opens that can wait (a FIFO, a leased file), go to
+//! workers; the caller's memory is read with `process_vm_readv`, which could only wait on
 //! a fault the sandbox serves itself — and `userfaultfd` is refused to it (the system call
 //! by seccomp, `/dev/userfaultfd`'s ioctl by landlock); the denial log is a regular file.
 
+mod attrs;
+mod copy;
 mod git;
 mod observe;
-pub use git::OP as GIT_METADATA_OP;
+mod ops;
+mod perform;
+mod place;
 mod procfs;
 mod resolve;
+mod seal;
 mod workers;
+
+/// The marker message of a refusal by a seal rule with marker `op`, if it is one.
+pub fn seal_message(op: &str) -> Option<&'static str> {
+    seal::message_of(op)
+}
 
 use std::cell::RefCell;
 use std::collections::HashSet;
 use std::io::{self, IoSliceMut};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -53,7 +71,7 @@ use crate::policy::Mode;
 use crate::sys::{self, Answer};
 use nix::sys::socket::SockaddrStorage;
 use resolve::{Creds, Inode};
-use workers::{Connect, Target, Workers};
+use workers::{Connect, Job, Target, Workers};
 
 /// `sizeof(struct sockaddr_un)`.
 const SOCKADDR_UN_LEN: usize = std::mem::size_of::<libc::sockaddr_un>();
@@ -115,6 +133,16 @@ pub struct Context {
     procs: procfs::ProcDirs,
     reporter: Option<Arc<Mutex<Reporter>>>,
     proxy: bool,
+    /// How many seccomp filters the sandboxed command runs under (sandgate's own, and the
+    /// sandbox's): a caller under more is inside a sandbox nested in this one.
+    filters: u32,
+    /// The umask in force for the supervisor thread's creates (its own filesystem
+    /// context: see [`act_for_the_sandbox`]); `None` until the first one set it.
+    umask: std::cell::Cell<Option<u32>>,
+    /// The thread is fit to perform for the sandbox ([`act_for_the_sandbox`]); when not,
+    /// everything goes to the kernel, whose landlock refuses every write it would have
+    /// performed.
+    performs: bool,
 }
 
 impl Context {
@@ -202,6 +230,9 @@ pub fn spawn(listener: OwnedFd, root: OwnedFd, setup: Setup) -> io::Result<Runni
         procs: procfs::ProcDirs::default(),
         reporter: setup.reporter,
         proxy: setup.proxy,
+        filters: own_filters().saturating_add(1),
+        umask: std::cell::Cell::new(None),
+        performs: false,
     };
     // Without it a notification round trip costs 10-80 µs on a small VM (kernel ≥ 6.6).
     sys::notif_sync_wake_up(listener.as_fd());
@@ -212,6 +243,8 @@ pub fn spawn(listener: OwnedFd, root: OwnedFd, setup: Setup) -> io::Result<Runni
     let handle = std::thread::Builder::new()
         .name("sandgate-supervisor".into())
         .spawn(move || {
+            let mut context = context;
+            context.performs = act_for_the_sandbox().is_ok();
             // Workers::new blocked the interrupting signal for every thread started from
             // here on; this one lets it in, so that it can wait in RECV itself.
             let interruptible = sys::set_signal_blocked(sys::interrupt_signal(), false, false);
@@ -322,6 +355,8 @@ impl Running {
             let Ok(mut workers) = Workers::new() else {
                 sys::exit_immediately(0);
             };
+            let mut context = context;
+            context.performs = act_for_the_sandbox().is_ok();
             for notif in &handed_back {
                 handle(&listener, &context, &mut workers, notif);
             }
@@ -329,6 +364,36 @@ impl Running {
             sys::exit_immediately(0);
         }
     }
+}
+
+/// Makes the calling thread fit to perform for the sandbox:
+/// 1. a filesystem context of its own (`unshare(CLONE_FS)`), so that the umask it sets to
+///    each caller's before a create is its alone, and sandgate's never applies on top;
+/// 2. no effective capability: the sandbox runs with sandgate's uid and groups and no
+///    capability at all, so the kernel's permission checks of what this thread does are
+///    then the caller's own (a root sandgate would otherwise lend CAP_DAC_OVERRIDE,
+///    CAP_FOWNER, …). The permitted set stays, for what sandgate itself needs of `/proc`.
+///    Threads it starts (the workers) inherit both.
+///
+/// # Errors
+/// Either step failed: nothing may then be performed.
+fn act_for_the_sandbox() -> io::Result<()> {
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_FS)?;
+    caps::clear(None, caps::CapSet::Effective).map_err(|e| io::Error::other(e.to_string()))?;
+    Ok(())
+}
+
+/// How many seccomp filters the calling thread runs under (`Seccomp_filters:`), 0 when it
+/// cannot tell.
+fn own_filters() -> u32 {
+    std::fs::read_to_string("/proc/thread-self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Seccomp_filters:"))
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .unwrap_or(0)
 }
 
 /// Returns true when no process is left under the filter.
@@ -446,10 +511,11 @@ fn handle(
         notif,
         procs: &context.procs,
         last_read: RefCell::new(None),
+        proc_alive: std::cell::Cell::new(false),
     };
     let (answer, denial) = match i64::from(notif.data.nr) {
         libc::SYS_connect => match mediate_connect(&call, context) {
-            Ok(connect) => match workers.perform(listener, notif, connect) {
+            Ok(connect) => match workers.perform(listener, notif, Job::Connect(connect)) {
                 Some(answer) => (answer, None),
                 // A worker performs it and answers.
                 None => return,
@@ -464,13 +530,38 @@ fn handle(
             ),
             Err(Refused::Kernel(errno)) => (Answer::Error(errno as i32), None),
         },
-        nr if observe::is_observed(nr) => match git::handle(&call, context) {
-            Some(handled) => handled,
-            None if context.reporter.is_some() => {
-                (Answer::Continue, observe::check(&call, context))
+        libc::SYS_umask => {
+            // The new umask of the caller, for the files the supervisor creates for it.
+            let umask = (call.arg(0) & 0o777) as u32;
+            context.procs.umask_changed(call.tid().as_raw(), umask);
+            (Answer::Continue, None)
+        }
+        nr if observe::is_path_call(nr) => {
+            // The interrupting signal of a hand-over must not cut a performed call short:
+            // a file handed back with ADDFD would reach the caller as fd 0, and a
+            // filesystem that lets a signal interrupt it (FUSE, NFS) would fail a rename
+            // half-way with EINTR.
+            let handled = match context.performs {
+                true => sys::with_signal_blocked(sys::interrupt_signal(), || {
+                    perform::handle(&call, context, workers)
+                }),
+                false => perform::Handled::Kernel,
+            };
+            match handled {
+                // The kernel's refusal of what was performed and failed there, marked as
+                // the observer predicts it.
+                perform::Handled::Answer(Answer::Error(libc::EROFS), None)
+                    if context.reporter.is_some() =>
+                {
+                    (Answer::Error(libc::EROFS), observe::check(&call, context))
+                }
+                perform::Handled::Answer(answer, denial) => (answer, denial),
+                perform::Handled::Kernel if context.reporter.is_some() => {
+                    (Answer::Continue, observe::check(&call, context))
+                }
+                perform::Handled::Kernel => (Answer::Continue, None),
             }
-            None => (Answer::Continue, None),
-        },
+        }
         nr => {
             let op = observe::deny_list_op(nr, &notif.data.args);
             (
@@ -494,9 +585,12 @@ pub struct Call<'a> {
     listener: &'a OwnedFd,
     notif: &'a libc::seccomp_notif,
     procs: &'a procfs::ProcDirs,
-    /// The last string read from the caller and its address: the git guard and the
+    /// The last string read from the caller and its address: the performer and the
     /// observer look at the same path, which is copied once.
     last_read: RefCell<Option<(u64, Vec<u8>)>>,
+    /// A lookup beneath the caller's `/proc` directory succeeded during this call: the
+    /// handle kept for it belongs to the live caller, not to an earlier task of that tid.
+    proc_alive: std::cell::Cell<bool>,
 }
 
 impl Call<'_> {
@@ -569,14 +663,32 @@ impl Call<'_> {
 
     /// Opens the caller's `/proc` entry `what` (`root`, `cwd`, `fd/N`) as an `O_PATH` fd.
     fn open_proc(&self, what: &str) -> Result<OwnedFd, Errno> {
-        self.procs.with(self.tid().as_raw(), |dir| {
+        let opened = self.procs.with(self.tid().as_raw(), |dir| {
             nix::fcntl::openat(
                 dir,
                 what,
                 OFlag::O_PATH | OFlag::O_CLOEXEC,
                 nix::sys::stat::Mode::empty(),
             )
-        })
+        });
+        self.proc_alive.set(self.proc_alive.get() || opened.is_ok());
+        opened
+    }
+
+    /// Opens `what` beneath the caller's `/proc` directory with `flags` (and `O_PATH`),
+    /// through the handle kept for it, not retried: a failure sends the caller to a slower
+    /// way that tells a task gone from a path that is not there.
+    fn open_proc_once(&self, what: &[u8], flags: OFlag) -> Option<OwnedFd> {
+        let (dir, _) = self.procs.get(self.tid().as_raw()).ok()?;
+        let opened = nix::fcntl::openat(
+            dir.as_fd(),
+            std::ffi::OsStr::from_bytes(what),
+            OFlag::O_PATH | OFlag::O_CLOEXEC | flags,
+            nix::sys::stat::Mode::empty(),
+        )
+        .ok()?;
+        self.proc_alive.set(true);
+        Some(opened)
     }
 
     /// Reads what the caller's `/proc` link `what` points to, for messages.

@@ -34,9 +34,10 @@ pub fn deny_list_op(nr: i64, args: &[u64; 6]) -> &'static str {
     }
 }
 
-/// Returns true for the calls the gate sends here to be observed (not refused).
-pub fn is_observed(nr: i64) -> bool {
-    seccomp::observed_calls().any(|o| o.nr == nr) || nr == libc::SYS_utimensat
+/// Returns true for the path calls the gate sends here (to be performed or observed, not
+/// refused).
+pub fn is_path_call(nr: i64) -> bool {
+    seccomp::path_calls().any(|o| o.nr == nr) || nr == libc::SYS_utimensat
 }
 
 /// How a call's arguments name its paths; `None` when it names none (fd-only forms) or
@@ -360,10 +361,23 @@ impl Context {
         };
         let dir = object_dir.unwrap_or(target.dir.as_fd());
         let st = sys::statx(dir, b"", false).ok()?;
-        let dir_id = (st.dev, st.ino);
         // A frozen directory's own names and the directory itself are read-only; a file in
         // it is an entry bound writable again.
-        if self.frozen.contains(&dir_id) && (acts == Acts::OnName || object_dir.is_some()) {
+        let own_names = acts == Acts::OnName || object_dir.is_some();
+        self.dir_verdict(dir, &st, root, own_names)
+    }
+
+    /// Decides for writes in the directory `dir` (its `statx` in `st`): its own names when
+    /// `own_names`, else an existing entry's data. Cached by identity and birth time.
+    pub(super) fn dir_verdict(
+        &self,
+        dir: std::os::fd::BorrowedFd<'_>,
+        st: &sys::Stat,
+        root: &Root,
+        own_names: bool,
+    ) -> Option<Verdict> {
+        let dir_id = (st.dev, st.ino);
+        if self.frozen.contains(&dir_id) && own_names {
             return Some(Verdict::Protected);
         }
         if let Some(v) = self.cache.borrow().get(dir_id, st.born) {
@@ -395,7 +409,7 @@ impl Context {
 /// What an observed call changes: the object a path names (its data or attributes), or
 /// the name in its directory (create, remove, rename, link).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Acts {
+pub enum Acts {
     OnObject,
     OnName,
 }
@@ -428,16 +442,27 @@ impl Context {
     }
 }
 
-/// The verdicts [`Context::chain_verdict`] reached, each for one directory born at one time.
+/// The verdicts [`Context::chain_verdict`] reached, each for one directory born at one time,
+/// and what the seal rules need of that directory (`place::Named`) once the supervisor
+/// looked.
 ///
 /// An inode number is reused as soon as its directory is removed, and the next directory
 /// to get it may lie anywhere on that filesystem — a writable directory's number handed to
 /// one the supervisor made in a guarded git directory, or the other way round — so an
 /// entry counts only for the directory born when it was made, and nothing is remembered
-/// on a filesystem that keeps no birth times.
+/// on a filesystem that keeps no birth times. A directory the supervisor renames is
+/// forgotten ([`VerdictCache::forget`]): its name is what the seal rules read.
 #[derive(Default)]
 pub struct VerdictCache {
-    entries: HashMap<Inode, ((i64, u32), Verdict)>,
+    entries: HashMap<Inode, Seen>,
+}
+
+/// What is remembered of one directory: when it was born, its verdict, and what the seal
+/// rules need of it once looked at.
+struct Seen {
+    born: (i64, u32),
+    verdict: Verdict,
+    named: Option<super::place::Named>,
 }
 
 impl VerdictCache {
@@ -448,7 +473,7 @@ impl VerdictCache {
     /// The verdict remembered for the directory `id` born at `born`.
     pub fn get(&self, id: Inode, born: Option<(i64, u32)>) -> Option<Verdict> {
         match self.entries.get(&id) {
-            Some((when, verdict)) if Some(*when) == born => Some(*verdict),
+            Some(seen) if Some(seen.born) == born => Some(seen.verdict),
             _ => None,
         }
     }
@@ -459,7 +484,41 @@ impl VerdictCache {
         if self.entries.len() >= Self::CAPACITY {
             self.entries.clear();
         }
-        self.entries.insert(id, (born, verdict));
+        self.entries.insert(
+            id,
+            Seen {
+                born,
+                verdict,
+                named: None,
+            },
+        );
+    }
+
+    /// What was noted of the directory `id` born at `born` for the seal rules.
+    pub fn named(&self, id: Inode, born: Option<(i64, u32)>) -> Option<super::place::Named> {
+        match self.entries.get(&id) {
+            Some(seen) if Some(seen.born) == born => seen.named,
+            _ => None,
+        }
+    }
+
+    /// Notes `named` for a directory whose verdict is remembered.
+    pub fn remember_named(
+        &mut self,
+        id: Inode,
+        born: Option<(i64, u32)>,
+        named: super::place::Named,
+    ) {
+        if let Some(seen) = self.entries.get_mut(&id) {
+            if Some(seen.born) == born {
+                seen.named = Some(named);
+            }
+        }
+    }
+
+    /// Forgets the directory `id` (renamed: its name changed).
+    pub fn forget(&mut self, id: Inode) {
+        self.entries.remove(&id);
     }
 }
 

@@ -80,8 +80,6 @@ impl AsFd for Dir<'_> {
 pub struct Target<'a> {
     /// The directory holding the last component.
     pub dir: Dir<'a>,
-    /// The directory's identity, when the walk already knows it.
-    pub dir_id: Option<Inode>,
     /// The object the path names (`O_PATH`), `None` when the last component does not exist.
     pub object: Option<(OwnedFd, FileStat)>,
     /// The last component looked up in `dir`; `None` when the path names a directory
@@ -123,6 +121,34 @@ pub fn resolve<'a>(
     creds: Option<&Creds>,
     stop: Option<u64>,
 ) -> Result<Target<'a>, Errno> {
+    match walk(root, start, path, follow, creds, stop)? {
+        Walked::Target(target) => Ok(target),
+        Walked::Stopped(_) => Err(Errno::EXDEV),
+    }
+}
+
+/// What a walk came to.
+pub enum Walked<'a> {
+    Target(Target<'a>),
+    /// It entered the filesystem it was told to stop at (procfs); the components still to
+    /// go beneath that filesystem's root, in order (`["self", "fd", "1"]` for
+    /// `/dev/stdout`).
+    Stopped(Vec<Vec<u8>>),
+}
+
+/// As [`resolve`], but a walk that enters the filesystem with device `stop` says where it
+/// was going there instead of failing.
+///
+/// # Errors
+/// As [`resolve`], but for EXDEV.
+pub fn walk<'a>(
+    root: &'a Root,
+    start: BorrowedFd<'a>,
+    path: &[u8],
+    follow: bool,
+    creds: Option<&Creds>,
+    stop: Option<u64>,
+) -> Result<Walked<'a>, Errno> {
     let mut cur = Dir::Borrowed(if path.starts_with(b"/") {
         root.fd.as_fd()
     } else {
@@ -134,7 +160,7 @@ pub fn resolve<'a>(
     let mut links = 0;
     if pending.is_empty() {
         // "/" or "": the start directory itself.
-        return itself(cur);
+        return itself(cur).map(Walked::Target);
     }
     while let Some(name) = pending.pop() {
         let last = pending.is_empty();
@@ -154,26 +180,25 @@ pub fn resolve<'a>(
                 continue;
             }
             // A path ending in `.`: it names the directory itself.
-            return itself(cur);
+            return itself(cur).map(Walked::Target);
         }
         let next = match name.as_slice() {
             b".." => open_at(cur.as_fd(), b"..")?,
             _ => match open_at(cur.as_fd(), &name) {
                 Ok(fd) => fd,
                 Err(Errno::ENOENT) if last => {
-                    return Ok(Target {
-                        dir_id: cur_st.as_ref().map(inode),
+                    return Ok(Walked::Target(Target {
                         dir: cur,
                         object: None,
                         name: Some(name),
-                    })
+                    }))
                 }
                 Err(e) => return Err(e),
             },
         };
         let st = fstat(next.as_fd())?;
         if stop == Some(st.st_dev) {
-            return Err(Errno::EXDEV);
+            return Ok(Walked::Stopped(pending.into_iter().rev().collect()));
         }
         let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
         if kind == SFlag::S_IFLNK && (follow || !last) {
@@ -192,12 +217,11 @@ pub fn resolve<'a>(
         }
         if last {
             let name = (name.as_slice() != b"..").then_some(name);
-            return Ok(Target {
-                dir_id: cur_st.as_ref().map(inode),
+            return Ok(Walked::Target(Target {
                 dir: cur,
                 object: Some((next, st)),
                 name,
-            });
+            }));
         }
         if kind != SFlag::S_IFDIR {
             return Err(Errno::ENOTDIR);
@@ -217,7 +241,6 @@ fn itself(dir: Dir<'_>) -> Result<Target<'_>, Errno> {
         .try_clone_to_owned()
         .map_err(|_| Errno::EMFILE)?;
     Ok(Target {
-        dir_id: Some(inode(&st)),
         dir,
         object: Some((own, st)),
         name: None,

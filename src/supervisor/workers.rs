@@ -1,4 +1,9 @@
-//! Connects that may block, performed off the supervisor thread.
+//! Calls that may block, performed off the supervisor thread: connects, and opens of a
+//! FIFO (which wait for a peer) or of a file another process holds a lease on (which
+//! waits for the lease to be given up).
+//!
+//! The rest of this comment speaks of connects; an open is handled the same way (it is
+//! interrupted the same way, and an open that fails with EINTR has opened nothing).
 //!
 //! A unix stream or seqpacket `connect` waits while the listener's backlog is full — for as
 //! long as the sandboxed listener chooses not to accept. Whether the caller's socket is
@@ -42,8 +47,60 @@ use nix::sys::socket::{connect, SockaddrStorage, UnixAddr};
 
 use crate::sys::{self, Answer};
 
-/// How many connects may wait at once.
+/// How many calls may wait at once.
 pub const MAX_WORKERS: usize = 64;
+
+/// A call a worker performs.
+pub enum Job {
+    Connect(Connect),
+    Open(Open),
+}
+
+/// An open the supervisor checked: `name` in `dir` (its own handle), with the caller's
+/// flags (which never follow a symlink) and mode; the file goes to the caller with
+/// `SECCOMP_IOCTL_NOTIF_ADDFD`.
+pub struct Open {
+    pub dir: OwnedFd,
+    pub name: std::ffi::CString,
+    pub flags: i32,
+    pub mode: u32,
+    pub cloexec: bool,
+}
+
+impl Job {
+    /// Returns true when the call can wait (stream connects; every open given here).
+    fn may_wait(&self) -> bool {
+        match self {
+            Job::Connect(connect) => connect.may_wait,
+            Job::Open(_) => true,
+        }
+    }
+
+    /// Performs the call and, unless it was interrupted, says how to answer it.
+    fn perform(&self, listener: &OwnedFd, id: u64) -> Result<Answer, Errno> {
+        match self {
+            Job::Connect(connect) => match connect.perform() {
+                Err(Errno::EINTR) => Err(Errno::EINTR),
+                done => Ok(answer(done)),
+            },
+            Job::Open(open) => {
+                let file = match nix::fcntl::openat(
+                    open.dir.as_fd(),
+                    open.name.as_c_str(),
+                    nix::fcntl::OFlag::from_bits_truncate(open.flags),
+                    nix::sys::stat::Mode::from_bits_truncate(open.mode),
+                ) {
+                    Ok(file) => file,
+                    Err(Errno::EINTR) => return Err(Errno::EINTR),
+                    Err(e) => return Ok(Answer::Error(e as i32)),
+                };
+                // An error: the caller went away; there is nobody to answer.
+                let _ = sys::notif_addfd_send(listener.as_fd(), id, file.as_fd(), open.cloexec);
+                Ok(Answer::Sent)
+            }
+        }
+    }
+}
 
 /// A connect whose address the supervisor has checked.
 pub struct Connect {
@@ -121,16 +178,19 @@ impl Workers {
         self.live.is_empty()
     }
 
-    /// Performs `connect` for notification `notif`: inline when it cannot wait, else on a
+    /// Performs `job` for notification `notif`: inline when it cannot wait, else on a
     /// worker. Returns the answer to send, or `None` when a worker answers.
     pub fn perform(
         &mut self,
         listener: &OwnedFd,
         notif: &libc::seccomp_notif,
-        connect: Connect,
+        job: Job,
     ) -> Option<Answer> {
-        if !connect.may_wait {
-            return Some(answer(connect.perform()));
+        if !job.may_wait() {
+            return Some(
+                job.perform(listener, notif.id)
+                    .unwrap_or(Answer::Error(libc::EINTR)),
+            );
         }
         self.sweep(listener);
         if self.live.len() >= MAX_WORKERS {
@@ -159,12 +219,11 @@ impl Workers {
                     if stopping.load(Ordering::SeqCst) {
                         return Ended::HandedBack(notif_copy);
                     }
-                    match connect.perform() {
-                        Err(Errno::EINTR) => continue,
-                        result => {
+                    match job.perform(&listener, notif_copy.id) {
+                        Err(_) => continue,
+                        Ok(answer) => {
                             // ENOENT: the caller went away meanwhile; nobody to answer.
-                            let _ =
-                                sys::notif_respond(listener.as_fd(), notif_copy.id, answer(result));
+                            let _ = sys::notif_respond(listener.as_fd(), notif_copy.id, answer);
                             return Ended::Done;
                         }
                     }

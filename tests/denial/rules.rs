@@ -119,7 +119,7 @@ fn a_preset_that_cannot_escalate_offers_no_retry() {
 }
 
 #[test]
-fn a_git_config_write_needs_full_access_and_says_why() {
+fn a_git_config_write_that_names_a_program_needs_full_access_and_says_why() {
     if !require_full_enforcement() || !observing() {
         return;
     }
@@ -135,27 +135,30 @@ fn a_git_config_write_needs_full_access_and_says_why() {
         assert!(status.success(), "git {args:?}");
     };
     git(&["init", "-q"]);
-    let mut cmd = env.sandgate("workspace-write");
-    cmd.env("HOME", &env.root)
-        .args(["--", "git", "config", "user.name", "x"]);
-    let out = output(&mut cmd);
+    let config = |mode: &str, key: &str| {
+        let mut cmd = env.sandgate(mode);
+        cmd.env("HOME", &env.root)
+            .args(["--", "git", "config", key, "x"]);
+        output(&mut cmd)
+    };
+    // A setting that names no program: git's own rename of config.lock is checked and
+    // performed.
+    assert_status(&config("workspace-write", "user.name"), 0);
+    let out = config("workspace-write", "core.pager");
     assert_command_failed(&out);
     let markers = stderr_markers(&out);
-    assert!(!markers.is_empty(), "{}", show(&out));
-    for m in &markers {
-        assert_eq!(m["needed"], "full-access", "{m}");
-        assert!(
-            m["message"]
-                .as_str()
-                .is_some_and(|s| s.contains("protected git metadata")),
-            "{m}"
-        );
-    }
+    assert_eq!(markers.len(), 1, "{}", show(&out));
+    let m = &markers[0];
+    assert_eq!(m["op"], "git_config", "{m}");
+    assert_eq!(m["needed"], "full-access", "{m}");
+    assert!(
+        m["message"]
+            .as_str()
+            .is_some_and(|s| s.contains("core.pager") && s.contains("names a program")),
+        "{m}"
+    );
     // The control: full-access does it.
-    let mut cmd = env.sandgate("full-access");
-    cmd.env("HOME", &env.root)
-        .args(["--", "git", "config", "user.name", "x"]);
-    assert_status(&output(&mut cmd), 0);
+    assert_status(&config("full-access", "core.pager"), 0);
 }
 
 #[test]

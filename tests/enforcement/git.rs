@@ -7,21 +7,34 @@ use std::process::Command;
 
 use crate::support::*;
 
+/// The host's git in `dir`, with a test identity (and with `home`, that HOME, no system
+/// configuration and local submodules allowed).
+fn git_command(home: Option<&Path>, dir: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new("git");
+    cmd.current_dir(dir).args([
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@example.com",
+        "-c",
+        "init.defaultBranch=main",
+    ]);
+    if let Some(home) = home {
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("GIT_") {
+                cmd.env_remove(&key);
+            }
+        }
+        cmd.env("HOME", home)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .args(["-c", "protocol.file.allow=always"]);
+    }
+    cmd.args(args);
+    cmd
+}
+
 fn git(dir: &Path, args: &[&str]) {
-    let out = output(
-        Command::new("git")
-            .current_dir(dir)
-            .args([
-                "-c",
-                "user.name=t",
-                "-c",
-                "user.email=t@example.com",
-                "-c",
-                "init.defaultBranch=main",
-            ])
-            .args(args),
-    );
-    assert_status(&out, 0);
+    assert_status(&output(&mut git_command(None, dir, args)), 0);
 }
 
 fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
@@ -213,4 +226,200 @@ fn an_info_directory_made_inside_still_guards_its_attributes() {
     std::fs::remove_dir_all(env.ws.join(".git/info")).unwrap_or_else(|e| panic!("{e}"));
     assert_status(&env.sh("full-access", plant), 0);
     assert!(env.ws.join(".git/info/attributes").exists());
+}
+
+/// Runs the host git in `dir` with the test's HOME (see [`git_command`]).
+fn host_git(env: &TestEnv, dir: &Path, args: &[&str]) -> std::process::Output {
+    output(&mut git_command(Some(&env.root), dir, args))
+}
+
+/// Runs `script` under workspace-write with the test's HOME, git's identity and local
+/// submodules allowed.
+fn sandboxed_git(env: &TestEnv, script: &str) -> std::process::Output {
+    let mut cmd = env.sandgate("workspace-write");
+    cmd.env("HOME", &env.root).args([
+        "--",
+        "/bin/sh",
+        "-c",
+        &format!(
+            "export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_COUNT=3 \
+             GIT_CONFIG_KEY_0=user.name GIT_CONFIG_VALUE_0=t \
+             GIT_CONFIG_KEY_1=user.email GIT_CONFIG_VALUE_1=t@example.com \
+             GIT_CONFIG_KEY_2=protocol.file.allow GIT_CONFIG_VALUE_2=always; {script}"
+        ),
+    ]);
+    output(&mut cmd)
+}
+
+#[test]
+fn git_commands_that_change_configuration_work_inside() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let ws = &env.ws;
+    let ok = |dir: &Path, args: &[&str]| {
+        let out = host_git(&env, dir, args);
+        assert_status(&out, 0);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let origin = env.root.join("origin");
+    ok(&env.root, &["init", "-q", &origin.to_string_lossy()]);
+    ok(&origin, &["commit", "-q", "--allow-empty", "-m", "o1"]);
+    ok(&env.root, &["init", "-q", &ws.to_string_lossy()]);
+    ok(ws, &["commit", "-q", "--allow-empty", "-m", "w1"]);
+    // A submodule registered on the host but not cloned: `submodule update --init` clones
+    // it inside.
+    ok(
+        ws,
+        &["submodule", "add", "-q", &origin.to_string_lossy(), "sub"],
+    );
+    ok(ws, &["commit", "-q", "-m", "sub"]);
+    ok(ws, &["submodule", "deinit", "-q", "-f", "sub"]);
+    std::fs::remove_dir_all(ws.join(".git/modules/sub")).unwrap_or_else(|e| panic!("{e}"));
+    let o = origin.display();
+    let script = format!(
+        "set -e
+         git remote add up '{o}'
+         git config user.email inside@example.com
+         git fetch -q up
+         git branch -q -u up/main
+         git submodule update -q --init sub
+         git clone -q '{o}' clone && (cd clone && git status --porcelain && git config user.name clone-user)
+         git init -q scratch && (cd scratch && git status --porcelain >/dev/null && git commit -q --allow-empty -m s)
+         git submodule add -q '{o}' sub2
+         git commit -q -m sub2"
+    );
+    let out = sandboxed_git(&env, &script);
+    assert_status(&out, 0);
+    assert_eq!(ok(ws, &["config", "remote.up.url"]).trim(), o.to_string());
+    assert_eq!(
+        ok(ws, &["config", "--local", "user.email"]).trim(),
+        "inside@example.com"
+    );
+    assert_eq!(ok(ws, &["config", "branch.main.remote"]).trim(), "up");
+    assert_eq!(
+        ok(&ws.join("sub"), &["log", "-1", "--format=%s"]).trim(),
+        "o1"
+    );
+    assert_eq!(
+        ok(&ws.join("clone"), &["config", "--local", "user.name"]).trim(),
+        "clone-user"
+    );
+    assert_eq!(
+        ok(&ws.join("sub2"), &["log", "-1", "--format=%s"]).trim(),
+        "o1"
+    );
+    assert_eq!(
+        ok(&ws.join("scratch"), &["log", "-1", "--format=%s"]).trim(),
+        "s"
+    );
+    // Programs stay out, in the workspace's configuration and in every repository made
+    // inside.
+    for (dir, key) in [
+        (".", "core.fsmonitor"),
+        (".", "core.hooksPath"),
+        ("clone", "core.pager"),
+        ("scratch", "alias.x"),
+        ("sub", "core.sshCommand"),
+    ] {
+        let out = sandboxed_git(
+            &env,
+            &format!("cd {dir} && git config {key} '!touch /tmp/x'"),
+        );
+        assert_command_failed(&out);
+        if observing() {
+            let markers = stderr_markers(&out);
+            assert!(
+                markers.iter().any(|m| m["op"] == "git_config"
+                    && m["message"]
+                        .as_str()
+                        .is_some_and(|t| t.contains(&key.to_ascii_lowercase()))),
+                "{dir} {key}: {}",
+                show(&out)
+            );
+        }
+        let got = host_git(&env, &ws.join(dir), &["config", "--get", key]);
+        assert_eq!(got.status.code(), Some(1), "{dir} {key}: {}", show(&got));
+    }
+}
+
+#[test]
+fn a_repository_made_inside_makes_the_host_s_git_run_nothing() {
+    if !require_full_enforcement() {
+        return;
+    }
+    // The attacks: a gitlink whose repository names an fsmonitor (set by git, or renamed
+    // into place) and has hooks; a `.git` planted in a subdirectory with an fsmonitor and
+    // a hook. Returns which of the host's next git commands there ran the payload, and
+    // the workspace.
+    let attack = |mode: &str| {
+        let env = TestEnv::new();
+        let ws = env.ws.clone();
+        let marker = env.outside.join("payload-ran");
+        let payload = format!("touch '{}'; false", marker.display());
+        let out = host_git(&env, &env.root, &["init", "-q", &ws.to_string_lossy()]);
+        assert_status(&out, 0);
+        std::fs::write(ws.join("f"), "f\n").unwrap_or_else(|e| panic!("{e}"));
+        assert_status(&host_git(&env, &ws, &["add", "f"]), 0);
+        assert_status(&host_git(&env, &ws, &["commit", "-q", "-m", "f"]), 0);
+        std::fs::write(ws.join("payload.sh"), format!("#!/bin/sh\n{payload}\n"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let script = format!(
+            r#"git init -q evil && git -C evil commit -q --allow-empty -m e
+               git -C evil config core.fsmonitor "{payload}"
+               printf '[core]\n\tfsmonitor = "{payload}"\n' > cfg && mv cfg evil/.git/config
+               cp payload.sh evil/.git/hooks/pre-commit; chmod +x evil/.git/hooks/pre-commit
+               ln -s ../../../payload.sh evil/.git/hooks/post-checkout
+               git add evil
+               mkdir -p sub/.git/hooks sub/.git/objects sub/.git/refs
+               echo 'ref: refs/heads/main' > sub/.git/HEAD
+               printf '[core]\n\tfsmonitor = "{payload}"\n' > sub/.git/config
+               cp payload.sh sub/.git/hooks/pre-commit && chmod 755 sub/.git/hooks/pre-commit
+               true"#
+        );
+        let mut cmd = env.sandgate(mode);
+        cmd.env("HOME", &env.root).args([
+            "--",
+            "/bin/sh",
+            "-c",
+            &format!("export GIT_CONFIG_NOSYSTEM=1; {script}"),
+        ]);
+        assert_status(&output(&mut cmd), 0);
+        // The host's next git commands.
+        std::fs::write(ws.join("f"), "changed\n").unwrap_or_else(|e| panic!("{e}"));
+        let mut ran = vec![];
+        for (dir, args) in [
+            (ws.join("evil"), &["status"][..]),
+            (
+                ws.join("evil"),
+                &["commit", "-q", "--allow-empty", "-m", "h"],
+            ),
+            (ws.join("sub"), &["status"]),
+            (
+                ws.join("sub"),
+                &["commit", "-q", "--allow-empty", "-m", "h"],
+            ),
+        ] {
+            let _ = std::fs::remove_file(&marker);
+            let _ = host_git(&env, &dir, args);
+            if marker.exists() {
+                ran.push(format!("{args:?} in {}", dir.display()));
+            }
+        }
+        (ran, env)
+    };
+    // Control: unconfined, each of the host's commands runs the payload.
+    let (ran, _) = attack("full-access");
+    assert_eq!(ran.len(), 4, "{ran:?}");
+    let (ran, env) = attack("workspace-write");
+    assert_eq!(ran, Vec::<String>::new());
+    for hook in ["evil/.git/hooks/pre-commit", "sub/.git/hooks/pre-commit"] {
+        let path = env.ws.join(hook);
+        if let Ok(meta) = std::fs::metadata(&path) {
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(meta.permissions().mode() & 0o111, 0, "{hook}");
+        }
+    }
+    assert!(std::fs::symlink_metadata(env.ws.join("evil/.git/hooks/post-checkout")).is_err());
 }

@@ -440,7 +440,8 @@ fn a_new_worktree_entry_leaves_the_main_repository_alone() {
         return;
     }
     // A worktree that does not exist at the start belongs to the sandbox (`git worktree
-    // add` must work), but the main repository must not pick anything up from it.
+    // add` must work), but the main repository must not pick anything up from it, and its
+    // own configuration names no program either.
     let fx = Fx::new();
     worktree_config_on(&fx);
     fx.put("p", &fx.fsmonitor(), false);
@@ -449,10 +450,33 @@ fn a_new_worktree_entry_leaves_the_main_repository_alone() {
         "workspace-write",
         "mkdir -p .git/worktrees/evil && echo ../.. > .git/worktrees/evil/commondir \
          && echo \"$WS/evil/.git\" > .git/worktrees/evil/gitdir \
-         && git rev-parse HEAD > .git/worktrees/evil/HEAD \
-         && cp p .git/worktrees/evil/config.worktree",
+         && git rev-parse HEAD > .git/worktrees/evil/HEAD",
     );
     assert_status(&out, 0);
+    // Written in place (the entry is a guarded git directory by now: its metadata), or
+    // renamed into place (checked as configuration: it names a program).
+    for (plant, op) in [
+        ("cp p .git/worktrees/evil/config.worktree", "git_metadata"),
+        (
+            "cp p tmp && mv tmp .git/worktrees/evil/config.worktree",
+            "git_config",
+        ),
+    ] {
+        let out = fx.sandboxed("workspace-write", plant);
+        assert_command_failed(&out);
+        if observing() {
+            assert!(
+                stderr_markers(&out).iter().any(|m| m["op"] == op),
+                "{plant}: {}",
+                show(&out)
+            );
+        }
+    }
+    assert!(!fx
+        .env
+        .ws
+        .join(".git/worktrees/evil/config.worktree")
+        .exists());
     assert_eq!(fx.snapshot(&[]), before);
     assert_none(fx.host_checks(&fx.env.ws));
 }
@@ -714,12 +738,7 @@ fn racing_a_symlinked_directory_or_the_path_buffer_plants_nothing() {
     let (landed, breaches) = parse(&out);
     assert!(landed > 0, "the benign side never succeeded: {out}");
     assert_eq!(breaches, 0, "{out}");
-    for name in [
-        "commondir",
-        "config.worktree",
-        "info/attributes",
-        "hooks/pre-commit",
-    ] {
+    for name in ["commondir", "gitdir", "info/attributes", "hooks/pre-commit"] {
         assert!(
             std::fs::symlink_metadata(fx.env.ws.join(".git").join(name)).is_err(),
             ".git/{name} exists: {out}"
@@ -894,22 +913,16 @@ $G submodule update -q sub2
         "s2\n"
     );
     assert_none(fx.host_checks(&ws));
-    // The limit: updating a submodule that existed at the start makes git rewrite its
-    // (protected) config, so it is refused, with its marker.
+    // Updating a submodule that existed at the start rewrites its (guarded) config, which
+    // the supervisor replaces with a checked copy.
     let out = fx.sandboxed(
         "workspace-write",
         "git -c protocol.file.allow=always submodule update -q --remote sub",
     );
-    assert_command_failed(&out);
-    if observing() {
-        assert!(
-            String::from_utf8_lossy(&out.stderr).contains(r#""op":"git_metadata""#),
-            "{}",
-            show(&out)
-        );
-    }
+    assert_status(&out, 0);
     assert_eq!(
         fx.ok(&ws.join("sub"), &["log", "-1", "--format=%s"]),
-        "s1\n"
+        "s2\n"
     );
+    assert_none(fx.host_checks(&ws));
 }

@@ -175,3 +175,58 @@ fn nested_widening_is_refused_before_the_audit_log_and_the_outer_sandgate_stays_
     assert_status(&output(&mut cmd), 0);
     assert!(asked.exists());
 }
+
+#[test]
+fn a_nested_call_confined_like_its_parent_adds_no_layer_and_obeys_the_seal_rules() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let sg = sandgate_inside().to_string_lossy().into_owned();
+    let filters = "sed -n 's/^Seccomp_filters:[[:space:]]*//p' /proc/self/status";
+    let out = env.sh(
+        "workspace-write",
+        &format!(
+            "{filters} > outer; '{sg}' --sandbox workspace-write -- /bin/sh -c \"{filters} > inner; \
+             printf '[core]\\n\\tpager = x\\n' > cfg; mv cfg config; echo \\$? > refused\""
+        ),
+    );
+    assert_status(&out, 0);
+    let read = |name: &str| std::fs::read_to_string(env.ws.join(name)).unwrap_or_default();
+    // The same filters: the nested sandgate stacked none, so the outer supervisor performs
+    // its writes — and applies its rules to them.
+    assert_eq!(read("outer"), read("inner"), "{}", show(&out));
+    assert!(!read("outer").is_empty());
+    assert_ne!(read("refused").trim(), "0", "{}", show(&out));
+    assert!(!env.ws.join("config").exists());
+}
+
+#[test]
+fn a_nested_call_narrower_than_its_parent_gets_no_write_performed() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let extra = env.root.join("extra");
+    std::fs::create_dir(&extra).unwrap_or_else(|e| panic!("{e}"));
+    let sg = sandgate_inside().to_string_lossy().into_owned();
+    let mut cmd = env.sandgate("workspace-write");
+    cmd.arg("--writable-root").arg(&extra).args([
+        "--",
+        "/bin/sh",
+        "-c",
+        &format!(
+            "echo outer > '{x}/outer' && '{sg}' --sandbox workspace-write -- /bin/sh -c \
+             'echo x > {x}/inner; echo x > inner-ws; true'",
+            x = extra.display()
+        ),
+    ]);
+    let out = output(&mut cmd);
+    assert_status(&out, 0);
+    assert!(extra.join("outer").exists(), "{}", show(&out));
+    // The nested call's own landlock domain refuses the root it does not name, and the
+    // outer supervisor performs nothing for a caller in a sandbox of its own: its writes
+    // fail closed, in the workspace too.
+    assert!(!extra.join("inner").exists(), "{}", show(&out));
+    assert!(!env.ws.join("inner-ws").exists(), "{}", show(&out));
+}

@@ -220,8 +220,9 @@ struct Insn {
 
 /// Builds the gate that runs before the deny list: foreign architectures are killed, x32
 /// refused, `clone3` answered ENOSYS, `connect` given `connect`; with
-/// [`PathCalls::ToSupervisor`], every call of [`observed_calls`] that can change the
-/// filesystem by path goes to the supervisor
+/// [`PathCalls::Performed`], `umask` and every call of [`path_calls`] the supervisor
+/// performs go to it (write opens only; without observation, mode changes only with an
+/// execute bit), and with [`PathCalls::PerformedAndObserved`] every other path call too
 /// (read-only opens and `utimensat(fd, NULL, …)` never leave the kernel). Everything else
 /// falls through to the deny list that follows.
 fn gate(connect: u32, paths: PathCalls) -> Vec<libc::sock_filter> {
@@ -301,7 +302,10 @@ fn gate(connect: u32, paths: PathCalls) -> Vec<libc::sock_filter> {
             }
         }
     }
-    if paths == PathCalls::ToSupervisor {
+    if paths != PathCalls::ToKernel {
+        body.push(jeq(libc::SYS_umask as u32, To::Notify, To::Next));
+    }
+    if paths == PathCalls::PerformedAndObserved {
         // utimensat(dirfd, NULL, …) touches the fd's own file: no path, nothing to report.
         body.extend([
             jeq(libc::SYS_utimensat as u32, To::Next, To::Skip(4)),
@@ -310,20 +314,28 @@ fn gate(connect: u32, paths: PathCalls) -> Vec<libc::sock_filter> {
             ld(arg(1, true)),
             jeq(0, To::Allow, To::Notify),
         ]);
-        for call in observed_calls() {
-            match call.flags {
-                None => body.push(jeq(call.nr as u32, To::Notify, To::Next)),
-                Some(index) => body.extend([
-                    jeq(call.nr as u32, To::Next, To::Skip(2)),
-                    ld(arg(index, false)),
-                    Insn {
-                        code: BPF_JMP | BPF_JSET | BPF_K,
-                        k: WRITE_FLAGS,
-                        jt: To::Notify,
-                        jf: To::Allow,
-                    },
-                ]),
-            }
+    }
+    for call in path_calls() {
+        let tested = match paths.route(call) {
+            None => continue,
+            Some(PathRoute::Always) => None,
+            Some(PathRoute::WriteOpen(index)) => Some((index, WRITE_FLAGS)),
+            Some(PathRoute::ExecMode(index)) => Some((index, EXEC_BITS)),
+            // Only utimensat, which has its own rule above.
+            Some(PathRoute::WithPath(_)) => None,
+        };
+        match tested {
+            None => body.push(jeq(call.nr as u32, To::Notify, To::Next)),
+            Some((index, bits)) => body.extend([
+                jeq(call.nr as u32, To::Next, To::Skip(2)),
+                ld(arg(index, false)),
+                Insn {
+                    code: BPF_JMP | BPF_JSET | BPF_K,
+                    k: bits,
+                    jt: To::Notify,
+                    jf: To::Allow,
+                },
+            ]),
         }
     }
     assemble(body, connect)
