@@ -1239,6 +1239,22 @@ pub fn fchmodat2(
     .map(drop)
 }
 
+/// `utimensat(2)` with `AT_EMPTY_PATH` on `file` itself (an `O_PATH` descriptor
+/// included), without any path to swap: `times` as access and modification times, `None`
+/// for now.
+pub fn utimens_empty_path(
+    file: BorrowedFd<'_>,
+    times: Option<&[libc::timespec; 2]>,
+) -> io::Result<()> {
+    let times = times.map_or(std::ptr::null(), |t| t.as_ptr());
+    // SAFETY: an fd, an empty NUL-terminated path and NULL or two live timespecs, read
+    // only.
+    check(i64::from(unsafe {
+        libc::utimensat(file.as_raw_fd(), c"".as_ptr(), times, libc::AT_EMPTY_PATH)
+    }))
+    .map(drop)
+}
+
 /// `setxattr(2)` on `path` (which is followed), with `value` as the attribute's value.
 pub fn set_xattr(path: &CStr, name: &CStr, value: &[u8], flags: libc::c_int) -> io::Result<()> {
     // SAFETY: NUL-terminated path and name, a live buffer of `value.len()` bytes.

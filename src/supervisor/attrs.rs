@@ -47,6 +47,8 @@ struct Object {
     /// Reached by a path, `fd` perhaps `O_PATH` (a magic link to a caller's `O_PATH`
     /// descriptor among them: glibc changes a symlink-free path's mode that way).
     by_path: bool,
+    /// In a guarded git directory's read-only part, reached through sandgate's own handle.
+    guarded: bool,
 }
 
 /// Performs `op`, a [`Op::Chmod`] or [`Op::SetXattr`].
@@ -62,6 +64,7 @@ pub fn handle(call: &Call<'_>, context: &Context, root: &Root, op: Op) -> Handle
             target,
             set_xattr(call, context, root, target, name, value, flags),
         ),
+        Op::Utimes { target, times } => (target, utimes(call, context, root, target, times)),
         _ => return Handled::Kernel,
     };
     match done {
@@ -116,6 +119,44 @@ fn chmod(
     } else {
         nix::sys::stat::fchmod(object.fd.as_fd(), Mode::from_bits_truncate(mode))?;
     }
+    Ok(())
+}
+
+/// Sets times in a guarded git directory's read-only part, where the sandbox's own view
+/// refuses them; anywhere else the kernel decides (times are no seal's concern).
+fn utimes(
+    call: &Call<'_>,
+    context: &Context,
+    root: &Root,
+    target: Target,
+    times: u64,
+) -> Result<(), Failed> {
+    let object = find(call, context, root, target)?;
+    if !object.guarded {
+        return Err(Failed::Kernel);
+    }
+    let times = match times {
+        0 => None,
+        ptr => {
+            let bytes = call.read(ptr, 2 * std::mem::size_of::<libc::timespec>())?;
+            let spec = |at: usize| {
+                let word = |from: usize| {
+                    let mut b = [0u8; 8];
+                    b.copy_from_slice(&bytes[from..from + 8]);
+                    i64::from_ne_bytes(b)
+                };
+                libc::timespec {
+                    tv_sec: word(at),
+                    tv_nsec: word(at + 8),
+                }
+            };
+            Some([spec(0), spec(16)])
+        }
+    };
+    if !call.still_pending() {
+        return Err(Errno::EINTR.into());
+    }
+    sys::utimens_empty_path(object.fd.as_fd(), times.as_ref()).map_err(errno)?;
     Ok(())
 }
 
@@ -245,6 +286,7 @@ fn find(call: &Call<'_>, context: &Context, root: &Root, target: Target) -> Resu
         here,
         shown: Some((at.dirfd, path)),
         by_path: true,
+        guarded: matches!(place.area, place::Area::Guarded(..)),
     })
 }
 
@@ -260,6 +302,7 @@ fn by_fd(call: &Call<'_>, fd: i32) -> Result<Object, Failed> {
         here,
         shown: None,
         by_path: false,
+        guarded: false,
     })
 }
 

@@ -65,6 +65,14 @@ pub enum Op {
         target: Target,
         mode: u32,
     },
+    /// Times set by a path (`utimensat` with one): performed only in a guarded git
+    /// directory's read-only part, where the sandbox's view refuses them (git's local
+    /// clone sets them on what it copies into a new submodule's git directory). `times`
+    /// points at two `timespec`s, or is NULL (now).
+    Utimes {
+        target: Target,
+        times: u64,
+    },
     /// The attribute's value lies at `value`, `size` bytes (for `setxattrat`, `args`
     /// points at its `struct xattr_args` instead).
     SetXattr {
@@ -97,7 +105,8 @@ pub const TMPFILE: i32 = libc::O_TMPFILE & !libc::O_DIRECTORY;
 
 impl Op {
     /// Decodes call `nr` with `args`; `None` for a call or a form the supervisor does not
-    /// perform (a read-only or `O_PATH` open, a removal, ownership, times).
+    /// perform (a read-only or `O_PATH` open, a removal, ownership, times on a file
+    /// descriptor).
     pub fn decode(nr: i64, args: &[u64; 6]) -> Option<Op> {
         let a = |n: usize| args[n];
         let fd = |n: usize| a(n) as i32;
@@ -183,6 +192,11 @@ impl Op {
         }
         match nr {
             libc::SYS_openat => open(at(fd(0), a(1)), a(2) as i32, a(3)),
+            // Without a path it acts on the caller's own file: nothing to perform.
+            libc::SYS_utimensat if a(1) != 0 => Some(Op::Utimes {
+                target: path_target(fd(0), a(1), a(3)),
+                times: a(2),
+            }),
             libc::SYS_mkdirat => Some(Op::Mkdir {
                 at: at(fd(0), a(1)),
                 mode: a(2) as u32,
@@ -313,5 +327,20 @@ mod tests {
             })
         ));
         assert_eq!(Op::decode(libc::SYS_truncate, &[0; 6]), None);
+        // Times by a path (not followed with AT_SYMLINK_NOFOLLOW); on the caller's own
+        // file (a NULL path) nothing is performed.
+        let nofollow = libc::AT_SYMLINK_NOFOLLOW as u64;
+        assert_eq!(
+            Op::decode(libc::SYS_utimensat, &[3, 9, 0, nofollow, 0, 0]),
+            Some(Op::Utimes {
+                target: Target::Path {
+                    at: PathArg { dirfd: 3, ptr: 9 },
+                    follow: false,
+                    empty_ok: false
+                },
+                times: 0
+            })
+        );
+        assert_eq!(Op::decode(libc::SYS_utimensat, &[3, 0, 7, 0, 0, 0]), None);
     }
 }

@@ -67,7 +67,7 @@ pub fn handle(call: &Call<'_>, context: &Context, workers: &mut Workers) -> Hand
     };
     // Mode and attribute changes, which landlock does not govern, are performed for every
     // caller, a nested one too.
-    if let Op::Chmod { .. } | Op::SetXattr { .. } = op {
+    if let Op::Chmod { .. } | Op::SetXattr { .. } | Op::Utimes { .. } = op {
         return super::attrs::handle(call, context, root, op);
     }
     let job = Job {
@@ -84,7 +84,7 @@ pub fn handle(call: &Call<'_>, context: &Context, workers: &mut Workers) -> Hand
         Op::Link { from, to } => job.link(from, to),
         Op::Rename { from, to, flags } => job.rename(from, to, flags),
         Op::Unlink { at, dir } => job.unlink(at, dir),
-        Op::Chmod { .. } | Op::SetXattr { .. } => Err(Refused::Kernel),
+        Op::Chmod { .. } | Op::SetXattr { .. } | Op::Utimes { .. } => Err(Refused::Kernel),
     };
     match handled {
         Ok(answer) => Handled::Answer(answer, None),
