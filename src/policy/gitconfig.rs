@@ -29,6 +29,9 @@ pub struct Pointers {
     pub includes: Vec<String>,
     /// Every `submodule.<name>.path` (in `.gitmodules`), as written.
     pub submodule_paths: Vec<String>,
+    /// The words of the other entries that name a program ([`programs::RULES`]) that look
+    /// like paths (they hold a `/`): the scripts and programs git would run, as written.
+    pub program_paths: Vec<String>,
 }
 
 /// Reads `path`; a missing or unreadable file points at nothing.
@@ -51,10 +54,26 @@ pub fn pointers(text: &[u8]) -> Pointers {
             ("core", false, "hookspath") => out.hooks_path = Some(value),
             ("include", false, "path") | ("includeif", true, "path") => out.includes.push(value),
             ("submodule", true, "path") => out.submodule_paths.push(value),
+            _ if names_program(&entry).is_some() => out.program_paths.extend(path_words(&value)),
             _ => {}
         }
     }
     out
+}
+
+/// The words of a command (or a path) that look like paths: split on whitespace, quotes
+/// and a shell alias's leading `!` removed, an option's `--name=` prefix dropped; only
+/// those holding a `/` (a bare name is looked up on `PATH`).
+fn path_words(value: &str) -> Vec<String> {
+    value
+        .trim_start()
+        .trim_start_matches('!')
+        .split_whitespace()
+        .map(|word| word.trim_matches(|c| c == '"' || c == '\''))
+        .map(|word| word.rsplit_once('=').map_or(word, |(_, v)| v))
+        .filter(|word| word.contains('/'))
+        .map(str::to_owned)
+        .collect()
 }
 
 /// Why a new git configuration was refused: the entry that names a program (as
@@ -152,6 +171,20 @@ mod pointer_tests {
         assert_eq!(p.submodule_paths, ["vendor/lib"]);
         assert_eq!(p.hooks_path.as_deref(), Some("later"));
         assert_eq!(p.includes, ["../shared.gitconfig", "~/work.gitconfig"]);
+    }
+
+    #[test]
+    fn the_paths_programs_are_named_by_are_found() {
+        let p = pointers(
+            b"[core]\n\tfsmonitor = tools/fsmon.sh\n\tpager = less -R\n\
+             [alias]\n\tx = \"!./scripts/x --out=build/y\"\n\tst = status\n\
+             [diff \"conv\"]\n\ttextconv = python3 'tools/conv.py'\n\
+             [remote \"o\"]\n\turl = ../o.git\n",
+        );
+        assert_eq!(
+            p.program_paths,
+            ["tools/fsmon.sh", "./scripts/x", "build/y", "tools/conv.py"]
+        );
     }
 
     #[test]

@@ -383,6 +383,13 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
                     Err(_) => return Err(PolicyError::GitPointerMissing(pointer.clone())),
                 };
             }
+            let programs: Vec<PathBuf> = protected
+                .program_files
+                .iter()
+                .filter(|p| under_roots(p))
+                .cloned()
+                .collect();
+            protected.read_only.extend(programs);
             let beneath_roots =
                 |p: &PathBuf| writable_roots.iter().any(|r| p.starts_with(r) && p != r);
             let named: BTreeSet<PathBuf> = given

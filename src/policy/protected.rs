@@ -55,6 +55,12 @@ pub struct Protected {
     /// Places the configuration points git at (`core.hooksPath`, includes), as resolved
     /// from the configuration; they may not exist.
     pub git_pointers: BTreeSet<PathBuf>,
+    /// Files the configuration names as programs git runs (`core.fsmonitor =
+    /// tools/fsmon.sh`, `diff.x.textconv = python3 tools/conv.py`, an alias `!./x`), that
+    /// exist: kept read-only like the places in `git_pointers`, so that the user's own
+    /// setting cannot be made to run the command's code. One that does not exist (or a
+    /// word that was no path) protects nothing.
+    pub program_files: BTreeSet<PathBuf>,
     /// Submodule checkouts in the workspace: bound onto themselves so they cannot be moved
     /// aside for a directory whose `.git` points elsewhere (their `.git` file is in
     /// `read_only`).
@@ -125,6 +131,15 @@ pub fn resolve(workspace: &Path, subpaths: &[String], home: Option<&Path>) -> Pr
             out.git_pointers
                 .extend(gitconfig::resolve_value(&hooks, workspace, home));
         }
+        // Relative to where git runs them: the top of the working tree.
+        out.program_files.extend(
+            pointers
+                .program_paths
+                .iter()
+                .filter_map(|word| gitconfig::resolve_value(word, workspace, home))
+                .filter_map(|path| std::fs::canonicalize(path).ok())
+                .filter(|path| path.is_file()),
+        );
         for include in pointers.includes {
             if let Some(target) = gitconfig::resolve_value(&include, base, home) {
                 out.git_pointers.insert(target.clone());
@@ -250,6 +265,22 @@ mod tests {
         );
         assert_eq!(p.git_pointers, BTreeSet::from([ws.join(".githooks")]));
         assert!(p.read_only.is_empty(), "{:?}", p.read_only);
+        Ok(())
+    }
+
+    #[test]
+    fn scripts_the_configuration_runs_are_protected_when_they_exist() -> std::io::Result<()> {
+        let ws = tempfile::tempdir()?;
+        let ws = std::fs::canonicalize(ws.path())?;
+        std::fs::create_dir_all(ws.join(".git"))?;
+        std::fs::create_dir_all(ws.join("tools"))?;
+        std::fs::write(ws.join("tools/fsmon.sh"), "")?;
+        std::fs::write(
+            ws.join(".git/config"),
+            "[core]\n\tfsmonitor = tools/fsmon.sh\n[alias]\n\tx = !./missing/x\n",
+        )?;
+        let p = resolve(&ws, &[], None);
+        assert_eq!(p.program_files, BTreeSet::from([ws.join("tools/fsmon.sh")]));
         Ok(())
     }
 

@@ -1,8 +1,8 @@
 //! Git metadata integrity: nothing a command writes under workspace-write changes which
 //! configuration or hooks the host's git later uses for a repository that existed when the
 //! call started — not through `commondir`, `config.worktree`, existing linked worktrees,
-//! submodule git dirs, `info/`, a `core.hooksPath` or an included config file in the
-//! workspace; not by a symlink, a hardlink, a rename into place or a relative path; not by
+//! submodule git dirs, `info/`, a `core.hooksPath`, an included config file or a script the
+//! configuration names as a program in the workspace; not by a symlink, a hardlink, a rename into place or a relative path; not by
 //! racing the check. Each attack is followed by the real host git (status, log, commit,
 //! fetch, submodule status), whose planted payload would leave a file outside the workspace.
 //! Ordinary git work inside the sandbox keeps working.
@@ -614,7 +614,7 @@ fn git_dirs_cannot_be_replaced_wholesale() {
 }
 
 #[test]
-fn hooks_path_and_included_config_in_the_workspace_stay_read_only() {
+fn what_the_configuration_points_git_at_in_the_workspace_stays_read_only() {
     if !require_full_enforcement() {
         return;
     }
@@ -662,6 +662,52 @@ fn hooks_path_and_included_config_in_the_workspace_stay_read_only() {
             executes: true,
             also_in: &no_paths,
             extra: &|fx| vec![fx.env.ws.join(".githooks")],
+        },
+        Plant {
+            what: "the workspace script the repository config names as its fsmonitor",
+            setup: &|fx| {
+                fx.put("tools/fsmon.sh", "#!/bin/sh\nexit 1\n", true);
+                fx.ok(&fx.env.ws, &["config", "core.fsmonitor", "tools/fsmon.sh"]);
+            },
+            prelude: "",
+            target: "tools/fsmon.sh",
+            payload: &|fx| fx.hook(),
+            exec: true,
+            executes: true,
+            also_in: &no_paths,
+            extra: &|fx| vec![fx.env.ws.join("tools/fsmon.sh")],
+        },
+        Plant {
+            what: "the workspace script the global config names in a filter driver",
+            setup: &|fx| {
+                fx.put(
+                    "tools/clean.py",
+                    "import sys\nsys.stdout.write(sys.stdin.read())\n",
+                    false,
+                );
+                fx.put(".gitattributes", "f filter=conv\n", false);
+                fx.ok(
+                    &fx.env.ws,
+                    &[
+                        "config",
+                        "--global",
+                        "filter.conv.clean",
+                        "python3 tools/clean.py",
+                    ],
+                );
+            },
+            prelude: "",
+            target: "tools/clean.py",
+            payload: &|fx| {
+                format!(
+                    "import pathlib, sys\npathlib.Path({:?}).touch()\nsys.stdout.write(sys.stdin.read())\n",
+                    fx.marker.display().to_string()
+                )
+            },
+            exec: false,
+            executes: true,
+            also_in: &no_paths,
+            extra: &|fx| vec![fx.env.ws.join("tools/clean.py")],
         },
         Plant {
             what: "core.hooksPath pointed at the workspace by a planted config.worktree",
