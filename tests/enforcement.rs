@@ -22,6 +22,7 @@ mod enforcement {
     mod ownership;
     mod pid_namespace;
     mod process;
+    mod redteam_config;
     mod redteam_git;
     mod secrets;
     mod stall;
