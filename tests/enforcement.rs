@@ -24,6 +24,7 @@ mod enforcement {
     mod process;
     mod redteam_config;
     mod redteam_git;
+    mod redteam_home;
     mod secrets;
     mod stall;
     mod terminal;
