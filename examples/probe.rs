@@ -1058,6 +1058,113 @@ fn run(op: &str, args: &[String]) -> Res {
             }
             .into())
         }
+        "creat-race" => {
+            // Red team: PATH opened with O_WRONLY|O_CREAT and mode 0755 over and over, for
+            // at most N tries or SECS seconds, while another thread keeps making PATH a
+            // directory and removing it. The supervisor decides on what it saw (a
+            // directory: "opening it fails with EISDIR, let the kernel say so") and then
+            // opens with the caller's O_CREAT and mode: if the directory went in between,
+            // a fresh file with the caller's mode lands, execute bits included. A regular
+            // file made with execute bits is a win: PAYLOAD is written into it and
+            // "landed" printed; a file made without them is removed and tried again.
+            let path = CString::new(arg(0)).map_err(|_| Errno::EINVAL)?;
+            let n: usize = arg(1).parse().unwrap_or(100_000);
+            let secs: u64 = arg(2).parse().unwrap_or(5);
+            let payload = arg(3).replace("\\n", "\n");
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+            let racer = {
+                let path = path.clone();
+                Racer::start(move || {
+                    let made = unsafe { libc::mkdir(path.as_ptr(), 0o755) } == 0;
+                    unsafe { libc::rmdir(path.as_ptr()) };
+                    made
+                })
+            };
+            racer.running(10);
+            let mut landed = false;
+            for _ in 0..n {
+                if std::time::Instant::now() > deadline {
+                    break;
+                }
+                let fd = unsafe {
+                    libc::open(
+                        path.as_ptr(),
+                        libc::O_WRONLY | libc::O_CREAT | libc::O_CLOEXEC,
+                        0o755,
+                    )
+                };
+                if fd < 0 {
+                    continue;
+                }
+                let mut st: libc::stat = unsafe { std::mem::zeroed() };
+                unsafe { libc::fstat(fd, &mut st) };
+                let regular = st.st_mode & libc::S_IFMT == libc::S_IFREG;
+                if regular && st.st_mode & 0o111 != 0 {
+                    unsafe { libc::write(fd, payload.as_ptr().cast(), payload.len()) };
+                    unsafe { libc::close(fd) };
+                    landed = true;
+                    break;
+                }
+                unsafe { libc::close(fd) };
+                if regular {
+                    unsafe { libc::unlink(path.as_ptr()) };
+                }
+            }
+            let steps = racer.finish();
+            println!(
+                "{} after {steps} racer steps",
+                if landed { "landed" } else { "held" }
+            );
+            Ok(())
+        }
+        "exchange-until" => {
+            // Red team: renameat2(A, B, RENAME_EXCHANGE) over and over until the file STOP
+            // exists or SECS seconds passed; prints how many exchanges succeeded.
+            let a = CString::new(arg(0)).map_err(|_| Errno::EINVAL)?;
+            let b = CString::new(arg(1)).map_err(|_| Errno::EINVAL)?;
+            let stop = arg(2);
+            let secs: u64 = arg(3).parse().unwrap_or(10);
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+            let (mut tries, mut done) = (0usize, 0usize);
+            while std::time::Instant::now() < deadline {
+                for _ in 0..64 {
+                    tries += 1;
+                    if exchange(&a, &b) == 0 {
+                        done += 1;
+                    }
+                }
+                if std::path::Path::new(&stop).exists() {
+                    break;
+                }
+            }
+            println!("exchanges {done} of {tries}");
+            Ok(())
+        }
+        "rename-until" => {
+            // Red team: rename(FROM, TO) over and over, for at most N tries or SECS
+            // seconds, until TO holds NEEDLE; prints "landed" or "held".
+            let from = CString::new(arg(0)).map_err(|_| Errno::EINVAL)?;
+            let to = CString::new(arg(1)).map_err(|_| Errno::EINVAL)?;
+            let n: usize = arg(2).parse().unwrap_or(100_000);
+            let secs: u64 = arg(3).parse().unwrap_or(5);
+            let needle = arg(4);
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+            let mut landed = false;
+            for _ in 0..n {
+                if std::time::Instant::now() > deadline {
+                    break;
+                }
+                unsafe { libc::rename(from.as_ptr(), to.as_ptr()) };
+                if std::fs::read(arg(1))
+                    .is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle.as_bytes()))
+                {
+                    landed = true;
+                    break;
+                }
+            }
+            println!("{}", if landed { "landed" } else { "held" });
+            Ok(())
+        }
         "create-mode" => {
             // PATH created (O_EXCL) with MODE under umask UMASK (octal); prints its mode.
             let path = CString::new(arg(0)).map_err(|_| Errno::EINVAL)?;

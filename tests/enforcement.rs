@@ -22,6 +22,9 @@ mod enforcement {
     mod ownership;
     mod pid_namespace;
     mod process;
+    mod redteam_config;
+    mod redteam_git;
+    mod redteam_home;
     mod secrets;
     mod stall;
     mod terminal;
