@@ -137,7 +137,31 @@ pub fn check_replacement(old: Option<&[u8]>, new: &[u8]) -> Result<(), Refusal> 
             }
         }
     }
+    // A relative `core.hooksPath` is found from the top of the working tree: moving the
+    // working tree moves the hooks to a directory the sandbox may have made.
+    let worktree = |entries: &[parse::Entry]| -> Vec<Option<Vec<u8>>> {
+        entries
+            .iter()
+            .filter(|e| is_core(e, "worktree"))
+            .map(|e| e.value.clone())
+            .collect()
+    };
+    let relative_hooks = new.iter().any(|e| {
+        is_core(e, "hookspath")
+            && e.value
+                .as_deref()
+                .is_some_and(|v| !v.starts_with(b"/") && !v.starts_with(b"~"))
+    });
+    if relative_hooks && worktree(&new) != worktree(&old) {
+        return Err(Refusal::Names {
+            key: "core.worktree".into(),
+        });
+    }
     Ok(())
+}
+
+fn is_core(e: &parse::Entry, key: &str) -> bool {
+    e.section == "core" && e.subsection.is_none() && e.key == key
 }
 
 /// Resolves a path value as git does: `~/` from `home`, relative ones from `base`.

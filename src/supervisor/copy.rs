@@ -188,7 +188,7 @@ fn write_all(file: &OwnedFd, mut bytes: &[u8]) -> Result<(), Errno> {
 }
 
 /// A staging name no other copy uses: this process, a counter, and the time.
-fn staging_name() -> CString {
+pub fn staging_name() -> CString {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     let nanos = std::time::SystemTime::now()

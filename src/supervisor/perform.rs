@@ -347,12 +347,14 @@ impl Job<'_> {
             return Err(resolved.sealed(Seal::GitMetadata));
         }
         let mut flags = flags;
+        if place.kind().is_some() {
+            // What was found is what is opened: should it go before the open, the open
+            // fails rather than creating what the rules never looked at.
+            flags &= !libc::O_CREAT;
+        }
         let decision = match (place.kind(), writes) {
-            (Some(_), false) => {
-                // O_CREAT of what exists: a read. Never let it create, should the file go.
-                flags &= !libc::O_CREAT;
-                Decision::Perform { no_exec: false }
-            }
+            (Some(_), false) => Decision::Perform { no_exec: false },
+            (Some(seal::Kind::Dir), true) => return Err(Errno::EISDIR.into()),
             (Some(kind), true) => seal::write(here, kind),
             (None, _) if flags & libc::O_CREAT != 0 => seal::create(here, Made::File),
             (None, _) => return Err(Errno::ENOENT.into()),
@@ -375,24 +377,29 @@ impl Job<'_> {
             .object
             .is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFIFO);
         let blocking = flags & libc::O_NONBLOCK == 0;
+        // An existing file opened to write is judged again on the file the open got.
+        let existing = (place.kind().is_some() && writes).then_some(here);
         if fifo && blocking && flags & libc::O_ACCMODE != libc::O_RDWR {
             // It waits for a peer: on a worker, never here.
-            return Ok(self.on_worker(&resolved, flags, mode, workers));
+            return Ok(self.on_worker(&resolved, flags, mode, existing, workers));
         }
         let opened = self.with_umask(|| {
-            open_at(
+            open_checked(
                 place.dir.as_fd(),
                 resolved.name(),
                 flags | libc::O_NONBLOCK,
                 mode,
+                existing,
             )
         });
         let file = match opened {
             // A lease another holder must give up first: wait for it on a worker.
             Err(Errno::EAGAIN) if blocking => {
-                return Ok(self.on_worker(&resolved, flags, mode, workers))
+                return Ok(self.on_worker(&resolved, flags, mode, existing, workers))
             }
-            other => other?,
+            Err(e) => return Err(e.into()),
+            Ok(Checked::Sealed(seal)) => return Err(resolved.sealed(seal)),
+            Ok(Checked::Opened(file)) => file,
         };
         if blocking {
             // O_NONBLOCK only kept this open from waiting; the caller gets its own flags.
@@ -411,6 +418,7 @@ impl Job<'_> {
         resolved: &Resolved,
         flags: i32,
         mode: u32,
+        existing: Option<seal::Here>,
         workers: &mut Workers,
     ) -> Answer {
         let Ok(dir) = resolved.place.dir.try_clone() else {
@@ -422,8 +430,9 @@ impl Job<'_> {
         let job = super::workers::Open {
             dir,
             name,
-            flags: flags | libc::O_NOFOLLOW | libc::O_NOCTTY | libc::O_CLOEXEC,
+            flags,
             mode,
+            existing,
             cloexec: flags & libc::O_CLOEXEC != 0,
         };
         workers
@@ -711,22 +720,29 @@ impl Job<'_> {
         if from.mount_point(self.context) || to.mount_point(self.context) {
             return Err(Errno::EBUSY.into());
         }
+        let (from_here, to_here) = (from.here()?, to.here()?);
         let decision = match (exchange, to_kind) {
-            (true, Some(to_kind)) => seal::exchange(from.here()?, kind, to.here()?, to_kind),
+            (true, Some(to_kind)) => seal::exchange(from_here, kind, to_here, to_kind),
             (true, None) => return Err(Errno::ENOENT.into()),
-            (false, _) => seal::rename(from.here()?, kind, to.here()?),
+            (false, _) => seal::rename(from_here, kind, to_here),
         };
         match decision {
             Decision::Perform { .. } => {
                 self.ready()?;
                 let flags = RenameFlags::from_bits_truncate(flags);
-                renameat2(
-                    from.place.dir.as_fd(),
-                    from.name(),
-                    to.place.dir.as_fd(),
-                    to.name(),
-                    flags,
-                )?;
+                if to_here.sealed() {
+                    staged_rename(&from, &to, flags, |kind| {
+                        seal::rename(from_here, kind, to_here)
+                    })?;
+                } else {
+                    renameat2(
+                        from.place.dir.as_fd(),
+                        from.name(),
+                        to.place.dir.as_fd(),
+                        to.name(),
+                        flags,
+                    )?;
+                }
                 // A directory renamed has a new name, which the seal rules read.
                 let mut cache = self.context.cache.borrow_mut();
                 for st in [from.place.object, to.place.object].into_iter().flatten() {
@@ -796,6 +812,110 @@ impl Job<'_> {
 
 /// Opens `name` in `dir` with the caller's `flags`, never through a symlink and never
 /// giving the caller a controlling terminal.
+/// Renames `from` to the sealed name `to` in two steps, so that what lands is what the
+/// rules allowed: the source first moves to a staging name in `to`'s directory (which no
+/// sandbox and no other supervisor may write, rename or link), where the rules (`decide`)
+/// look at it again — another process may have put something else at the source's name
+/// since the supervisor looked — and only then to `to`. Refused, it goes back.
+fn staged_rename(
+    from: &Resolved,
+    to: &Resolved,
+    flags: RenameFlags,
+    decide: impl FnOnce(seal::Kind) -> Decision,
+) -> Result<(), Refused> {
+    let staging = copy::staging_name();
+    let dir = to.place.dir.as_fd();
+    renameat2(
+        from.place.dir.as_fd(),
+        from.name(),
+        dir,
+        staging.as_c_str(),
+        RenameFlags::RENAME_NOREPLACE,
+    )?;
+    let back = || {
+        // The staging name is the supervisor's; should the source's name have been taken
+        // meanwhile, the file stays there, where the sandbox may read or remove it.
+        let _ = renameat2(
+            dir,
+            staging.as_c_str(),
+            from.place.dir.as_fd(),
+            from.name(),
+            RenameFlags::RENAME_NOREPLACE,
+        );
+    };
+    let kind = match nix::sys::stat::fstatat(dir, staging.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW)
+    {
+        Ok(st) => place::kind_of(&st),
+        Err(e) => {
+            back();
+            return Err(e.into());
+        }
+    };
+    let seal = match decide(kind) {
+        Decision::Perform { .. } => {
+            return renameat2(dir, staging.as_c_str(), dir, to.name(), flags).map_err(|e| {
+                back();
+                e.into()
+            })
+        }
+        Decision::Refuse(seal) => seal,
+        // Not a kind a plain rename may bring here after all: the call lost its race.
+        Decision::CopyIn { validate: true, .. } => Seal::GitConfig,
+        Decision::CopyIn { .. } => Seal::GitHook,
+    };
+    back();
+    Err(to.sealed(seal))
+}
+
+/// What [`open_checked`] came to.
+pub enum Checked {
+    Opened(OwnedFd),
+    /// The file the open got is one the seal rules refuse to open for writing.
+    Sealed(Seal),
+}
+
+/// Opens `name` in `dir` with the caller's `flags` (never following a symlink). For an
+/// existing file opened to write (`existing`: where it is to the seal rules), the rules
+/// are decided again on the file the open got — another process may have renamed
+/// something else to the name since the supervisor looked (a second sandgate call in the
+/// workspace has a supervisor of its own) — and it is truncated only once they allowed
+/// it, so nothing they would refuse is changed.
+pub fn open_checked(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+    flags: i32,
+    mode: u32,
+    existing: Option<seal::Here>,
+) -> Result<Checked, Errno> {
+    let Some(here) = existing else {
+        return open_at(dir, name, flags, mode).map(Checked::Opened);
+    };
+    let file = open_at(dir, name, flags & !(libc::O_CREAT | libc::O_TRUNC), mode)?;
+    let st = fstat(file.as_fd())?;
+    if let Decision::Refuse(seal) = seal::write(here, place::kind_of(&st)) {
+        return Ok(Checked::Sealed(seal));
+    }
+    if flags & libc::O_TRUNC != 0 {
+        match st.st_mode & libc::S_IFMT {
+            libc::S_IFDIR => return Err(Errno::EISDIR),
+            libc::S_IFREG if flags & libc::O_ACCMODE == libc::O_RDONLY => {
+                // O_RDONLY|O_TRUNC truncates in Linux: through a writable handle of the
+                // same file.
+                let via = format!("/proc/self/fd/{}", file.as_raw_fd());
+                let writable = nix::fcntl::open(
+                    via.as_str(),
+                    OFlag::O_WRONLY | OFlag::O_CLOEXEC,
+                    Mode::empty(),
+                )?;
+                nix::unistd::ftruncate(&writable, 0)?;
+            }
+            libc::S_IFREG => nix::unistd::ftruncate(&file, 0)?,
+            _ => {}
+        }
+    }
+    Ok(Checked::Opened(file))
+}
+
 fn open_at(dir: BorrowedFd<'_>, name: &OsStr, flags: i32, mode: u32) -> Result<OwnedFd, Errno> {
     openat(
         dir,

@@ -9,9 +9,10 @@
 //! for an absolute path, never through a magic link), and the hand walk of `resolve`
 //! otherwise (`..` above the start, a symlink to follow, procfs).
 //!
-//! Nothing found here can change before the supervisor acts on it, but for a removal:
-//! in every writable area landlock refuses the sandbox every create, rename and link
-//! (`landlock::backstop`), so only the supervisor makes names there, one call at a time.
+//! What is found here can still change before the supervisor acts on it: landlock lets
+//! the sandbox remove, and another sandgate call in the workspace has a supervisor of its
+//! own, which renames and creates for its sandbox. So whatever the seal rules decide by
+//! what a name holds is decided again on what the supervisor acts on (`perform`).
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 

@@ -167,6 +167,15 @@ pub struct Here {
     pub name: Name,
 }
 
+impl Here {
+    /// Returns true for a name whose rules depend on what is renamed to it: `config`,
+    /// `hooks`, and any name in a hooks directory. A rename to one is judged again on
+    /// what arrives (`perform`), and no exchange involves one.
+    pub fn sealed(self) -> bool {
+        matches!(self.name, Name::Config | Name::Hooks) || self.dir == Dir::Hooks
+    }
+}
+
 /// What an existing file is, as far as the rules care.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -261,6 +270,17 @@ pub fn rename(from: Here, kind: Kind, to: Here) -> Decision {
 /// `RENAME_EXCHANGE` of `a` (a `kind_a`) and `b` (a `kind_b`): each moves to the other's
 /// name, so both must be plain renames.
 pub fn exchange(a: Here, kind_a: Kind, b: Here, kind_b: Kind) -> Decision {
+    // Two names change at once by name alone: nothing can be judged again on arrival.
+    if a.sealed() || b.sealed() {
+        let seal = if a.name == Name::Config || b.name == Name::Config {
+            Seal::GitConfig
+        } else {
+            Seal::GitHook
+        };
+        return untouchable(a)
+            .or(untouchable(b))
+            .map_or(Decision::Refuse(seal), Decision::Refuse);
+    }
     for decision in [rename(a, kind_a, b), rename(b, kind_b, a)] {
         match decision {
             Decision::Perform { .. } => {}
@@ -408,6 +428,33 @@ fn untouchable(here: Here) -> Option<Seal> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_exchange_involves_a_name_whose_rules_depend_on_what_arrives() {
+        let plain = Here {
+            dir: Dir::Other,
+            name: Name::Other,
+        };
+        let in_hooks = Here {
+            dir: Dir::Hooks,
+            name: Name::Other,
+        };
+        let config = Here {
+            dir: Dir::Other,
+            name: Name::Config,
+        };
+        let file = Kind::Regular { exec: false };
+        assert_eq!(exchange(plain, file, plain, file), PERFORM);
+        assert_eq!(
+            exchange(plain, Kind::Dir, in_hooks, file),
+            Decision::Refuse(Seal::GitHook)
+        );
+        assert_eq!(
+            exchange(config, Kind::Dir, plain, Kind::Dir),
+            Decision::Refuse(Seal::GitConfig)
+        );
+        assert!(in_hooks.sealed() && config.sealed() && !plain.sealed());
+    }
 
     fn at(dir: Dir, name: Name) -> Here {
         Here { dir, name }

@@ -57,13 +57,15 @@ pub enum Job {
 }
 
 /// An open the supervisor checked: `name` in `dir` (its own handle), with the caller's
-/// flags (which never follow a symlink) and mode; the file goes to the caller with
+/// flags and mode, as `perform::open_checked` does it; the file goes to the caller with
 /// `SECCOMP_IOCTL_NOTIF_ADDFD`.
 pub struct Open {
     pub dir: OwnedFd,
     pub name: std::ffi::CString,
     pub flags: i32,
     pub mode: u32,
+    /// Where an existing file opened to write is, to the seal rules.
+    pub existing: Option<super::seal::Here>,
     pub cloexec: bool,
 }
 
@@ -84,13 +86,19 @@ impl Job {
                 done => Ok(answer(done)),
             },
             Job::Open(open) => {
-                let file = match nix::fcntl::openat(
+                use std::os::unix::ffi::OsStrExt;
+                let file = match super::perform::open_checked(
                     open.dir.as_fd(),
-                    open.name.as_c_str(),
-                    nix::fcntl::OFlag::from_bits_truncate(open.flags),
-                    nix::sys::stat::Mode::from_bits_truncate(open.mode),
+                    std::ffi::OsStr::from_bytes(open.name.as_bytes()),
+                    open.flags,
+                    open.mode,
+                    open.existing,
                 ) {
-                    Ok(file) => file,
+                    Ok(super::perform::Checked::Opened(file)) => file,
+                    // A file the rules refuse took the name: refused as the rules refuse.
+                    Ok(super::perform::Checked::Sealed(_)) => {
+                        return Ok(Answer::Error(libc::EPERM))
+                    }
                     Err(Errno::EINTR) => return Err(Errno::EINTR),
                     Err(e) => return Ok(Answer::Error(e as i32)),
                 };

@@ -10,7 +10,9 @@
 //! Decided against, and why:
 //! - `receive.*`: none of its keys names a program; the hooks it runs are files under
 //!   `hooks/`, which no sandboxed command can make executable.
-//! - `core.worktree`: it names a directory, and git writes it itself for submodules.
+//! - `core.worktree`: it names a directory, and git writes it itself for submodules. It may
+//!   not change beside a relative `core.hooksPath`, which is found from the working tree
+//!   (`check_replacement`).
 //! - `core.attributesFile`: it can route files through the user's own filter and diff
 //!   drivers, as a `.gitattributes` in the working tree can anyway.
 //!

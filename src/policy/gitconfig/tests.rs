@@ -91,6 +91,23 @@ fn changing_or_adding_a_program_is_refused() {
 }
 
 #[test]
+fn the_working_tree_stays_where_a_relative_hooks_path_is_found() {
+    let hooks = "[core]\n\thooksPath = .githooks\n";
+    let moved = format!("{hooks}\tworktree = /tmp/evil\n");
+    assert!(refused_for(Some(hooks), &moved).contains("core.worktree"));
+    let elsewhere = format!("{hooks}\tworktree = /srv/other\n");
+    assert!(refused_for(Some(&moved), &elsewhere).contains("core.worktree"));
+    accepted(Some(&moved), &moved);
+    // What git itself writes for a submodule, and a hooks path that does not move.
+    accepted(
+        Some("[core]\n\tbare = false\n"),
+        "[core]\n\tbare = false\n\tworktree = ../../../sub\n",
+    );
+    let absolute = "[core]\n\thooksPath = /srv/hooks\n";
+    accepted(Some(absolute), &format!("{absolute}\tworktree = /tmp/x\n"));
+}
+
+#[test]
 fn an_unreadable_old_file_grants_nothing() {
     let broken = format!("{USER}[oops\n");
     assert!(check_replacement(Some(broken.as_bytes()), USER.as_bytes()).is_err());
