@@ -226,7 +226,8 @@ pub struct Restrictions {
     /// Directories in which nothing may be created, removed or renamed, while their existing
     /// entries stay as writable as before (see [`home`]).
     pub frozen: BTreeSet<PathBuf>,
-    /// A writable home's dot-entries and `$PATH` directories ([`home::seal`]): bound
+    /// A writable home's dot-entries and the top-level entries that hold a `$PATH`
+    /// directory or a path its startup files name ([`home::seal`]): bound
     /// read-only among the writable roots' binds, so that a writable root named beneath one,
     /// and a cache's layer, stay writable on top.
     pub sealed: BTreeSet<PathBuf>,
@@ -392,12 +393,18 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
                 .filter(|(what, _)| *what == "writable root")
                 .map(|(_, r)| r.path.clone())
                 .collect();
+            let persistent_paths: Vec<PathBuf> = spec
+                .persistent_paths
+                .iter()
+                .flat_map(|e| placeholders.expand(e))
+                .collect();
             let sealed = home::seal(&home::SealInputs {
                 homes: &env.homes,
                 writable_roots: &writable_roots,
                 named: &named,
                 path: &env.path,
                 exempt: &protected.git_dirs,
+                startup: &persistent_paths,
             });
             // Beneath a sealed entry everything is read-only already, and a writable bind
             // there (a pinned or frozen directory, a guarded git directory's `objects/`)
@@ -407,9 +414,8 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
             // missing configuration directory that a command could create would be read
             // by every later call.
             let persistent = home::guard(
-                spec.persistent_paths
-                    .iter()
-                    .flat_map(|e| placeholders.expand(e))
+                persistent_paths
+                    .into_iter()
                     .chain(sealed.guarded.iter().cloned())
                     .chain(request.protected_paths.iter().map(|p| env.cwd.join(p))),
             );
