@@ -343,24 +343,27 @@ fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Ou
             audit.as_ref(),
         )?,
     };
-    // sandgate's own records and configuration stay out of the sandbox's reach.
-    let mut protected_paths: Vec<PathBuf> = layers.user_dir.iter().cloned().collect();
+    // sandgate's own records, configuration and state stay out of the sandbox's reach,
+    // existing or not: the policy guards each like a persistence path.
+    let mut protected_paths: Vec<PathBuf> = layers
+        .user_dir
+        .iter()
+        .cloned()
+        .chain(config::state_dir())
+        .chain(crate::approvals::default_socket().and_then(|s| s.parent().map(Path::to_path_buf)))
+        .chain(args.denial_log.iter().cloned())
+        .collect();
     // An unconfined command has no sandbox to keep them out of: nothing to look up.
     let confined = mode != Mode::FullAccess;
     if let Some(audit) = audit.as_ref().filter(|_| confined) {
+        // Inside a sandbox the log is read-only by design: creating it would fail, and the
+        // enclosing sandgate would report the attempt as a denial.
         if kernel_confined() == Some(false) {
-            match audit.ensure_exists() {
-                Ok(()) => protected_paths.push(audit.path().to_path_buf()),
-                Err(e @ AuditError::Open(LogFileError::Refused { .. })) => {
-                    crate::say!("sandgate: warning: {e}");
-                }
-                Err(_) => {}
+            if let Err(e @ AuditError::Open(LogFileError::Refused { .. })) = audit.ensure_exists() {
+                crate::say!("sandgate: warning: {e}");
             }
-        } else if audit.path().symlink_metadata().is_ok_and(|m| m.is_file()) {
-            // Inside a sandbox the log is read-only by design: creating it would fail, and
-            // the enclosing sandgate would report the attempt as a denial.
-            protected_paths.push(audit.path().to_path_buf());
         }
+        protected_paths.push(audit.path().to_path_buf());
     }
     // ... and out of its sight: masked, so they can be neither read nor locked.
     let mut own_files: Vec<PathBuf> = layers.user_dir.iter().cloned().collect();

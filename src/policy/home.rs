@@ -18,21 +18,51 @@
 //!
 //! A home that a writable root holds (the workspace is the home, or holds it, or a
 //! `--writable-root` does) is *sealed* besides, by rule rather than by list ([`seal`]):
-//! every dot-entry directly in it (`~/.local`, `~/.config`, `~/.cargo`, `~/.pyenv`,
-//! `~/.profile`, …) and every directory on `$PATH` inside it stays read-only, and the home
-//! is frozen, so no new entry (a new `~/.pythonrc`) appears in it. What a host program runs
-//! later — a `.pth` in `~/.local/lib/python3.*/site-packages`, `~/.cargo/bin`, pyenv's
-//! shims, a shell's rc file — lies in one of those. What stays writable: the home's other
-//! entries (projects), a path named with `--writable-root` (at or beneath a sealed entry),
-//! the guarded git directory of a home that is a repository (`policy::protected` guards it
-//! already), and the copy-on-write toolchain caches, which get their layers as anywhere.
+//! - every dot-entry directly in it (`~/.local`, `~/.config`, `~/.cargo`, `~/.pyenv`,
+//!   `~/.profile`, …) stays read-only;
+//! - so does, whole, every other *top-level entry* of the home that holds a directory on
+//!   `$PATH` (`~/venv` for `~/venv/bin`, with its `lib/python3.*/site-packages`) or a path
+//!   that one of the home's startup files names (`~/miniconda3` when `.bashrc` sources
+//!   `~/miniconda3/etc/profile.d/conda.sh`). A startup file is a persistence path of the
+//!   home (a file, or the files in such a directory: fish's `conf.d`, systemd's units); a
+//!   name is any word in it that, after a leading `~/`, `$HOME` or `${HOME}` is expanded and
+//!   quotes are stripped, is an absolute path in the home. The files so named are read in
+//!   turn, so that what they pull in is covered too. Reading is bounded and never fails the
+//!   call: a file that cannot be read names nothing;
+//! - the home is frozen, so no new entry (a new `~/.pythonrc`) appears in it.
+//!
+//! What a host program runs later — a `.pth` in a virtual environment's or
+//! `~/.local/lib/python3.*`'s site-packages, `~/.cargo/bin`, pyenv's shims, a shell's rc
+//! file and what it sources — lies in one of those: the rule follows where the host's
+//! programs start from (`$PATH`, the startup files), not a list of tools. What stays
+//! writable: the home's other entries (projects), a path named with `--writable-root` (at
+//! or beneath a sealed entry), the guarded git directory of a home that is a repository
+//! (`policy::protected` guards it already), and the copy-on-write toolchain caches, which
+//! get their layers as anywhere. A project that a startup file names (an alias that `cd`s
+//! into it) is sealed like any other named entry; naming it with `--writable-root` keeps it
+//! writable.
 
 use std::collections::BTreeSet;
+use std::ffi::OsStr;
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 
 /// How many symbolic links are followed from one persistence path before giving up and
 /// freezing the directory that holds the last one.
 const MAX_LINKS: usize = 8;
+
+/// How much of each startup file is read for the paths it names: rc files are small, and a
+/// huge one must not slow every call down.
+const STARTUP_READ_LIMIT: u64 = 256 * 1024;
+
+/// How many files are read per home for the paths they name (startup files, the files in
+/// startup directories, and the files those name): sandgate runs before every command.
+const STARTUP_FILES_LIMIT: usize = 64;
+
+/// How deep a startup directory (`~/.config/fish`, `~/.config/systemd`) is read.
+const STARTUP_DIR_DEPTH: usize = 3;
 
 /// Returns the caller's home directories, canonical and existing: `$HOME` (when absolute)
 /// and the passwd entry's home of the effective uid, without duplicates.
@@ -99,6 +129,9 @@ pub struct SealInputs<'a> {
     pub path: &'a [PathBuf],
     /// Entries left as they are (a guarded git directory).
     pub exempt: &'a BTreeSet<PathBuf>,
+    /// The persistence paths (absolute, expanded): those in a home are its startup files,
+    /// read for the paths they name.
+    pub startup: &'a [PathBuf],
 }
 
 /// Seals every home of `inputs.homes` that a writable root holds.
@@ -112,35 +145,50 @@ pub fn seal(inputs: &SealInputs<'_>) -> Sealed {
         let Ok(entries) = std::fs::read_dir(home) else {
             continue;
         };
-        for entry in entries.flatten() {
-            if !entry.file_name().as_encoded_bytes().starts_with(b".") {
+        let dot_entries = entries
+            .flatten()
+            .filter(|e| e.file_name().as_encoded_bytes().starts_with(b"."))
+            .map(|e| e.path());
+        let startup: Vec<PathBuf> = inputs
+            .startup
+            .iter()
+            .filter(|p| p.starts_with(home))
+            .cloned()
+            .collect();
+        let kept = |entry: &PathBuf| inputs.named.contains(entry) || inputs.exempt.contains(entry);
+        let mut entries: BTreeSet<PathBuf> = dot_entries.collect();
+        // A `$PATH` directory in an entry the user named writable stays read-only itself,
+        // as the directory the host runs from.
+        let mut in_kept: Vec<&PathBuf> = Vec::new();
+        for dir in inputs.path {
+            let held = holding(home, dir);
+            if held.iter().any(kept) {
+                in_kept.push(dir);
+            }
+            entries.extend(held);
+        }
+        for path in named_by_startup_files(&startup, home) {
+            entries.extend(holding(home, &path));
+        }
+        for entry in entries {
+            if kept(&entry) {
                 continue;
             }
-            let path = entry.path();
-            let Ok(kind) = entry.file_type() else {
+            // A missing entry cannot be made: the home is frozen.
+            let Ok(meta) = entry.symlink_metadata() else {
                 continue;
             };
-            if kind.is_symlink() {
-                out.guarded.push(path);
-            } else if (kind.is_dir() || kind.is_file())
-                && !inputs.named.contains(&path)
-                && !inputs.exempt.contains(&path)
-            {
-                out.read_only.insert(path);
+            if meta.file_type().is_symlink() {
+                out.guarded.push(entry);
+            } else if meta.is_dir() || meta.is_file() {
+                out.read_only.insert(entry);
             }
         }
-        for dir in inputs.path {
-            let canonical = std::fs::canonicalize(dir).ok();
-            let inside =
-                dir.starts_with(home) || canonical.as_ref().is_some_and(|c| c.starts_with(home));
-            // Nothing can be made or changed in a sealed entry: a directory there is covered.
-            let covered = |p: &Path| out.read_only.iter().any(|s| p.starts_with(s));
-            if !inside || covered(dir) {
-                continue;
-            }
-            match canonical.filter(|c| c.is_dir()) {
+        for dir in in_kept {
+            match std::fs::canonicalize(dir).ok().filter(|c| c.is_dir()) {
                 Some(c) if c == *dir || !dir.starts_with(home) => {
-                    if !covered(&c) && c != *home && !inputs.named.contains(&c) {
+                    let covered = out.read_only.iter().any(|s| c.starts_with(s));
+                    if !covered && c != *home && !inputs.named.contains(&c) {
                         out.read_only.insert(c);
                     }
                 }
@@ -151,6 +199,167 @@ pub fn seal(inputs: &SealInputs<'_>) -> Sealed {
         }
     }
     out
+}
+
+/// The entries directly in `home` that hold `path`: as written, and as resolved (a link
+/// elsewhere may lead into the home, a link in the home out of it).
+fn holding(home: &Path, path: &Path) -> Vec<PathBuf> {
+    let resolved = std::fs::canonicalize(path).ok();
+    let mut out: Vec<PathBuf> = top_entry(home, path).into_iter().collect();
+    out.extend(resolved.and_then(|c| top_entry(home, &c)));
+    out.dedup();
+    out
+}
+
+/// The entry directly in `home` that holds `path` (absolute; `..` taken lexically), if
+/// `path` lies beneath `home` — never `home` itself.
+fn top_entry(home: &Path, path: &Path) -> Option<PathBuf> {
+    let mut normal = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::ParentDir => {
+                normal.pop();
+            }
+            Component::CurDir => {}
+            other => normal.push(other),
+        }
+    }
+    let first = normal.strip_prefix(home).ok()?.components().next()?;
+    match first {
+        Component::Normal(name) => Some(home.join(name)),
+        _ => None,
+    }
+}
+
+/// The absolute paths that the startup files `files` of `home` name, and the files those
+/// name in turn, as far as the bounds let it read ([`STARTUP_FILES_LIMIT`]). The files are
+/// read before the directories' entries, and level by level, so that a full directory
+/// (`~/bin`) does not use up the bound before what `.bashrc` sources is read. A file that is
+/// not text (a program in `~/bin`, whose build paths would name a project) names nothing.
+fn named_by_startup_files(files: &[PathBuf], home: &Path) -> Vec<PathBuf> {
+    let (dirs, plain): (Vec<&PathBuf>, Vec<&PathBuf>) = files.iter().partition(|f| f.is_dir());
+    let mut queue: std::collections::VecDeque<(PathBuf, usize)> = plain
+        .into_iter()
+        .chain(dirs)
+        .map(|f| (f.clone(), 0))
+        .collect();
+    let mut seen: BTreeSet<PathBuf> = BTreeSet::new();
+    let mut named = Vec::new();
+    let mut read = 0;
+    while let Some((file, depth)) = queue.pop_front() {
+        if read >= STARTUP_FILES_LIMIT {
+            break;
+        }
+        if !seen.insert(file.clone()) {
+            continue;
+        }
+        let Ok(meta) = std::fs::metadata(&file) else {
+            continue;
+        };
+        if meta.is_dir() {
+            if depth < STARTUP_DIR_DEPTH {
+                if let Ok(dir) = std::fs::read_dir(&file) {
+                    queue.extend(dir.flatten().map(|e| (e.path(), depth + 1)));
+                }
+            }
+            continue;
+        }
+        let Some(text) = read_bounded(&file) else {
+            continue;
+        };
+        read += 1;
+        if text.contains(&0) {
+            continue;
+        }
+        for path in named_paths(&text, home) {
+            if path.starts_with(home) {
+                // Never walked as a directory: only a named file is read.
+                queue.push_back((path.clone(), STARTUP_DIR_DEPTH));
+            }
+            named.push(path);
+        }
+    }
+    named
+}
+
+/// The first [`STARTUP_READ_LIMIT`] bytes of the regular file `path`, or `None`. Opened
+/// without blocking, and checked on the opened file, so that a FIFO or a device put there
+/// in the meantime is neither waited on nor read.
+fn read_bounded(path: &Path) -> Option<Vec<u8>> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut text = Vec::new();
+    file.take(STARTUP_READ_LIMIT).read_to_end(&mut text).ok()?;
+    Some(text)
+}
+
+/// The absolute paths that `text` (a startup file of `home`) names: every word that, after
+/// a leading `~/`, `$HOME` or `${HOME}` is expanded and quotes are stripped, is absolute.
+///
+/// Words are split twice — once honouring quotes (a quoted path with spaces), once at
+/// quotes too (an apostrophe in a comment must not swallow the lines after it) — and each
+/// is taken whole and cut at `:` and `=` (`PATH="$HOME/venv/bin:$PATH"`). A word too many
+/// only seals more; a word missed would leave a file the host runs writable.
+pub fn named_paths(text: &[u8], home: &Path) -> BTreeSet<PathBuf> {
+    let mut out = BTreeSet::new();
+    for word in words(text, true).into_iter().chain(words(text, false)) {
+        let pieces = word.split(|b| *b == b':' || *b == b'=');
+        out.extend(
+            std::iter::once(word.as_slice())
+                .chain(pieces)
+                .filter_map(|w| expand(w, home)),
+        );
+    }
+    out
+}
+
+/// Splits `text` into shell words at whitespace and `;&|()<>` and backquotes, with their
+/// quotes removed: `quoted` keeps what a pair of quotes on one line encloses in one word,
+/// otherwise a quote separates words too.
+fn words(text: &[u8], quoted: bool) -> Vec<Vec<u8>> {
+    let mut words = Vec::new();
+    let mut word = Vec::new();
+    let mut quote: Option<u8> = None;
+    for &b in text {
+        match quote {
+            Some(q) if b == q => quote = None,
+            Some(_) if b == b'\n' => {
+                quote = None;
+                words.push(std::mem::take(&mut word));
+            }
+            Some(_) => word.push(b),
+            None if quoted && (b == b'"' || b == b'\'') => quote = Some(b),
+            None if b.is_ascii_whitespace() || b";&|()<>`\"'".contains(&b) => {
+                words.push(std::mem::take(&mut word));
+            }
+            None => word.push(b),
+        }
+    }
+    words.push(word);
+    words.retain(|w| !w.is_empty());
+    words
+}
+
+/// `word` as an absolute path, with a leading `~`, `$HOME` or `${HOME}` made `home`.
+fn expand(word: &[u8], home: &Path) -> Option<PathBuf> {
+    let rest = [b"~".as_slice(), b"${HOME}", b"$HOME"]
+        .iter()
+        .find_map(|prefix| word.strip_prefix(*prefix))
+        .filter(|rest| rest.is_empty() || rest.starts_with(b"/"));
+    match rest {
+        Some(rest) => {
+            let rest = rest.strip_prefix(b"/").unwrap_or(rest);
+            Some(home.join(OsStr::from_bytes(rest)))
+        }
+        None if word.starts_with(b"/") => Some(PathBuf::from(OsStr::from_bytes(word))),
+        None => None,
+    }
 }
 
 /// Works out the mounts that guard `paths` (absolute, not necessarily canonical).
@@ -282,6 +491,7 @@ mod tests {
             named: &named,
             path: &path,
             exempt: &exempt,
+            startup: &[],
         };
         let elsewhere = BTreeSet::from([base.join("ws")]);
         assert_eq!(seal(&inputs(&elsewhere)), Sealed::default());
@@ -291,15 +501,139 @@ mod tests {
             BTreeSet::from([
                 home.join(".local"),
                 home.join(".profile"),
-                home.join("tools/bin")
+                home.join("tools")
             ])
         );
-        assert_eq!(sealed.guarded, [home.join(".vimrc"), home.join("go/bin")]);
+        // `~/go` is missing: the frozen home keeps it from being made.
+        assert_eq!(sealed.guarded, [home.join(".vimrc")]);
         assert_eq!(sealed.frozen, BTreeSet::from([home.clone()]));
         // The guard then keeps the link's target read-only and its directory frozen.
         let guarded = guard(sealed.guarded);
         assert!(guarded.read_only.contains(&home.join("dotfiles/vimrc")));
         assert!(guarded.frozen.contains(&home));
+        Ok(())
+    }
+
+    #[test]
+    fn startup_files_name_paths_however_they_write_them() {
+        let home = Path::new("/h/u");
+        let named = |text: &str| named_paths(text.as_bytes(), home);
+        let has = |text: &str, path: &str| {
+            let found = named(text);
+            assert!(
+                found.contains(&PathBuf::from(path)),
+                "{text:?} should name {path}, found {found:?}"
+            );
+        };
+        has(
+            ". \"$HOME/miniconda3/etc/profile.d/conda.sh\"\n",
+            "/h/u/miniconda3/etc/profile.d/conda.sh",
+        );
+        has(
+            "if [ -f /h/u/tools/env.sh ]; then . /h/u/tools/env.sh; fi",
+            "/h/u/tools/env.sh",
+        );
+        has(
+            "source ~/google-cloud-sdk/path.bash.inc",
+            "/h/u/google-cloud-sdk/path.bash.inc",
+        );
+        has(
+            "source \"${HOME}/My Tools/init.sh\"",
+            "/h/u/My Tools/init.sh",
+        );
+        has("export PATH=\"$HOME/venv/bin:$PATH\"", "/h/u/venv/bin");
+        has("alias ll='ls -l' # don't\n. ~/rc/extra", "/h/u/rc/extra");
+        has("[ -x ~/x ] && ~/x", "/h/u/x");
+        // Not a path in this home, or not a path at all.
+        assert!(named("$HOMEBREW/bin ~other/x relative/x echo hi").is_empty());
+        assert_eq!(named("cd ~"), BTreeSet::from([PathBuf::from("/h/u")]));
+    }
+
+    #[test]
+    fn a_path_is_held_by_its_first_entry_under_the_home() {
+        let home = Path::new("/h/u");
+        let entry = |p: &str| top_entry(home, Path::new(p));
+        assert_eq!(entry("/h/u/venv/bin"), Some(PathBuf::from("/h/u/venv")));
+        assert_eq!(entry("/h/u/bin"), Some(PathBuf::from("/h/u/bin")));
+        assert_eq!(entry("/h/u/a/../b/c"), Some(PathBuf::from("/h/u/b")));
+        assert_eq!(entry("/h/u"), None);
+        assert_eq!(entry("/h/u/"), None);
+        assert_eq!(entry("/h/u/.."), None);
+        assert_eq!(entry("/h/uu/x"), None);
+        assert_eq!(entry("/usr/bin"), None);
+    }
+
+    #[test]
+    fn what_path_and_startup_files_reach_is_sealed_whole() -> std::io::Result<()> {
+        let root = tempfile::tempdir()?;
+        let home = std::fs::canonicalize(root.path())?.join("home");
+        for dir in [
+            "venv/bin",
+            "venv/lib/site-packages",
+            "bin",
+            "miniconda3/etc/profile.d",
+            "google-cloud-sdk",
+            "dotfiles",
+            "nested",
+            "proj",
+            "work/bin",
+            ".config/fish/conf.d",
+        ] {
+            std::fs::create_dir_all(home.join(dir))?;
+        }
+        std::fs::write(
+            home.join(".bashrc"),
+            ". \"$HOME/miniconda3/etc/profile.d/conda.sh\"\n\
+             source ~/google-cloud-sdk/path.bash.inc\n\
+             . ~/dotfiles/aliases\n",
+        )?;
+        std::fs::write(home.join("dotfiles/aliases"), "alias n='. ~/nested/x'\n")?;
+        std::fs::write(home.join("miniconda3/etc/profile.d/conda.sh"), "")?;
+        std::fs::write(
+            home.join(".config/fish/conf.d/w.fish"),
+            "source ~/work/x.fish\n",
+        )?;
+        // A program is not a startup file: the paths built into it name nothing.
+        std::fs::write(home.join("bin/tool"), b"\0/home/proj/src/main.rs")?;
+        let homes = [home.clone()];
+        let named = BTreeSet::from([home.join("work")]);
+        let roots = BTreeSet::from([home.clone()]);
+        let startup = [
+            home.join(".bashrc"),
+            home.join(".zshrc"),
+            home.join(".config/fish"),
+        ];
+        let path = [
+            home.join("venv/bin"),
+            home.join("bin"),
+            home.join("work/bin"),
+            home.clone(),
+        ];
+        let sealed = seal(&SealInputs {
+            homes: &homes,
+            writable_roots: &roots,
+            named: &named,
+            path: &path,
+            exempt: &BTreeSet::new(),
+            startup: &startup,
+        });
+        assert_eq!(
+            sealed.read_only,
+            BTreeSet::from([
+                home.join(".bashrc"),
+                home.join(".config"),
+                home.join("bin"),
+                home.join("dotfiles"),
+                home.join("google-cloud-sdk"),
+                home.join("miniconda3"),
+                home.join("nested"),
+                home.join("venv"),
+                // In an entry named writable, the `$PATH` directory alone stays sealed.
+                home.join("work/bin"),
+            ])
+        );
+        // The home itself is frozen, never read-only; a project and a named root stay.
+        assert_eq!(sealed.frozen, BTreeSet::from([home.clone()]));
         Ok(())
     }
 }

@@ -155,8 +155,9 @@ pub struct Request {
     pub command: Vec<OsString>,
     /// Extra protected subpaths of the workspace (from the project file).
     pub protected_subpaths: Vec<String>,
-    /// Absolute paths that must stay read-only wherever they are (sandgate's own audit log
-    /// and configuration).
+    /// sandgate's own paths (its configuration, state and approvals directories, the audit
+    /// and denial logs): inside a writable root each is guarded whether or not it exists
+    /// ([`home::guard`]), so that no command creates what a later call reads or trusts.
     pub protected_paths: Vec<PathBuf>,
     /// sandgate's own files (audit log, denial log, configuration): hidden in every
     /// restricted profile, whether or not they exist yet, and never unhidden.
@@ -225,7 +226,8 @@ pub struct Restrictions {
     /// Directories in which nothing may be created, removed or renamed, while their existing
     /// entries stay as writable as before (see [`home`]).
     pub frozen: BTreeSet<PathBuf>,
-    /// A writable home's dot-entries and `$PATH` directories ([`home::seal`]): bound
+    /// A writable home's dot-entries and the top-level entries that hold a `$PATH`
+    /// directory or a path its startup files name ([`home::seal`]): bound
     /// read-only among the writable roots' binds, so that a writable root named beneath one,
     /// and a cache's layer, stay writable on top.
     pub sealed: BTreeSet<PathBuf>,
@@ -370,12 +372,6 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
                 .cloned()
                 .collect();
             let mut protected = protected::resolve(&workspace, &subpaths, env.home.as_deref());
-            protected.read_only.extend(
-                request
-                    .protected_paths
-                    .iter()
-                    .filter_map(|p| std::fs::canonicalize(p).ok()),
-            );
             let under_roots = |p: &PathBuf| writable_roots.iter().any(|r| p.starts_with(r));
             for pointer in protected.git_pointers.iter().filter(|p| under_roots(p)) {
                 match std::fs::canonicalize(pointer) {
@@ -397,22 +393,31 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
                 .filter(|(what, _)| *what == "writable root")
                 .map(|(_, r)| r.path.clone())
                 .collect();
+            let persistent_paths: Vec<PathBuf> = spec
+                .persistent_paths
+                .iter()
+                .flat_map(|e| placeholders.expand(e))
+                .collect();
             let sealed = home::seal(&home::SealInputs {
                 homes: &env.homes,
                 writable_roots: &writable_roots,
                 named: &named,
                 path: &env.path,
                 exempt: &protected.git_dirs,
+                startup: &persistent_paths,
             });
             // Beneath a sealed entry everything is read-only already, and a writable bind
             // there (a pinned or frozen directory, a guarded git directory's `objects/`)
             // would open a hole in it.
             let outside_sealed = |p: &PathBuf| !sealed.read_only.iter().any(|s| p.starts_with(s));
+            // sandgate's own paths are guarded like persistence paths, existing or not: a
+            // missing configuration directory that a command could create would be read
+            // by every later call.
             let persistent = home::guard(
-                spec.persistent_paths
-                    .iter()
-                    .flat_map(|e| placeholders.expand(e))
-                    .chain(sealed.guarded.iter().cloned()),
+                persistent_paths
+                    .into_iter()
+                    .chain(sealed.guarded.iter().cloned())
+                    .chain(request.protected_paths.iter().map(|p| env.cwd.join(p))),
             );
             protected
                 .read_only
@@ -752,6 +757,28 @@ mod tests {
             };
             assert_eq!(r.mounts, mounts);
         }
+        Ok(())
+    }
+
+    #[test]
+    fn sandgates_own_paths_are_guarded_existing_or_not() -> Result<(), Box<dyn std::error::Error>> {
+        let ws = tempfile::tempdir()?;
+        let ws_path = std::fs::canonicalize(ws.path())?;
+        std::fs::create_dir_all(ws_path.join("state/sandgate"))?;
+        let mut req = request(Mode::WorkspaceWrite, &ws_path);
+        req.protected_paths = vec![
+            ws_path.join("sandgate"),
+            ws_path.join("state/sandgate"),
+            ws_path.join("logs/denials.jsonl"),
+        ];
+        let plan = resolve(req, &env_in(&ws_path))?;
+        let Confinement::Restricted(r) = plan.confinement else {
+            panic!("restricted")
+        };
+        // The existing one is read-only; where a missing one would be, nothing is created.
+        assert!(r.protected.contains(&ws_path.join("state/sandgate")));
+        assert!(r.frozen.contains(&ws_path));
+        assert!(!r.protected.contains(&ws_path.join("sandgate")));
         Ok(())
     }
 

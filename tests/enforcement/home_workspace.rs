@@ -1,7 +1,7 @@
 //! A home inside a writable root, chosen on purpose (`--workspace ~`): it stays writable
 //! where the user works, but nothing a host program runs later is — every dot-entry of the
-//! home and every `$PATH` directory inside it stays read-only, and no new entry appears in
-//! the home — while a copy-on-write cache still works and a path named with
+//! home and every entry of it that holds a `$PATH` directory or a path a startup file names
+//! stays read-only, and no new entry appears in the home — while a copy-on-write cache still works and a path named with
 //! `--writable-root` is writable as asked. The host's `python3` then runs no `.pth` the
 //! sandbox planted.
 
@@ -199,6 +199,56 @@ fn a_writable_root_named_in_a_sealed_entry_is_writable_as_asked() {
     );
     assert_command_failed(&out);
     assert!(!home.join(".local/bin").exists());
+}
+
+/// An entry of the home that `$PATH` or a startup file reaches into is read-only whole:
+/// `tools` for `tools/bin` on `$PATH` (a library next to the programs), `sdk` for the
+/// script `.bashrc` sources. A project no startup file names stays writable, and so does
+/// a sealed entry named with `--writable-root`.
+#[test]
+fn what_path_and_the_rc_file_reach_into_is_read_only_whole() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let (home, _) = home_with_tools(&env);
+    std::fs::create_dir_all(home.join("sdk")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(home.join("sdk/init.sh"), "# sdk\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(home.join(".bashrc"), "source \"$HOME/sdk/init.sh\"\n")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let attempt = |what: &str, target: &str| {
+        format!("if echo x >> {target} 2>/dev/null; then echo {what}=wrote; else echo {what}=refused; fi;")
+    };
+    let script = [
+        attempt("sdk", "sdk/init.sh"),
+        attempt("lib", "tools/lib.sh"),
+        attempt("proj", "proj/file"),
+    ]
+    .concat();
+    let out = in_home(&env, &home, &[], &script);
+    assert_status(&out, 0);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "sdk=refused\nlib=refused\nproj=wrote\n",
+        "{}",
+        show(&out)
+    );
+    assert_eq!(read(&home.join("sdk/init.sh")), "# sdk\n");
+    assert!(!home.join("tools/lib.sh").exists());
+    let sdk = home.join("sdk").display().to_string();
+    let out = in_home(
+        &env,
+        &home,
+        &["--writable-root", &sdk],
+        &attempt("sdk", "sdk/init.sh"),
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "sdk=wrote\n",
+        "{}",
+        show(&out)
+    );
+    assert_eq!(read(&home.join("sdk/init.sh")), "# sdk\nx\n");
 }
 
 #[test]
