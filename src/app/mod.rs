@@ -343,15 +343,17 @@ fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Ou
             audit.as_ref(),
         )?,
     };
-    // sandgate's own records, configuration and state stay out of the sandbox's reach,
-    // existing or not: the policy guards each like a persistence path.
+    // sandgate's own configuration, state and records stay out of the sandbox's reach,
+    // existing or not: the policy guards each like a persistence path. (A denial log the
+    // caller names is not among them: where it is missing, guarding it would freeze the
+    // directory it goes in, often the workspace; it is hidden, and a link planted at it
+    // refuses the next call.)
     let mut protected_paths: Vec<PathBuf> = layers
         .user_dir
         .iter()
         .cloned()
         .chain(config::state_dir())
         .chain(crate::approvals::default_socket().and_then(|s| s.parent().map(Path::to_path_buf)))
-        .chain(args.denial_log.iter().cloned())
         .collect();
     // An unconfined command has no sandbox to keep them out of: nothing to look up.
     let confined = mode != Mode::FullAccess;

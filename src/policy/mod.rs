@@ -156,7 +156,7 @@ pub struct Request {
     /// Extra protected subpaths of the workspace (from the project file).
     pub protected_subpaths: Vec<String>,
     /// sandgate's own paths (its configuration, state and approvals directories, the audit
-    /// and denial logs): inside a writable root each is guarded whether or not it exists
+    /// log): inside a writable root each is guarded whether or not it exists
     /// ([`home::guard`]), so that no command creates what a later call reads or trusts.
     pub protected_paths: Vec<PathBuf>,
     /// sandgate's own files (audit log, denial log, configuration): hidden in every
