@@ -22,7 +22,9 @@ mod enforcement {
     mod ownership;
     mod pid_namespace;
     mod process;
+    mod redteam_process;
     mod redteam_secrets;
+    mod redteam_terminal;
     mod secrets;
     mod stall;
     mod terminal;
