@@ -10,7 +10,11 @@ use crate::support::*;
 fn clean_up(env: &TestEnv, mark: &str) {
     let mut cmd = Command::new(sandgate());
     env.isolate(&mut cmd);
-    let _ = output(cmd.current_dir(&env.ws).args(["stop", "--workspace"]).arg(&env.ws));
+    let _ = output(
+        cmd.current_dir(&env.ws)
+            .args(["stop", "--workspace"])
+            .arg(&env.ws),
+    );
     kill_marked(mark);
 }
 
