@@ -189,3 +189,39 @@ fn redteam_as_root_root_only_files_outside_etc_are_not_readable() {
     }
     assert_none(failures);
 }
+
+/// Attack: exhaust the hiding rule's scan budget (at most 2000 directories and 20,000
+/// entries, breadth first) from a workspace that lies in a dot-entry of the home (a
+/// project kept in `~/.config/nvim`): one call plants 2100 directories there, hoping the
+/// next call's scan stops before it reaches `~/.config/zz-app/token` (0600) or
+/// `~/.zz/token`, which would then read. Should fail: the scan must not let the
+/// workspace's content decide what stays hidden.
+#[test]
+fn redteam_a_workspace_full_of_directories_does_not_exhaust_the_secret_scan() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let home = env.root.join("home");
+    let project = home.join(".config/nvim");
+    std::fs::create_dir_all(&project).unwrap_or_else(|e| panic!("{e}"));
+    put(&home, ".config/zz-app/token", SECRET, 0o600);
+    put(&home, ".zz/token", SECRET, 0o600);
+    let run = |script: &str| {
+        let mut cmd = env.sandgate_without_workspace("workspace-write");
+        cmd.current_dir(&project)
+            .env("HOME", &home)
+            .arg("--workspace")
+            .arg(&project)
+            .args(["--", "/bin/sh", "-c", script]);
+        let out = output(&mut cmd);
+        assert_status(&out, 0);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    run("mkdir -p $(seq -f d%g 1 2100) && mkdir -p $(seq -f d1/e%g 1 200)");
+    let seen = run("cat ~/.config/zz-app/token ~/.zz/token 2>/dev/null; true");
+    assert!(
+        !seen.contains(SECRET),
+        "a secret read after the scan was flooded: {seen}"
+    );
+}
