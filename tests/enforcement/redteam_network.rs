@@ -42,3 +42,39 @@ fn redteam_the_proxy_refuses_6to4_and_teredo_forms_of_closed_addresses() {
     }
     assert_none(failures);
 }
+
+/// Attack: reach a host unix socket that lies outside the workspace but on the same file
+/// system, by giving its inode a name beneath the workspace: `ln OUTSIDE/svc.sock
+/// ws/link.sock` (a hard link, which the supervisor would perform), then connect to the
+/// new name — the connect rule goes by where the path lies, and the link lies in the
+/// workspace. Should fail: the link is refused (each writable root is a mount of its own,
+/// so the kernel answers EXDEV) and the connect never reaches the host's listener.
+#[test]
+fn redteam_a_hard_link_does_not_bring_a_host_socket_into_the_workspace() {
+    if !require_full_enforcement() {
+        return;
+    }
+    use std::io::Write;
+    let env = TestEnv::new();
+    let path = env.outside.join("svc.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap_or_else(|e| panic!("{e}"));
+    listener
+        .set_nonblocking(true)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let script = format!(
+        "ln '{}' link.sock 2>/dev/null; '{}' unix-connect link.sock",
+        path.display(),
+        probe().display()
+    );
+    let out = env.sh("workspace-write", &script);
+    let mut reached = false;
+    while let Ok((mut conn, _)) = listener.accept() {
+        reached = true;
+        let _ = conn.write_all(b"host");
+    }
+    assert!(
+        !reached && !String::from_utf8_lossy(&out.stdout).contains("ok"),
+        "the host's socket was reached through a hard link: {}",
+        show(&out)
+    );
+}
