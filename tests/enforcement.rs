@@ -22,6 +22,7 @@ mod enforcement {
     mod ownership;
     mod pid_namespace;
     mod process;
+    mod redteam_limits;
     mod redteam_network;
     mod redteam_process;
     mod redteam_secrets;
