@@ -225,3 +225,44 @@ fn redteam_a_workspace_full_of_directories_does_not_exhaust_the_secret_scan() {
         "a secret read after the scan was flooded: {seen}"
     );
 }
+
+/// Attack: read owner-only credentials in the home that lie outside its dot-entries, where
+/// the rule does not look: a snap's own configuration (`~/snap/doctl/current/.config/doctl/
+/// config.yaml`, DigitalOcean's token: snaps keep each app's dot-files under `~/snap`), a
+/// private key kept in `~/keys/id_rsa`, a cloud console's `~/aws-keys.csv` download — all
+/// 0600, the convention the rule itself takes as "a secret". Should fail: an owner-only
+/// file in the home is a secret wherever it lies in it.
+#[test]
+fn redteam_owner_only_files_outside_the_homes_dot_entries_are_not_readable() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let home = env.root.join("home");
+    std::fs::create_dir(&home).unwrap_or_else(|e| panic!("{e}"));
+    let files = [
+        put(
+            &home,
+            "snap/doctl/current/.config/doctl/config.yaml",
+            SECRET,
+            0o600,
+        ),
+        put(&home, "keys/id_rsa", SECRET, 0o600),
+        put(&home, "aws-keys.csv", SECRET, 0o600),
+    ];
+    let mut failures = vec![];
+    for mode in ["read-only", "workspace-write"] {
+        for file in &files {
+            let seen = run_at(
+                &env,
+                mode,
+                &home,
+                &format!("cat '{}' 2>/dev/null; true", file.display()),
+            );
+            if seen.contains(SECRET) {
+                failures.push(format!("{mode}: {} read", file.display()));
+            }
+        }
+    }
+    assert_none(failures);
+}
