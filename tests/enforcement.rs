@@ -25,6 +25,11 @@ mod enforcement {
     mod redteam_config;
     mod redteam_git;
     mod redteam_home;
+    mod redteam_limits;
+    mod redteam_network;
+    mod redteam_process;
+    mod redteam_secrets;
+    mod redteam_terminal;
     mod secrets;
     mod stall;
     mod terminal;
