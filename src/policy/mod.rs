@@ -448,11 +448,23 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
                 .map(|p| allowed_socket(&env.cwd.join(p)))
                 .collect::<Result<BTreeSet<_>, _>>()?;
             let devices = placeholders.existing(&spec.devices);
+            // Character devices only: a host whose `/dev/ptmx` is a link into `/dev/pts`
+            // has nothing there to keep.
+            let standard: Vec<PathBuf> = roots::DEVICES
+                .iter()
+                .map(PathBuf::from)
+                .filter(|p| {
+                    use std::os::unix::fs::FileTypeExt;
+                    p.symlink_metadata()
+                        .is_ok_and(|m| m.file_type().is_char_device())
+                })
+                .collect();
             let kept_visible = roots::outermost(
                 std::iter::once(&workspace)
                     .chain(&writable_roots)
                     .chain(&allowed_sockets)
                     .chain(&devices)
+                    .chain(&standard)
                     .chain(std::iter::once(&env.cwd))
                     .filter(|p| roots::hidden_by_temp(p)),
             );

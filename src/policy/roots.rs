@@ -8,12 +8,26 @@ use std::path::{Component, Path, PathBuf};
 /// The host directories every restricted sandbox replaces with private, writable ones.
 pub const SHARED_TEMPS: [&str; 2] = ["/tmp", "/dev/shm"];
 
-/// Every host directory a restricted sandbox covers: the shared temps, and the terminals'
+/// Every host directory a restricted sandbox covers: the shared temps, the terminals'
 /// (`/dev/pts`, where each of the user's other terminals could be opened and read — no
-/// job control guards a terminal that is not one's controlling terminal). What must stay
-/// visible beneath them (the caller's own terminal, a workspace under `/tmp`) is put back
-/// at its own path.
-pub const COVERED: [&str; 3] = ["/tmp", "/dev/shm", "/dev/pts"];
+/// job control guards a terminal that is not one's controlling terminal), and `/dev`
+/// itself, whose other devices (the consoles and serial lines a login types on, the
+/// console's screen memory, input devices, disks) are the host's. What must stay visible
+/// beneath them (the caller's own terminal, [`DEVICES`], a workspace under `/tmp`) is put
+/// back at its own path. A path counts as beneath the first of them that holds it.
+pub const COVERED: [&str; 4] = ["/tmp", "/dev/shm", "/dev/pts", "/dev"];
+
+/// The devices every restricted sandbox keeps, where the host has them: the ones any
+/// program may expect, none of which reaches anything of the host's.
+pub const DEVICES: [&str; 7] = [
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+    "/dev/ptmx",
+];
 
 /// Links followed before giving up with ELOOP, as the kernel does.
 const MAX_LINKS: usize = 40;

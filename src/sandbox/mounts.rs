@@ -18,10 +18,11 @@
 //! 2. open what must stay visible beneath `/tmp` or `/dev/shm` (the workspace, writable
 //!    roots, allowed sockets, the cwd), and the copy-on-write caches' layers, while the
 //!    host's are still in view;
-//! 3. cover `/tmp` with the private temp (an empty tmpfs, or the workspace's own directory),
-//!    `/dev/shm` with an empty tmpfs, `/dev/mqueue` with this IPC namespace's queues and
-//!    `/dev/pts` with an empty directory, then put each kept object (the caller's own
-//!    terminal among them) back at its own path. Every tmpfs made here has a size and an
+//! 3. cover `/dev` with a small tmpfs of its own (the host's consoles, serial lines,
+//!    input devices and disks gone), `/tmp` with the private temp (an empty tmpfs, or the
+//!    workspace's own directory), `/dev/shm` with an empty tmpfs, `/dev/mqueue` with this
+//!    IPC namespace's queues and `/dev/pts` with an empty directory, then put each kept
+//!    object (the standard devices, the caller's own terminal) back at its own path. Every tmpfs made here has a size and an
 //!    inode bound: the writable ones the call's (`limits::TmpfsBound`), the read-only
 //!    stand-ins just what they hold;
 //! 4. bind each writable root (and each pinned directory, and each sealed entry of a
@@ -108,7 +109,7 @@ struct RwBind {
     reopen: bool,
 }
 
-/// Something beneath `/tmp` or `/dev/shm` that stays visible at its own path.
+/// Something beneath a covered directory (`COVERED`) that stays visible at its own path.
 #[derive(Debug)]
 struct Kept {
     source: Checked,
@@ -149,6 +150,8 @@ pub struct MountPlan {
     tmpfs_options: CString,
     /// The options of the `/dev/pts` stand-in (see `private_temps`).
     pts_options: CString,
+    /// The options of the `/dev` stand-in (`cover_dev`).
+    dev_options: CString,
     kept: Vec<Kept>,
     rw_binds: Vec<RwBind>,
     /// Shallow first, so each mount lands on the one made for its parent.
@@ -277,6 +280,15 @@ impl MountPlan {
                     .map(|k| k.below.len())
                     .sum::<usize>()
             ))?,
+            // Its root, three directories, four links and a mount point per kept device.
+            dev_options: options(&format!(
+                "mode=755,size=16k,nr_inodes={}",
+                8 + kept
+                    .iter()
+                    .filter(|k| COVERED[k.temp] == "/dev")
+                    .map(|k| k.below.len())
+                    .sum::<usize>()
+            ))?,
             kept,
             rw_binds,
             git,
@@ -394,6 +406,7 @@ impl MountPlan {
             .map(|k| k.source.open())
             .collect::<io::Result<_>>()?;
         let none = None::<&CStr>;
+        let dev = self.cover_dev()?;
         let tmpfs = |at: &CStr, options: &CStr| {
             mount(
                 Some(c"tmpfs"),
@@ -466,7 +479,7 @@ impl MountPlan {
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,
             Err(e) => return Err(e),
         };
-        let covered = [tmp, shm, pts];
+        let covered = [tmp, shm, pts, dev];
         for (k, source) in self.kept.iter().zip(&kept) {
             let Some(base) = covered[k.temp].as_ref() else {
                 continue;
@@ -476,8 +489,58 @@ impl MountPlan {
             sys::move_mount(tree.as_fd(), stub.as_fd())?;
         }
         // Only the temps are writable again later.
-        let [tmp, shm, _] = covered;
+        let [tmp, shm, ..] = covered;
         Ok(vec![tmp, shm])
+    }
+
+    /// Covers `/dev` with a small tmpfs holding what every program expects of it: the
+    /// directories the next steps cover in turn (`shm`, `pts`, `mqueue`, where the host
+    /// has them) and the links into `/proc/self/fd`; the kept devices are put back by
+    /// the caller. Returns the new `/dev` (`None` for a host without one).
+    fn cover_dev(&self) -> io::Result<Option<OwnedFd>> {
+        const DIRS: [&CStr; 3] = [c"shm", c"pts", c"mqueue"];
+        const LINKS: [(&CStr, &CStr); 4] = [
+            (c"fd", c"/proc/self/fd"),
+            (c"stdin", c"/proc/self/fd/0"),
+            (c"stdout", c"/proc/self/fd/1"),
+            (c"stderr", c"/proc/self/fd/2"),
+        ];
+        let host = match sys::open_path(c"/dev", libc::O_DIRECTORY) {
+            Ok(fd) => fd,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let present: Vec<&CStr> = DIRS
+            .into_iter()
+            .filter(|d| {
+                openat(
+                    host.as_fd(),
+                    *d,
+                    OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                    Mode::empty(),
+                )
+                .is_ok()
+            })
+            .collect();
+        mount(
+            Some(c"tmpfs"),
+            c"/dev",
+            Some(c"tmpfs"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+            Some(self.dev_options.as_c_str()),
+        )?;
+        let dev = nix::fcntl::open(
+            c"/dev",
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )?;
+        for dir in present {
+            mkdirat(dev.as_fd(), dir, Mode::from_bits_truncate(0o755))?;
+        }
+        for (name, target) in LINKS {
+            nix::unistd::symlinkat(target, dev.as_fd(), name)?;
+        }
+        Ok(Some(sys::open_path(c"/dev", libc::O_DIRECTORY)?))
     }
 }
 
@@ -576,6 +639,7 @@ impl MountPlan {
             temp: None,
             tmpfs_options: CString::default(),
             pts_options: CString::default(),
+            dev_options: CString::default(),
             kept: vec![],
             rw_binds: vec![],
             git: vec![],
