@@ -245,6 +245,7 @@ pub fn run(mut launch: Launch<'_>) -> Result<Outcome, ExecError> {
                 },
                 &old_mask,
                 launch.keep_background.is_some(),
+                launch.timeout,
             ),
             None => child(
                 launch.sandbox,

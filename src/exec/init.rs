@@ -11,7 +11,9 @@
 //! - when the command ends it reports how ([`Report`]) to sandgate through its channel,
 //!   and exits: the kernel then kills every process left in the namespace. When the call
 //!   keeps them, it stays and reaps until the namespace is empty instead, having first
-//!   disarmed its parent-death signal, so that sandgate's own exit does not end them.
+//!   disarmed its parent-death signal, so that sandgate's own exit does not end them —
+//!   or until the call's time limit, counted from the command's start, has passed: then
+//!   it sends every process left SIGTERM, and exits two seconds later, which ends them.
 //!
 //! pid 1 is not the command because the kernel gives pid 1 two duties no program expects:
 //! signals with their default action are ignored by it, and it inherits every orphan.
@@ -23,6 +25,8 @@
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+
+use std::time::{Duration, Instant};
 
 use nix::sys::signal::SigSet;
 
@@ -106,6 +110,7 @@ pub(super) fn run(
     ends: Ends,
     old_mask: &SigSet,
     keep: bool,
+    time_limit: Option<Duration>,
 ) -> ! {
     let err_w = ends.err_w.as_raw_fd();
     let channel = ends.channel.as_raw_fd();
@@ -152,11 +157,15 @@ pub(super) fn run(
         Ok(pid) => pid,
         Err(e) => report_failure(err_w, Step::Exec, e),
     };
+    let deadline = time_limit.map(|limit| Instant::now() + limit);
     // Nothing of sandgate's caller stays open here: not its terminal, not its pipes (a
     // `$(…)` around sandgate would wait for init's copy), not the error pipe.
     sys::close_all_fds_except(&[channel]);
-    serve(command, ends.channel, keep)
+    serve(command, ends.channel, keep, deadline)
 }
+
+/// How long kept processes have between SIGTERM at the time limit and their end.
+const GRACE: Duration = Duration::from_secs(2);
 
 /// Returns true when sandgate's end of the channel is closed.
 fn sandgate_gone(channel: std::os::fd::BorrowedFd<'_>) -> bool {
@@ -169,10 +178,12 @@ fn sandgate_gone(channel: std::os::fd::BorrowedFd<'_>) -> bool {
 }
 
 /// Init's work once the command runs: reap, relay, report; see the module docs.
-fn serve(command: libc::pid_t, channel: OwnedFd, keep: bool) -> ! {
+fn serve(command: libc::pid_t, channel: OwnedFd, keep: bool, deadline: Option<Instant>) -> ! {
     let all = SigSet::all();
     let mut ended: Option<Ended> = None;
     let mut reported = false;
+    let mut deadline = deadline;
+    let mut terminated = false;
     loop {
         let children_left = loop {
             match sys::reap_any() {
@@ -206,6 +217,23 @@ fn serve(command: libc::pid_t, channel: OwnedFd, keep: bool) -> ! {
             if !children_left {
                 sys::exit_immediately(0);
             }
+        }
+        // While the command runs, sandgate keeps its time limit; once it has ended, what
+        // the call kept is init's to end at that limit.
+        if let (true, Some(at)) = (reported, deadline) {
+            let left = at.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                if terminated {
+                    sys::exit_immediately(0);
+                }
+                // Every process in the namespace but init itself.
+                let _ = sys::kill(-1, libc::SIGTERM);
+                terminated = true;
+                deadline = Some(Instant::now() + GRACE);
+            } else {
+                let _ = sys::sigtimedwait(&all, left);
+            }
+            continue;
         }
         let Ok(signal) = sys::sigwaitinfo(&all) else {
             continue;
