@@ -70,6 +70,10 @@ pub struct SecretRuleSpec {
 pub struct SecretEnvSpec {
     /// A name containing one of these (ASCII case-insensitively) is withheld.
     pub name_contains: Vec<String>,
+    /// A name with one of these as a word between underscores (`GITHUB_PAT`, `MYSQL_PWD`)
+    /// is withheld: too short to look for inside words (`PATH`).
+    #[serde(default)]
+    pub name_words: Vec<String>,
     /// Names that contain a pattern without being secrets (`GIT_AUTHOR_NAME`).
     pub except: Vec<String>,
 }
@@ -131,6 +135,22 @@ pub fn shipped(mode: Mode) -> Result<ProfileSpec, PolicyError> {
     Ok(spec)
 }
 
+/// The session's runtime directories: `$XDG_RUNTIME_DIR` (when absolute) and
+/// `/run/user/UID` of the effective uid — where a login session keeps its agents' sockets
+/// and tools their short-lived credentials (a container registry's `auth.json`).
+pub fn runtime_dirs() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .into_iter()
+        .collect();
+    let by_uid = PathBuf::from(format!("/run/user/{}", nix::unistd::geteuid()));
+    if !dirs.contains(&by_uid) {
+        dirs.push(by_uid);
+    }
+    dirs
+}
+
 /// The values placeholders expand to for one call.
 pub struct Placeholders<'a> {
     pub workspace: &'a Path,
@@ -150,6 +170,7 @@ impl Placeholders<'_> {
             "$WORKSPACE" => vec![self.workspace.to_path_buf()],
             "$PTY" => self.ptys.clone(),
             "$SANDGATE_APPROVAL_TOKEN_FILE" => self.approval_token_file.iter().cloned().collect(),
+            "$RUNTIME_DIR" => runtime_dirs(),
             literal => vec![PathBuf::from(literal)],
         }
     }

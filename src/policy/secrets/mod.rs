@@ -24,6 +24,8 @@ use crate::secret_scan::{self, Scope};
 pub struct SecretEnv {
     /// Upper-case fragments; a name containing one is withheld.
     name_contains: Vec<String>,
+    /// Upper-case words; a name with one between underscores is withheld.
+    name_words: Vec<String>,
     /// Names passed even though they contain a fragment.
     passed: BTreeSet<String>,
 }
@@ -34,6 +36,11 @@ impl SecretEnv {
         SecretEnv {
             name_contains: spec
                 .name_contains
+                .iter()
+                .map(|p| p.to_ascii_uppercase())
+                .collect(),
+            name_words: spec
+                .name_words
                 .iter()
                 .map(|p| p.to_ascii_uppercase())
                 .collect(),
@@ -51,6 +58,9 @@ impl SecretEnv {
         self.name_contains
             .iter()
             .any(|p| upper.contains(p.as_str()))
+            || upper
+                .split('_')
+                .any(|word| self.name_words.iter().any(|w| w == word))
     }
 }
 
@@ -285,7 +295,42 @@ mod tests {
     fn spec() -> SecretEnvSpec {
         SecretEnvSpec {
             name_contains: vec!["KEY".into(), "token".into(), "AUTH".into()],
-            except: vec!["GIT_AUTHOR_NAME".into()],
+            name_words: vec!["PAT".into(), "pwd".into()],
+            except: vec!["GIT_AUTHOR_NAME".into(), "PWD".into()],
+        }
+    }
+
+    #[test]
+    fn short_fragments_count_only_as_words() {
+        let env = SecretEnv::new(&spec(), &[]);
+        assert!(env.withholds(OsStr::new("GITHUB_PAT")));
+        assert!(env.withholds(OsStr::new("MYSQL_PWD")));
+        assert!(env.withholds(OsStr::new("pat_for_ci")));
+        for passed in ["PATH", "LD_LIBRARY_PATH", "PWD", "OLDPWD", "PATTERN_DIR"] {
+            assert!(!env.withholds(OsStr::new(passed)), "{passed}");
+        }
+    }
+
+    #[test]
+    fn the_profiles_withhold_conventional_secret_names() {
+        for mode in [Mode::ReadOnly, Mode::WorkspaceWrite] {
+            let Ok(ProfileSpec::Restricted(spec)) = profile::shipped(mode) else {
+                panic!("{mode} must be restricted");
+            };
+            let env = SecretEnv::new(&spec.secret_env, &[]);
+            for name in [
+                "MYSQL_PWD",
+                "BORG_PASSPHRASE",
+                "CI_JOB_JWT",
+                "GITHUB_PAT",
+                "DB_PASS",
+                "SSHPASS",
+            ] {
+                assert!(env.withholds(OsStr::new(name)), "{mode:?} {name}");
+            }
+            for name in ["PATH", "PWD", "OLDPWD", "HOME", "TERM", "LANG"] {
+                assert!(!env.withholds(OsStr::new(name)), "{mode:?} {name}");
+            }
         }
     }
 
