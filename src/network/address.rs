@@ -94,6 +94,12 @@ fn closed_v6(ip: Ipv6Addr) -> Option<Closed> {
     if (s[0], s[1]) == (0x2001, 0x0db8) || (s[0] == 0x3fff && s[1] & 0xf000 == 0) {
         return Some(Closed::Documentation);
     }
+    // 6to4 (2002::/16) and Teredo (2001::/32) carry an IPv4 address (the host's own, or a
+    // private one) that a relay of the local network's choosing reaches: where they lead
+    // is not the internet's to say, so neither is public.
+    if s[0] == 0x2002 || (s[0], s[1]) == (0x2001, 0) {
+        return Some(Closed::Private);
+    }
     // Only global unicast (2000::/3) is routed on the internet: this leaves out the
     // unspecified and loopback addresses, unique local (fc00::/7), link-local (fe80::/10),
     // site-local, multicast (ff00::/8), discard-only (100::/64) and the unassigned rest.
@@ -141,6 +147,9 @@ mod tests {
             "127.0.0.1",
             "127.1.2.3",
             "169.254.169.254",
+            "2002:7f00:1::1",
+            "2002:a00:1::1",
+            "2001:0:4136:e378:8000:63bf:3fff:fdd2",
             "172.16.0.1",
             "172.31.255.255",
             "192.0.0.8",
