@@ -1,5 +1,5 @@
-//! The scan behind the hidden-files rule: which files under a home's dot-entries only their
-//! owner may read, and (as root) which files under `/etc` others may not read — found by
+//! The scan behind the hidden-files rule: which files under a home's dot-entries (and
+//! directly in the home) only their owner may read, and (as root) which files under `/etc` others may not read — found by
 //! their modes, not their names. `policy::secrets` decides from a scan what a call hides.
 //!
 //! sandgate runs before every command, so the scan is bounded and cached:
@@ -49,7 +49,7 @@ const RACY_NS: i64 = 2_000_000_000;
 /// What a scan looks at beneath its root.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Scope {
-    /// A home: its dot-entries only. A file counts when it is the caller's, only its owner
+    /// A home: its dot-entries, and the files directly in it. A file counts when it is the caller's, only its owner
     /// may read it (no group or other read bit) and its owner may not run it (a private
     /// script is a program, not a credential).
     Home,
@@ -378,9 +378,10 @@ impl<'a> Scan<'a> {
             if name == "." || name == ".." {
                 continue;
             }
-            if self.root.scope == Scope::Home && depth == 0 && !name.as_bytes().starts_with(b".") {
-                continue;
-            }
+            // Directly in a home: the dot-entries, and the files (a downloaded key); not
+            // the other directories (projects).
+            let beyond_scope =
+                self.root.scope == Scope::Home && depth == 0 && !name.as_bytes().starts_with(b".");
             if self.entries >= MAX_ENTRIES {
                 self.truncated = true;
                 break;
@@ -390,7 +391,7 @@ impl<'a> Scan<'a> {
             else {
                 continue;
             };
-            if st.st_dev != self.dev {
+            if st.st_dev != self.dev || (beyond_scope && is_dir(&st)) {
                 continue;
             }
             if is_dir(&st) {

@@ -46,7 +46,8 @@ fn me() -> Caller {
 }
 
 #[test]
-fn owner_only_files_in_dot_entries_are_found_and_nothing_else() -> std::io::Result<()> {
+fn owner_only_files_in_dot_entries_and_the_home_are_found_and_nothing_else() -> std::io::Result<()>
+{
     let (_dir, home) = home(&[
         (".pgpass", 0o600),
         (".bashrc", 0o644),
@@ -72,7 +73,8 @@ fn owner_only_files_in_dot_entries_are_found_and_nothing_else() -> std::io::Resu
             ".config/app/credentials.json",
             ".foo/token",
             ".pgpass",
-            ".x_history"
+            ".x_history",
+            "top-level"
         ]
     );
     assert!(!snapshot.truncated);
