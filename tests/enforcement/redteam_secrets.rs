@@ -35,14 +35,37 @@ fn run_at(env: &TestEnv, mode: &str, home: &Path, script: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Writes the user's configuration (`SANDGATE_CONFIG_DIR`, as `TestEnv::isolate` sets it).
+fn user_config(env: &TestEnv, json: &str) {
+    let dir = env.root.join("config");
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.join("config.json"), json).unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// The paths of `files` that `mode` lets a command read.
+fn read_by(env: &TestEnv, mode: &str, home: &Path, files: &[PathBuf]) -> Vec<String> {
+    files
+        .iter()
+        .filter(|file| {
+            run_at(
+                env,
+                mode,
+                home,
+                &format!("cat '{}' 2>/dev/null; true", file.display()),
+            )
+            .contains(SECRET)
+        })
+        .map(|file| format!("{mode}: {} read", file.display()))
+        .collect()
+}
+
 /// Attack: a credential file a tool wrote 0644 inside a dot-directory it made 0700
-/// (`~/.myapp/token`). On the host nobody but the owner can reach it — the directory is
-/// closed to others — so it is as private as a 0600 file, but the hiding rule looks at the
-/// file's own mode only (under `/etc` it hides closed directories, in a home it does not).
-/// Should fail: the README promises every owner-private file in a home's dot-entries reads
-/// as empty, and the threat model counts any file holding a secret.
+/// (`~/.myapp/token`). On the host nobody but the owner can reach it, but the rule goes by
+/// a file's own mode: homes, `~/.config` and `~/.cache` are commonly 0700, so a closed
+/// directory says nothing about what is in it (README, known limits). What the user names
+/// in `hidden_paths` reads as empty.
 #[test]
-fn redteam_a_public_file_in_a_closed_dot_directory_is_not_readable() {
+fn redteam_a_public_file_in_a_closed_dot_directory_is_hidden_once_named() {
     if !require_full_enforcement() {
         return;
     }
@@ -53,19 +76,13 @@ fn redteam_a_public_file_in_a_closed_dot_directory_is_not_readable() {
     chmod(token.parent().unwrap_or(&home), 0o700);
     let deep = put(&home, ".config/tool/auth/session.json", SECRET, 0o644);
     chmod(deep.parent().unwrap_or(&home), 0o700);
+    user_config(
+        &env,
+        r#"{"hidden_paths": ["~/.myapp", "~/.config/tool/auth"]}"#,
+    );
     let mut failures = vec![];
     for mode in ["read-only", "workspace-write"] {
-        for file in [&token, &deep] {
-            let seen = run_at(
-                &env,
-                mode,
-                &home,
-                &format!("cat '{}' 2>/dev/null; true", file.display()),
-            );
-            if seen.contains(SECRET) {
-                failures.push(format!("{mode}: {} read", file.display()));
-            }
-        }
+        failures.extend(read_by(&env, mode, &home, &[token.clone(), deep.clone()]));
     }
     assert_none(failures);
 }
@@ -141,11 +158,12 @@ fn redteam_conventional_secret_variables_are_withheld() {
 
 /// Attack (as root): read a root-only credential store outside `/etc` and `/root` —
 /// debconf's password database `/var/cache/debconf/passwords.dat` (0600 root), or a
-/// root-only key outside both (here one the test makes beside the workspace). The rule
-/// hides root-only files under `/etc` only. Should fail: as root the sandbox should not
-/// read what only root may read, wherever the machine keeps it.
+/// root-only key outside both (here one the test makes beside the workspace). A sandbox's
+/// root owns them as it owns the files it works on: the rule covers `/etc` and `/root`, and
+/// only a list tells the rest apart (README, known limits). Named in `hidden_paths`, they
+/// read as empty.
 #[test]
-fn redteam_as_root_root_only_files_outside_etc_are_not_readable() {
+fn redteam_as_root_root_only_files_outside_etc_are_hidden_once_named() {
     if !require_full_enforcement() {
         return;
     }
@@ -157,33 +175,27 @@ fn redteam_as_root_root_only_files_outside_etc_are_not_readable() {
     let env = TestEnv::new();
     let key = put(&env.outside, "machine.key", SECRET, 0o600);
     let debconf = Path::new("/var/cache/debconf/passwords.dat");
+    user_config(
+        &env,
+        &serde_json::json!({"hidden_paths": [key, debconf]}).to_string(),
+    );
     let mut failures = vec![];
     for mode in ["read-only", "workspace-write"] {
-        let seen = run_at(
-            &env,
-            mode,
-            &env.root,
-            &format!("cat '{}' 2>/dev/null; true", key.display()),
-        );
-        if seen.contains(SECRET) {
-            failures.push(format!("{mode}: {} read", key.display()));
-        }
+        failures.extend(read_by(&env, mode, &env.root, std::slice::from_ref(&key)));
         // The host's database may be empty: it counts as read when the sandbox opens the
         // real file (same device and inode) rather than a stand-in or nothing.
         if let Ok(meta) = std::fs::metadata(debconf) {
-            if meta.uid() == 0 && meta.mode() & 0o077 == 0 {
-                let seen = run_at(
-                    &env,
-                    mode,
-                    &env.root,
-                    &format!(
-                        "cat '{0}' >/dev/null 2>&1 && stat -Lc '%d:%i' '{0}'; true",
-                        debconf.display()
-                    ),
-                );
-                if seen.trim() == format!("{}:{}", meta.dev(), meta.ino()) {
-                    failures.push(format!("{mode}: {} opened", debconf.display()));
-                }
+            let seen = run_at(
+                &env,
+                mode,
+                &env.root,
+                &format!(
+                    "cat '{0}' >/dev/null 2>&1 && stat -Lc '%d:%i' '{0}'; true",
+                    debconf.display()
+                ),
+            );
+            if seen.trim() == format!("{}:{}", meta.dev(), meta.ino()) {
+                failures.push(format!("{mode}: {} opened", debconf.display()));
             }
         }
     }
@@ -226,21 +238,22 @@ fn redteam_a_workspace_full_of_directories_does_not_exhaust_the_secret_scan() {
     );
 }
 
-/// Attack: read owner-only credentials in the home that lie outside its dot-entries, where
-/// the rule does not look: a snap's own configuration (`~/snap/doctl/current/.config/doctl/
-/// config.yaml`, DigitalOcean's token: snaps keep each app's dot-files under `~/snap`), a
-/// private key kept in `~/keys/id_rsa`, a cloud console's `~/aws-keys.csv` download — all
-/// 0600, the convention the rule itself takes as "a secret". Should fail: an owner-only
-/// file in the home is a secret wherever it lies in it.
+/// Attack: read owner-only credentials in the home that lie outside its dot-entries: a
+/// cloud console's `~/aws-keys.csv` download, which the rule hides (it looks at the files
+/// directly in the home), and, beyond the rule's reach (README, known limits: it does not
+/// walk the home's projects), a snap's own configuration
+/// (`~/snap/doctl/current/.config/doctl/config.yaml`) and a private key kept in
+/// `~/keys/id_rsa`, which read as empty once named in `hidden_paths` — all 0600.
 #[test]
-fn redteam_owner_only_files_outside_the_homes_dot_entries_are_not_readable() {
+fn redteam_owner_only_files_outside_the_homes_dot_entries_are_hidden() {
     if !require_full_enforcement() {
         return;
     }
     let env = TestEnv::new();
     let home = env.root.join("home");
     std::fs::create_dir(&home).unwrap_or_else(|e| panic!("{e}"));
-    let files = [
+    let by_rule = put(&home, "aws-keys.csv", SECRET, 0o600);
+    let named = [
         put(
             &home,
             "snap/doctl/current/.config/doctl/config.yaml",
@@ -248,21 +261,14 @@ fn redteam_owner_only_files_outside_the_homes_dot_entries_are_not_readable() {
             0o600,
         ),
         put(&home, "keys/id_rsa", SECRET, 0o600),
-        put(&home, "aws-keys.csv", SECRET, 0o600),
     ];
     let mut failures = vec![];
     for mode in ["read-only", "workspace-write"] {
-        for file in &files {
-            let seen = run_at(
-                &env,
-                mode,
-                &home,
-                &format!("cat '{}' 2>/dev/null; true", file.display()),
-            );
-            if seen.contains(SECRET) {
-                failures.push(format!("{mode}: {} read", file.display()));
-            }
-        }
+        failures.extend(read_by(&env, mode, &home, std::slice::from_ref(&by_rule)));
+    }
+    user_config(&env, r#"{"hidden_paths": ["~/snap/doctl", "~/keys"]}"#);
+    for mode in ["read-only", "workspace-write"] {
+        failures.extend(read_by(&env, mode, &home, &named));
     }
     assert_none(failures);
 }
