@@ -122,3 +122,70 @@ fn redteam_a_global_relative_hooks_path_runs_hooks_of_a_repository_made_inside()
     }
     assert_none(failures);
 }
+
+/// Attack: a home chosen as the workspace (`--workspace ~`). Its dot-entries are read-only,
+/// and so is every top-level entry that a *shell* startup file names; but the host runs
+/// programs whose own startup files are dot-entries too and name scripts elsewhere in the
+/// home: `~/.vimrc` with `source ~/vimfiles/local.vim`, `~/.tmux.conf` with `run-shell
+/// ~/scripts/tmux-init.sh` (or a status line's `#(~/scripts/battery.sh)`, which runs on
+/// every `tmux attach`). Those files are not among the startup files sandgate reads, so
+/// `~/vimfiles` and `~/scripts` stay writable: the command rewrites them and the user's
+/// next `vim` or `tmux` runs its code.
+///
+/// It should fail because a home chosen as a workspace "keeps what the host runs
+/// read-only", by rule rather than by a list of tools.
+#[test]
+fn redteam_home_workspace_rewrites_scripts_that_vimrc_and_tmux_conf_name() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let home = env.root.join("home");
+    for dir in ["vimfiles", "scripts"] {
+        std::fs::create_dir_all(home.join(dir)).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let write = |rel: &str, text: &str| {
+        std::fs::write(home.join(rel), text).unwrap_or_else(|e| panic!("{e}"))
+    };
+    write(".vimrc", "source ~/vimfiles/local.vim\n");
+    write("vimfiles/local.vim", "\" the user's settings\n");
+    write(
+        ".tmux.conf",
+        "run-shell ~/scripts/tmux-init.sh\nset -g status-right '#(~/scripts/battery.sh)'\n",
+    );
+    write("scripts/tmux-init.sh", "#!/bin/sh\ntrue\n");
+    write("scripts/battery.sh", "#!/bin/sh\necho 99%\n");
+    write(".bashrc", "export EDITOR=vim\n");
+    let vim_mark = env.outside.join("vim");
+    let tmux_mark = env.outside.join("tmux");
+    let script = format!(
+        "echo {} > ~/vimfiles/local.vim; printf %s {} > ~/scripts/tmux-init.sh; printf %s {} > ~/scripts/battery.sh; true",
+        sq(&format!("call system('touch {}')", vim_mark.display())),
+        sq(&format!("#!/bin/sh\ntouch '{}'\n", tmux_mark.display())),
+        sq(&format!("#!/bin/sh\ntouch '{}'\n", tmux_mark.display())),
+    );
+    let mut cmd = env.sandgate_without_workspace("workspace-write");
+    cmd.env("HOME", &home)
+        .arg("--workspace")
+        .arg(&home)
+        .current_dir(&home)
+        .args(["--timeout", "60s", "--", "/bin/sh", "-c", &script]);
+    let out = output(&mut cmd);
+    let mut failures = Vec::new();
+    let local = std::fs::read_to_string(home.join("vimfiles/local.vim")).unwrap_or_default();
+    if local.contains("system(") {
+        failures.push(format!(
+            "~/vimfiles/local.vim, which ~/.vimrc sources, was rewritten\n{}",
+            show(&out)
+        ));
+    }
+    for script in ["tmux-init.sh", "battery.sh"] {
+        let text = std::fs::read_to_string(home.join("scripts").join(script)).unwrap_or_default();
+        if text.contains("touch") {
+            failures.push(format!(
+                "~/scripts/{script}, which ~/.tmux.conf runs, was rewritten"
+            ));
+        }
+    }
+    assert_none(failures);
+}
