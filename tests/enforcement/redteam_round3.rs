@@ -192,3 +192,53 @@ fn redteam_home_workspace_rewrites_scripts_that_vimrc_and_tmux_conf_name() {
     }
     assert_none(failures);
 }
+
+/// Runs `script` under `workspace-write` with `home` as `HOME` and as the workspace.
+fn in_home_workspace(env: &TestEnv, home: &Path, script: &str) -> Output {
+    let mut cmd = env.sandgate_without_workspace("workspace-write");
+    cmd.env("HOME", home)
+        .arg("--workspace")
+        .arg(home)
+        .current_dir(home)
+        .args(["--timeout", "60s", "--", "/bin/sh", "-c", script]);
+    output(&mut cmd)
+}
+
+/// Attack: a home chosen as the workspace, with a systemd user unit (a persistence path
+/// sandgate reads for the paths it names) that runs a script in the home the way systemd
+/// spells it: `ExecStart=%h/scripts/backup.sh` (`%h` is systemd's specifier for the home).
+/// sandgate expands only `~/`, `$HOME` and `${HOME}`, so `~/scripts` is not sealed: the
+/// command appends to the script, and the user's timer (or next login, for a
+/// `default.target` unit) runs it on the host.
+///
+/// It should fail because the top-level entry holding "a path that one of the home's
+/// startup files names" stays read-only.
+#[test]
+fn redteam_home_workspace_rewrites_a_script_a_systemd_unit_names_with_percent_h() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let home = env.root.join("home");
+    let units = home.join(".config/systemd/user");
+    std::fs::create_dir_all(&units).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(home.join("scripts")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        units.join("backup.service"),
+        "[Unit]\nDescription=backup\n\n[Service]\nType=oneshot\nExecStart=%h/scripts/backup.sh\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(home.join("scripts/backup.sh"), "#!/bin/sh\necho backup\n")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let out = in_home_workspace(
+        &env,
+        &home,
+        "echo 'echo planted' >> ~/scripts/backup.sh; true",
+    );
+    let text = std::fs::read_to_string(home.join("scripts/backup.sh")).unwrap_or_default();
+    assert!(
+        !text.contains("planted"),
+        "~/scripts/backup.sh, which a systemd user unit runs as %h/scripts/backup.sh, was rewritten\n{}",
+        show(&out)
+    );
+}
