@@ -242,3 +242,65 @@ fn redteam_home_workspace_rewrites_a_script_a_systemd_unit_names_with_percent_h(
         show(&out)
     );
 }
+
+/// Attack: the startup files are read breadth first within a budget of 64 files, and the
+/// entries of a startup directory come level by level, so every file directly in
+/// `~/.local/bin` is read before any systemd unit (`~/.config/systemd/user/*.service`,
+/// two levels down) or fish `conf.d` script. A user with 70 console scripts in
+/// `~/.local/bin` (what a few `pip install --user` leave: text files with a shebang) uses
+/// up the budget; the unit's `ExecStart=/home/u/scripts/backup.sh` and the `conf.d` file's
+/// `source ~/scripts/prompt.fish` are never read, `~/scripts` stays writable, and the
+/// command rewrites what the host's timer and next fish login run. Control: with an empty
+/// `~/.local/bin` the same write is refused.
+///
+/// It should fail because a top-level entry that a startup file names stays read-only; a
+/// bound that stops reading should seal more, not less.
+#[test]
+fn redteam_home_workspace_a_full_local_bin_hides_what_systemd_and_fish_name() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let mut failures = Vec::new();
+    for scripts in [0, 70] {
+        let env = TestEnv::new();
+        let home = env.root.join("home");
+        for dir in [".config/systemd/user", ".config/fish/conf.d", ".local/bin", "scripts"] {
+            std::fs::create_dir_all(home.join(dir)).unwrap_or_else(|e| panic!("{e}"));
+        }
+        let write = |rel: &str, text: &str| {
+            std::fs::write(home.join(rel), text).unwrap_or_else(|e| panic!("{e}"))
+        };
+        write(
+            ".config/systemd/user/backup.service",
+            &format!(
+                "[Service]\nType=oneshot\nExecStart={}\n",
+                home.join("scripts/backup.sh").display()
+            ),
+        );
+        write(".config/fish/conf.d/prompt.fish", "source ~/scripts/prompt.fish\n");
+        write("scripts/backup.sh", "#!/bin/sh\n");
+        write("scripts/prompt.fish", "# prompt\n");
+        for i in 0..scripts {
+            write(
+                &format!(".local/bin/tool{i}"),
+                "#!/usr/bin/python3\nimport sys\nsys.exit(0)\n",
+            );
+        }
+        let out = in_home_workspace(
+            &env,
+            &home,
+            "echo planted >> ~/scripts/backup.sh; echo planted >> ~/scripts/prompt.fish; true",
+        );
+        for script in ["backup.sh", "prompt.fish"] {
+            let text =
+                std::fs::read_to_string(home.join("scripts").join(script)).unwrap_or_default();
+            if text.contains("planted") {
+                failures.push(format!(
+                    "with {scripts} scripts in ~/.local/bin: ~/scripts/{script} was rewritten\n{}",
+                    show(&out)
+                ));
+            }
+        }
+    }
+    assert_none(failures);
+}
