@@ -304,3 +304,39 @@ fn redteam_home_workspace_a_full_local_bin_hides_what_systemd_and_fish_name() {
     }
     assert_none(failures);
 }
+
+/// Attack: the fix for round 2's `core.worktree` attack refuses a new `.git/config` that
+/// changes `core.worktree` beside a relative `core.hooksPath` — judged per file. git reads
+/// `config.worktree` too once `extensions.worktreeConfig` is set (a plain setting), so the
+/// command leaves `.git/config` with the user's `hooksPath = .githooks` untouched but for
+/// `extensions.worktreeConfig = true`, and writes `core.worktree = WS/evil` into
+/// `.git/config.worktree` (git's own `git config --worktree`, a checked rename). The
+/// working tree, and with it the relative hooks path, moves to `evil/.githooks`, whose
+/// `pre-commit` the host's next `git commit` runs. Single call, no race.
+///
+/// It should fail because `core.worktree` "may not change beside" a relative
+/// `core.hooksPath` in a repository's own configuration.
+#[test]
+fn redteam_core_worktree_in_config_worktree_moves_a_relative_hooks_path() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let h = Home::new("[user]\n\tname = t\n\temail = t@example.com\n[init]\n\tdefaultBranch = main\n");
+    let ws = &h.env.ws;
+    h.ok(ws, &["init", "-q"]);
+    h.env.put(".githooks/pre-commit", "#!/bin/sh\nexit 0\n", 0o755);
+    h.ok(ws, &["config", "core.hooksPath", ".githooks"]);
+    h.ok(ws, &["add", "-A"]);
+    h.ok(ws, &["commit", "-q", "-m", "hooks"]);
+    let script = format!(
+        "mkdir -p evil/.githooks && printf %s {} > evil/.githooks/pre-commit && chmod +x evil/.githooks/pre-commit && git config extensions.worktreeConfig true && git config --worktree core.worktree \"$PWD/evil\"",
+        sq(&h.script("worktree"))
+    );
+    let out = h.sh("workspace-write", &script);
+    let _ = output(h.git(ws).args(["commit", "-q", "--allow-empty", "-m", "x"]));
+    assert!(
+        !h.mark("worktree").exists(),
+        "the host's git commit ran evil/.githooks/pre-commit through core.worktree in config.worktree\n{}",
+        show(&out)
+    );
+}
