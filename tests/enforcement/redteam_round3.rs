@@ -340,3 +340,104 @@ fn redteam_core_worktree_in_config_worktree_moves_a_relative_hooks_path() {
         show(&out)
     );
 }
+
+/// Attack on the `/dev` stand-in: reach a host device another way than by its name in
+/// `/dev` — a disk, `kmsg`, `mem`, `loop-control`, `fuse`, `net/tun`, `kvm` by name; a
+/// device node made in the workspace or the private `/tmp` (`mknod`, which the supervisor
+/// performs, as root too); a new terminal pair from `/dev/ptmx` (it would allocate in the
+/// host's `devpts` instance); and a stray entry made in the stand-in itself.
+///
+/// It should fail because `/dev` "is a stand-in holding `null`, `zero`, `full`, `random`,
+/// `urandom`, `tty`, `ptmx`, the caller's terminal and the `fd`/`stdin`/`stdout`/`stderr`
+/// links".
+#[test]
+fn redteam_the_dev_stand_in_reaches_no_host_device() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let script = r#"
+for p in /dev/vda /dev/sda /dev/nvme0n1 /dev/kmsg /dev/mem /dev/port /dev/loop-control /dev/loop0 /dev/fuse /dev/net/tun /dev/kvm /dev/console /dev/tty1 /dev/ttyS0 /dev/hugepages /dev/disk; do
+  [ -e "$p" ] && echo "present $p"
+done
+mknod ws-null c 1 3 2>/dev/null && echo "made ws-null"
+mknod /tmp/mem c 1 1 2>/dev/null && echo "made /tmp/mem"
+mknod /dev/shm/kmsg c 1 11 2>/dev/null && echo "made /dev/shm/kmsg"
+touch /dev/planted 2>/dev/null && echo "made /dev/planted"
+mkdir /dev/pts/x 2>/dev/null && echo "made /dev/pts/x"
+( exec 3<>/dev/ptmx ) 2>/dev/null && echo "opened /dev/ptmx"
+for e in /dev/* /dev/pts/*; do
+  case "${e#/dev/}" in null|zero|full|random|urandom|tty|ptmx|fd|stdin|stdout|stderr|shm|pts|mqueue|'pts/*') ;; *) echo "entry $e" ;; esac
+done
+true
+"#;
+    let mut failures = Vec::new();
+    for mode in ["read-only", "workspace-write"] {
+        let out = env.sh(mode, script);
+        let said = String::from_utf8_lossy(&out.stdout).into_owned();
+        if !said.trim().is_empty() {
+            failures.push(format!("{mode}:\n{said}"));
+        }
+    }
+    // Control: the host's /dev holds more than the stand-in.
+    let out = env.sh("full-access", "ls /dev | wc -l");
+    let count: usize = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(0);
+    assert!(count > 14, "control: the host's /dev lists {count} entries");
+    assert_none(failures);
+}
+
+/// Attack: a kept call with allowed hosts has helpers outside the namespace (its detached
+/// supervisor, the proxy). The kept processes end at `--timeout`; the call's helpers
+/// might not, and would keep a listening proxy (and the supervisor) alive on the host.
+///
+/// It should fail because kept processes "end at the call's --timeout", and nothing of the
+/// call outlives what it asked to keep.
+#[test]
+fn redteam_a_kept_calls_proxy_and_supervisor_end_at_its_time_limit() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let mark = unique_mark("rt3-kept");
+    let mut cmd = env.sandgate("workspace-write");
+    // The mark rides in the environment: sandgate, its helpers and the kept sleep hold it.
+    cmd.env("LEFTOVER_MARK", &mark).args([
+        "--keep-background",
+        "--timeout",
+        "3s",
+        "--allow-host",
+        "example.com",
+        "--",
+        "/bin/sh",
+        "-c",
+        "sleep 300 >/dev/null 2>&1 </dev/null & echo started",
+    ]);
+    let out = output(&mut cmd);
+    assert_status(&out, 0);
+    let describe = |pids: &[i32]| -> Vec<String> {
+        pids.iter()
+            .map(|pid| {
+                let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                format!("{pid}: {}", String::from_utf8_lossy(&cmdline).replace('\0', " "))
+            })
+            .collect()
+    };
+    let kept = processes_marked(&mark);
+    assert!(
+        !kept.is_empty(),
+        "control: nothing was kept\n{}",
+        show(&out)
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(12);
+    let mut left = processes_marked(&mark);
+    while !left.is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        left = processes_marked(&mark);
+    }
+    let left = describe(&left);
+    kill_marked(&mark);
+    let mut stop = Command::new(sandgate());
+    env.isolate(&mut stop);
+    let _ = output(stop.arg("stop").arg("--workspace").arg(&env.ws));
+    assert!(left.is_empty(), "still running 12 s after a 3 s limit:\n{}", left.join("\n"));
+}
