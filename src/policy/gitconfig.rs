@@ -104,13 +104,29 @@ impl Refusal {
     }
 }
 
-/// Returns whether `new` may replace `old` (None: a new file): `new` may not add or change
-/// any entry that names a program to run, relative to `old`.
+/// Which configuration file a replacement is for, with what its rules need of the other.
+#[derive(Clone, Copy, Debug)]
+pub enum File<'a> {
+    /// A repository's `config`, with the text of the `config.worktree` beside it, if any.
+    Config { worktree: Option<&'a [u8]> },
+    /// A `config.worktree`: git writes no `core.worktree` there itself.
+    Worktree,
+}
+
+/// [`check_replacement_in`] for a `config` with no `config.worktree` beside it.
+pub fn check_replacement(old: Option<&[u8]>, new: &[u8]) -> Result<(), Refusal> {
+    check_replacement_in(File::Config { worktree: None }, old, new)
+}
+
+/// Returns whether `new` may replace `old` (None: a new file) as `file`: `new` may not add
+/// or change any entry that names a program to run, relative to `old`.
 ///
 /// Every entry of `new` that names a program must appear in `old` with the same canonical
 /// name and value, as often (multisets: order does not matter). An `old` that cannot be
-/// read counts as empty: only the user's own, readable settings are kept.
-pub fn check_replacement(old: Option<&[u8]>, new: &[u8]) -> Result<(), Refusal> {
+/// read counts as empty: only the user's own, readable settings are kept. Nor may
+/// `core.worktree` change where a relative `core.hooksPath` would follow it (in `new`, or
+/// in the `config.worktree` beside it), nor in a `config.worktree` at all.
+pub fn check_replacement_in(file: File<'_>, old: Option<&[u8]>, new: &[u8]) -> Result<(), Refusal> {
     if new.len() > MAX_LEN {
         return Err(Refusal::TooLarge);
     }
@@ -146,13 +162,21 @@ pub fn check_replacement(old: Option<&[u8]>, new: &[u8]) -> Result<(), Refusal> 
             .map(|e| e.value.clone())
             .collect()
     };
-    let relative_hooks = new.iter().any(|e| {
-        is_core(e, "hookspath")
-            && e.value
-                .as_deref()
-                .is_some_and(|v| !v.starts_with(b"/") && !v.starts_with(b"~"))
-    });
-    if relative_hooks && worktree(&new) != worktree(&old) {
+    let relative_hooks = |entries: &[parse::Entry]| {
+        entries.iter().any(|e| {
+            is_core(e, "hookspath")
+                && e.value
+                    .as_deref()
+                    .is_some_and(|v| !v.starts_with(b"/") && !v.starts_with(b"~"))
+        })
+    };
+    let follows = match file {
+        File::Worktree => true,
+        File::Config { worktree: beside } => {
+            relative_hooks(&new) || beside.is_some_and(|t| relative_hooks(&parse::parse_lenient(t)))
+        }
+    };
+    if follows && worktree(&new) != worktree(&old) {
         return Err(Refusal::Names {
             key: "core.worktree".into(),
         });

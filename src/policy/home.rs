@@ -23,12 +23,14 @@
 //! - so does, whole, every other *top-level entry* of the home that holds a directory on
 //!   `$PATH` (`~/venv` for `~/venv/bin`, with its `lib/python3.*/site-packages`) or a path
 //!   that one of the home's startup files names (`~/miniconda3` when `.bashrc` sources
-//!   `~/miniconda3/etc/profile.d/conda.sh`). A startup file is a persistence path of the
-//!   home (a file, or the files in such a directory: fish's `conf.d`, systemd's units); a
-//!   name is any word in it that, after a leading `~/`, `$HOME` or `${HOME}` is expanded and
+//!   `~/miniconda3/etc/profile.d/conda.sh`). A startup file is a dot-file directly in the
+//!   home but a history (`.vimrc`, `.tmux.conf`), or a persistence path of the home (a
+//!   file, or the files in such a directory: fish's `conf.d`, systemd's units); a name is
+//!   any word in it that, after a leading `~/`, `$HOME`, `${HOME}` or `%h` is expanded and
 //!   quotes are stripped, is an absolute path in the home. The files so named are read in
 //!   turn, so that what they pull in is covered too. Reading is bounded and never fails the
-//!   call: a file that cannot be read names nothing;
+//!   call: a file that cannot be read names nothing, and when the bound stops the reading
+//!   every entry of the home is sealed;
 //! - the home is frozen, so no new entry (a new `~/.pythonrc`) appears in it.
 //!
 //! What a host program runs later — a `.pth` in a virtual environment's or
@@ -59,7 +61,7 @@ const STARTUP_READ_LIMIT: u64 = 256 * 1024;
 
 /// How many files are read per home for the paths they name (startup files, the files in
 /// startup directories, and the files those name): sandgate runs before every command.
-const STARTUP_FILES_LIMIT: usize = 64;
+const STARTUP_FILES_LIMIT: usize = 128;
 
 /// How deep a startup directory (`~/.config/fish`, `~/.config/systemd`) is read.
 const STARTUP_DIR_DEPTH: usize = 3;
@@ -149,11 +151,26 @@ pub fn seal(inputs: &SealInputs<'_>) -> Sealed {
             .flatten()
             .filter(|e| e.file_name().as_encoded_bytes().starts_with(b"."))
             .map(|e| e.path());
+        // The startup files: the persistence paths in this home, and every dot-file
+        // directly in it — what a program the user runs reads at its start (`.vimrc`,
+        // `.tmux.conf`, `.inputrc`), listed or not. Histories name every directory ever
+        // visited, not what runs: left out.
+        let dot_files = std::fs::read_dir(home)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| {
+                let name = e.file_name().as_encoded_bytes().to_ascii_lowercase();
+                name.starts_with(b".")
+                    && !name.windows(4).any(|w| w == b"hist")
+                    && e.file_type().is_ok_and(|t| t.is_file())
+            });
         let startup: Vec<PathBuf> = inputs
             .startup
             .iter()
             .filter(|p| p.starts_with(home))
             .cloned()
+            .chain(dot_files.map(|e| e.path()))
             .collect();
         let kept = |entry: &PathBuf| inputs.named.contains(entry) || inputs.exempt.contains(entry);
         let mut entries: BTreeSet<PathBuf> = dot_entries.collect();
@@ -167,8 +184,18 @@ pub fn seal(inputs: &SealInputs<'_>) -> Sealed {
             }
             entries.extend(held);
         }
-        for path in named_by_startup_files(&startup, home) {
-            entries.extend(holding(home, &path));
+        match named_by_startup_files(&startup, home) {
+            Some(named) => {
+                for path in named {
+                    entries.extend(holding(home, &path));
+                }
+            }
+            // Not all read within the bound: what the rest names is unknown, so every
+            // entry of the home is sealed.
+            None => {
+                let all = std::fs::read_dir(home).into_iter().flatten().flatten();
+                entries.extend(all.map(|e| e.path()));
+            }
         }
         for entry in entries {
             if kept(&entry) {
@@ -236,7 +263,9 @@ fn top_entry(home: &Path, path: &Path) -> Option<PathBuf> {
 /// read before the directories' entries, and level by level, so that a full directory
 /// (`~/bin`) does not use up the bound before what `.bashrc` sources is read. A file that is
 /// not text (a program in `~/bin`, whose build paths would name a project) names nothing.
-fn named_by_startup_files(files: &[PathBuf], home: &Path) -> Vec<PathBuf> {
+///
+/// `None` when the bound stopped it before everything was read.
+fn named_by_startup_files(files: &[PathBuf], home: &Path) -> Option<Vec<PathBuf>> {
     let (dirs, plain): (Vec<&PathBuf>, Vec<&PathBuf>) = files.iter().partition(|f| f.is_dir());
     let mut queue: std::collections::VecDeque<(PathBuf, usize)> = plain
         .into_iter()
@@ -248,7 +277,7 @@ fn named_by_startup_files(files: &[PathBuf], home: &Path) -> Vec<PathBuf> {
     let mut read = 0;
     while let Some((file, depth)) = queue.pop_front() {
         if read >= STARTUP_FILES_LIMIT {
-            break;
+            return None;
         }
         if !seen.insert(file.clone()) {
             continue;
@@ -273,13 +302,14 @@ fn named_by_startup_files(files: &[PathBuf], home: &Path) -> Vec<PathBuf> {
         }
         for path in named_paths(&text, home) {
             if path.starts_with(home) {
-                // Never walked as a directory: only a named file is read.
-                queue.push_back((path.clone(), STARTUP_DIR_DEPTH));
+                // Read next, before any directory's other entries; never walked as a
+                // directory: only a named file is read.
+                queue.push_front((path.clone(), STARTUP_DIR_DEPTH));
             }
             named.push(path);
         }
     }
-    named
+    Some(named)
 }
 
 /// The first [`STARTUP_READ_LIMIT`] bytes of the regular file `path`, or `None`. Opened
@@ -348,7 +378,8 @@ fn words(text: &[u8], quoted: bool) -> Vec<Vec<u8>> {
 
 /// `word` as an absolute path, with a leading `~`, `$HOME` or `${HOME}` made `home`.
 fn expand(word: &[u8], home: &Path) -> Option<PathBuf> {
-    let rest = [b"~".as_slice(), b"${HOME}", b"$HOME"]
+    // `%h` is systemd's name for the home in a unit file.
+    let rest = [b"~".as_slice(), b"${HOME}", b"$HOME", b"%h"]
         .iter()
         .find_map(|prefix| word.strip_prefix(*prefix))
         .filter(|rest| rest.is_empty() || rest.starts_with(b"/"));

@@ -90,7 +90,35 @@ pub fn copy_in(from: &End<'_>, to: &End<'_>, how: How) -> Result<(), Failed> {
             }
             _ => None,
         };
-        gitconfig::check_replacement(old.as_deref(), &bytes).map_err(Failed::Refused)?;
+        // `config.worktree` (in any case, with a folding directory's trailing dots): git
+        // reads it beside `config`, each judged with what the other says.
+        let lower = to.name.to_ascii_lowercase();
+        let file = if lower.starts_with(b"config.worktree") {
+            gitconfig::File::Worktree
+        } else {
+            gitconfig::File::Config { worktree: None }
+        };
+        let beside = match file {
+            gitconfig::File::Config { .. } => {
+                let end = End {
+                    dir: to.dir,
+                    name: b"config.worktree",
+                };
+                match open_regular(&end) {
+                    Ok((f, st)) => Some(read_bounded(&f, st.st_size)?),
+                    Err(Errno::ENOENT) => None,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            gitconfig::File::Worktree => None,
+        };
+        let file = match file {
+            gitconfig::File::Config { .. } => gitconfig::File::Config {
+                worktree: beside.as_deref(),
+            },
+            worktree => worktree,
+        };
+        gitconfig::check_replacement_in(file, old.as_deref(), &bytes).map_err(Failed::Refused)?;
     }
     let mut mode = st.st_mode & 0o777;
     if how.no_exec {

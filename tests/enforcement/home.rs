@@ -573,7 +573,15 @@ fn doctor_lists_what_each_profile_hides() {
             assert!(paths.contains(&expected), "{mode}: {hides}");
         }
         let patterns = hides["env"]["name_contains"].to_string();
-        for pattern in ["KEY", "TOKEN", "SECRET", "PASS", "CREDENTIAL", "AUTH", "JWT"] {
+        for pattern in [
+            "KEY",
+            "TOKEN",
+            "SECRET",
+            "PASS",
+            "CREDENTIAL",
+            "AUTH",
+            "JWT",
+        ] {
             assert!(patterns.contains(pattern), "{mode}: {hides}");
         }
         let words = hides["env"]["name_words"].to_string();

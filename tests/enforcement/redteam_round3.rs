@@ -264,7 +264,12 @@ fn redteam_home_workspace_a_full_local_bin_hides_what_systemd_and_fish_name() {
     for scripts in [0, 70] {
         let env = TestEnv::new();
         let home = env.root.join("home");
-        for dir in [".config/systemd/user", ".config/fish/conf.d", ".local/bin", "scripts"] {
+        for dir in [
+            ".config/systemd/user",
+            ".config/fish/conf.d",
+            ".local/bin",
+            "scripts",
+        ] {
             std::fs::create_dir_all(home.join(dir)).unwrap_or_else(|e| panic!("{e}"));
         }
         let write = |rel: &str, text: &str| {
@@ -277,7 +282,10 @@ fn redteam_home_workspace_a_full_local_bin_hides_what_systemd_and_fish_name() {
                 home.join("scripts/backup.sh").display()
             ),
         );
-        write(".config/fish/conf.d/prompt.fish", "source ~/scripts/prompt.fish\n");
+        write(
+            ".config/fish/conf.d/prompt.fish",
+            "source ~/scripts/prompt.fish\n",
+        );
         write("scripts/backup.sh", "#!/bin/sh\n");
         write("scripts/prompt.fish", "# prompt\n");
         for i in 0..scripts {
@@ -321,10 +329,12 @@ fn redteam_core_worktree_in_config_worktree_moves_a_relative_hooks_path() {
     if !require_full_enforcement() {
         return;
     }
-    let h = Home::new("[user]\n\tname = t\n\temail = t@example.com\n[init]\n\tdefaultBranch = main\n");
+    let h =
+        Home::new("[user]\n\tname = t\n\temail = t@example.com\n[init]\n\tdefaultBranch = main\n");
     let ws = &h.env.ws;
     h.ok(ws, &["init", "-q"]);
-    h.env.put(".githooks/pre-commit", "#!/bin/sh\nexit 0\n", 0o755);
+    h.env
+        .put(".githooks/pre-commit", "#!/bin/sh\nexit 0\n", 0o755);
     h.ok(ws, &["config", "core.hooksPath", ".githooks"]);
     h.ok(ws, &["add", "-A"]);
     h.ok(ws, &["commit", "-q", "-m", "hooks"]);
@@ -381,7 +391,10 @@ true
     }
     // Control: the host's /dev holds more than the stand-in.
     let out = env.sh("full-access", "ls /dev | wc -l");
-    let count: usize = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(0);
+    let count: usize = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(0);
     assert!(count > 14, "control: the host's /dev lists {count} entries");
     assert_none(failures);
 }
@@ -418,7 +431,10 @@ fn redteam_a_kept_calls_proxy_and_supervisor_end_at_its_time_limit() {
         pids.iter()
             .map(|pid| {
                 let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-                format!("{pid}: {}", String::from_utf8_lossy(&cmdline).replace('\0', " "))
+                format!(
+                    "{pid}: {}",
+                    String::from_utf8_lossy(&cmdline).replace('\0', " ")
+                )
             })
             .collect()
     };
@@ -439,5 +455,9 @@ fn redteam_a_kept_calls_proxy_and_supervisor_end_at_its_time_limit() {
     let mut stop = Command::new(sandgate());
     env.isolate(&mut stop);
     let _ = output(stop.arg("stop").arg("--workspace").arg(&env.ws));
-    assert!(left.is_empty(), "still running 12 s after a 3 s limit:\n{}", left.join("\n"));
+    assert!(
+        left.is_empty(),
+        "still running 12 s after a 3 s limit:\n{}",
+        left.join("\n")
+    );
 }

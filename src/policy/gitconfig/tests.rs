@@ -105,6 +105,20 @@ fn the_working_tree_stays_where_a_relative_hooks_path_is_found() {
     );
     let absolute = "[core]\n\thooksPath = /srv/hooks\n";
     accepted(Some(absolute), &format!("{absolute}\tworktree = /tmp/x\n"));
+    // Split across the two files git reads, and in a config.worktree of its own.
+    let plain = "[core]\n\tbare = false\n";
+    let moved = format!("{plain}\tworktree = /tmp/evil\n");
+    let beside = File::Config {
+        worktree: Some(hooks.as_bytes()),
+    };
+    assert!(check_replacement_in(beside, Some(plain.as_bytes()), moved.as_bytes()).is_err());
+    assert!(
+        check_replacement_in(File::Worktree, None, b"[core]\n\tworktree = /tmp/evil\n").is_err()
+    );
+    assert_eq!(
+        check_replacement_in(File::Worktree, None, b"[core]\n\tsparseCheckout = true\n"),
+        Ok(())
+    );
 }
 
 #[test]
