@@ -684,6 +684,7 @@ fn launch<'a>(
                 allowed_sockets: r.allowed_sockets.iter().cloned().collect(),
                 git_dirs: r.git_dirs.iter().cloned().collect(),
                 git_writable: r.git_writable.iter().cloned().collect(),
+                hook_dir_names: r.hook_dir_names.iter().cloned().collect(),
                 workspace_write_roots: r.workspace_write_roots.iter().cloned().collect(),
                 protected: r.protected.iter().chain(&r.sealed).cloned().collect(),
                 frozen: r.frozen.iter().cloned().collect(),

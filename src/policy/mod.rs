@@ -220,6 +220,9 @@ pub struct Restrictions {
     pub git_dirs: BTreeSet<PathBuf>,
     /// Their subdirectories that stay writable (`objects`, `refs`, `logs`, …).
     pub git_writable: BTreeSet<PathBuf>,
+    /// Directory names that count as `hooks` for the seal rules besides it
+    /// ([`protected::Protected::hook_dir_names`]).
+    pub hook_dir_names: BTreeSet<Vec<u8>>,
     /// Bound onto themselves so they cannot be renamed or replaced (the directories on the
     /// way to a persistence path).
     pub pinned: BTreeSet<PathBuf>,
@@ -506,6 +509,7 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
                     .filter(|p| under_roots(p) && outside_sealed(p))
                     .cloned()
                     .collect(),
+                hook_dir_names: protected.hook_dir_names.clone(),
                 pinned,
                 frozen,
                 sealed: sealed.read_only,

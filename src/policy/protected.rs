@@ -61,6 +61,11 @@ pub struct Protected {
     /// setting cannot be made to run the command's code. One that does not exist (or a
     /// word that was no path) protects nothing.
     pub program_files: BTreeSet<PathBuf>,
+    /// The names of the directories a relative `core.hooksPath` in any configuration read
+    /// names (`.githooks` for `.githooks`, `_` for `.husky/_`): git finds such a path from
+    /// the top of whichever working tree it runs in, a repository made inside included, so
+    /// a directory of that name anywhere obeys the seal rules of a `hooks` directory.
+    pub hook_dir_names: BTreeSet<Vec<u8>>,
     /// Submodule checkouts in the workspace: bound onto themselves so they cannot be moved
     /// aside for a directory whose `.git` points elsewhere (their `.git` file is in
     /// `read_only`).
@@ -127,6 +132,13 @@ pub fn resolve(workspace: &Path, subpaths: &[String], home: Option<&Path>) -> Pr
         let pointers = gitconfig::read(&config);
         let base = config.parent().unwrap_or(Path::new("/"));
         if let Some(hooks) = pointers.hooks_path {
+            if !hooks.starts_with('/') && !hooks.starts_with('~') {
+                let last = Path::new(&hooks).components().rev().find_map(|c| match c {
+                    std::path::Component::Normal(name) => Some(name.as_encoded_bytes().to_vec()),
+                    _ => None,
+                });
+                out.hook_dir_names.extend(last);
+            }
             // Relative to where hooks run: the top of the working tree.
             out.git_pointers
                 .extend(gitconfig::resolve_value(&hooks, workspace, home));
@@ -265,6 +277,28 @@ mod tests {
         );
         assert_eq!(p.git_pointers, BTreeSet::from([ws.join(".githooks")]));
         assert!(p.read_only.is_empty(), "{:?}", p.read_only);
+        Ok(())
+    }
+
+    #[test]
+    fn a_relative_hooks_path_names_hook_directories_everywhere() -> std::io::Result<()> {
+        let ws = tempfile::tempdir()?;
+        let ws = std::fs::canonicalize(ws.path())?;
+        let home = ws.join("home");
+        std::fs::create_dir_all(ws.join(".git"))?;
+        std::fs::create_dir_all(&home)?;
+        std::fs::write(ws.join(".git/config"), "[core]\n\thooksPath = .husky/_\n")?;
+        std::fs::write(home.join(".gitconfig"), "[core]\n\thooksPath = .githooks\n")?;
+        let p = resolve(&ws, &[], Some(&home));
+        let names: BTreeSet<Vec<u8>> = [b"_".to_vec(), b".githooks".to_vec()].into();
+        assert_eq!(p.hook_dir_names, names);
+        // An absolute one names a place, protected as such, not a name.
+        std::fs::write(
+            home.join(".gitconfig"),
+            "[core]\n\thooksPath = /srv/hooks\n",
+        )?;
+        std::fs::write(ws.join(".git/config"), "")?;
+        assert!(resolve(&ws, &[], Some(&home)).hook_dir_names.is_empty());
         Ok(())
     }
 

@@ -91,6 +91,8 @@ pub struct Setup {
     pub git_dirs: Vec<PathBuf>,
     /// ...and their subdirectories that stay writable.
     pub git_writable: Vec<PathBuf>,
+    /// Directory names the seal rules take for `hooks` too (`seal::dir`).
+    pub hook_dir_names: Vec<Vec<u8>>,
     pub workspace_write_roots: Vec<PathBuf>,
     pub protected: Vec<PathBuf>,
     /// Directories bound read-only with their entries writable again: nothing can be
@@ -195,6 +197,7 @@ pub fn spawn(listener: OwnedFd, root: OwnedFd, setup: Setup) -> io::Result<Runni
             })
             .collect()
     };
+    seal::also_hooks(setup.hook_dir_names.clone());
     let context = Context {
         mode: setup.mode,
         islands: identify(&setup.read_only_islands),

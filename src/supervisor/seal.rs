@@ -15,6 +15,8 @@
 //!   no symlink can be made in it, an executable one there cannot be opened for writing,
 //!   a mode change or POSIX ACL that adds an execute bit there is refused; and neither a
 //!   directory nor a symlink can be renamed to `hooks` (only `mkdir` makes one, empty).
+//!   A directory named as a relative `core.hooksPath`'s last component (`.githooks`) is a
+//!   hooks directory too ([`also_hooks`]): git finds such a path from each working tree.
 //! - **sandgate's project configuration**: no entry named `.sandgate` can be created,
 //!   renamed or linked, and nothing in a directory of that name can be created, written,
 //!   renamed, linked or have its mode changed.
@@ -141,10 +143,20 @@ pub fn name(name: &[u8], casefold: bool) -> Result<Name, Seal> {
 /// The prefix of the supervisor's staging names (see `copy`).
 pub const STAGING_PREFIX: &[u8] = b".sandgate-staging.";
 
+/// Directory names taken for `hooks` besides it: those a relative `core.hooksPath` names
+/// (`policy::protected`), set once when the supervisor starts.
+static ALSO_HOOKS: std::sync::OnceLock<Vec<Vec<u8>>> = std::sync::OnceLock::new();
+
+/// Sets the names [`dir`] takes for `hooks` too; only the first call counts.
+pub fn also_hooks(names: Vec<Vec<u8>>) {
+    let _ = ALSO_HOOKS.set(names);
+}
+
 /// Classifies a directory by its own name.
 pub fn dir(name: &[u8]) -> Dir {
     let name = trim_slashes(name);
-    if name.eq_ignore_ascii_case(b"hooks") {
+    let also = ALSO_HOOKS.get().map_or(&[][..], Vec::as_slice);
+    if name.eq_ignore_ascii_case(b"hooks") || also.iter().any(|h| name.eq_ignore_ascii_case(h)) {
         Dir::Hooks
     } else if name.eq_ignore_ascii_case(b".sandgate") {
         Dir::Sandgate

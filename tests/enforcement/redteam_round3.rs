@@ -81,11 +81,9 @@ impl Home {
 ///
 /// It should fail because nothing a command writes can make git run a program, "in any
 /// repository anywhere it writes, whether it existed when the call started, was cloned or
-/// `git init`ed inside". It gets through (root and uid 65534), but the README's *Known
-/// limits* names it ("a relative `core.hooksPath` in your global configuration … is found
-/// from each working tree … keep a global one absolute"), so it is ignored as by design.
+/// `git init`ed inside". (A directory named as a relative hooks path's last component
+/// now obeys the seal rules of a `hooks` directory, wherever it is.)
 #[test]
-#[ignore = "documented limit: a relative global core.hooksPath is found from each working tree"]
 fn redteam_a_global_relative_hooks_path_runs_hooks_of_a_repository_made_inside() {
     if !require_full_enforcement() {
         return;
