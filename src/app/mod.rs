@@ -353,6 +353,7 @@ fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Ou
         .iter()
         .cloned()
         .chain(config::state_dir())
+        .chain(config::default_dirs())
         .chain(crate::approvals::default_socket().and_then(|s| s.parent().map(Path::to_path_buf)))
         .collect();
     // An unconfined command has no sandbox to keep them out of: nothing to look up.

@@ -246,6 +246,16 @@ fn user_dir_and_origin() -> Option<(PathBuf, &'static str)> {
     Some((dir.join("sandgate"), var))
 }
 
+/// The configuration and state directories a later call of this user reads when it runs
+/// without the variables that moved this call's: `~/.config/sandgate` and
+/// `~/.local/state/sandgate` under each of the caller's homes.
+pub fn default_dirs() -> Vec<PathBuf> {
+    super::home::caller_homes()
+        .iter()
+        .flat_map(|home| [home.join(".config/sandgate"), home.join(".local/state/sandgate")])
+        .collect()
+}
+
 /// sandgate's state directory: `$XDG_STATE_HOME/sandgate`, else `~/.local/state/sandgate`.
 pub fn state_dir() -> Option<PathBuf> {
     xdg("XDG_STATE_HOME", ".local/state").map(|(d, _)| d.join("sandgate"))
