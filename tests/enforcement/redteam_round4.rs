@@ -105,3 +105,51 @@ fn redteam_a_workspace_write_command_cannot_hold_a_lock_on_a_read_only_host_file
         file.display()
     );
 }
+
+/// True when the host can open `file` for writing at once (non-blocking: a lease in the
+/// way answers EWOULDBLOCK instead of making the host wait for it).
+fn host_can_open_for_writing(file: &Path) -> bool {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(file)
+        .is_ok()
+}
+
+/// Attack: a `read-only` command opens a host file it owns and may read (here one outside
+/// the workspace; as root, every root-owned file of the system: `/etc/passwd`, a unit
+/// file) and takes a read *lease* on it (`F_SETLEASE`, `F_RDLCK`), ignoring SIGIO. Every
+/// host process that then opens the file for writing or truncates it blocks for
+/// `lease-break-time` (45 s by default) — an editor saving, a package manager, a
+/// `git checkout` — and the command can take the lease again as soon as the writer is
+/// done. Should fail: the lease is an object of the host's file shared with every host
+/// process (the README: nothing of the host session is reachable); the host must open its
+/// file for writing at once while the command runs.
+#[test]
+fn redteam_a_read_only_command_cannot_lease_a_host_file() {
+    let env = TestEnv::new();
+    let file = env.outside.join("edited.txt");
+    std::fs::write(&file, "host data\n").unwrap_or_else(|e| panic!("{e}"));
+    let probe = probe();
+
+    // Control: full-access takes the lease and holds the host's writers back.
+    let mut control = env.sandgate("full-access");
+    control.arg("--").arg(&probe).arg("read-lease-hold").arg(&file).arg("5");
+    let (child, held) = start_holding(&mut control);
+    let blocked_by_control = held && !host_can_open_for_writing(&file);
+    end(child);
+    assert!(blocked_by_control, "control: full-access did not hold the lease");
+
+    let mut cmd = env.sandgate("read-only");
+    cmd.arg("--").arg(&probe).arg("read-lease-hold").arg(&file).arg("5");
+    let (child, held) = start_holding(&mut cmd);
+    let host_writes = host_can_open_for_writing(&file);
+    end(child);
+    assert!(
+        !held || host_writes,
+        "a read-only command holds a read lease on the host file {}: host writers wait \
+         lease-break-time for the sandbox",
+        file.display()
+    );
+}
