@@ -153,3 +153,105 @@ fn redteam_a_read_only_command_cannot_lease_a_host_file() {
         file.display()
     );
 }
+
+/// Sets O_NONBLOCK (and O_APPEND, harmless on a terminal) on the command's stdin: the
+/// open file description it shares with whoever gave it that stdin.
+const SET_NONBLOCK: &str = "import fcntl, os\n\
+fl = fcntl.fcntl(0, fcntl.F_GETFL)\n\
+fcntl.fcntl(0, fcntl.F_SETFL, fl | os.O_NONBLOCK)\n\
+print('set', flush=True)\n";
+
+/// Runs `sandgate --sandbox MODE -- python3 -c SET_NONBLOCK` on a fresh pty (the user's
+/// terminal: stdin, stdout, stderr and controlling terminal), then, in the same session,
+/// what the user's next program would do: look at stdin's flags. Returns what the terminal
+/// showed.
+fn nonblock_on_pty(env: &TestEnv, mode: &str) -> String {
+    use std::io::Read;
+    use std::os::fd::OwnedFd;
+    let pty = nix::pty::openpty(None, None).unwrap_or_else(|e| panic!("openpty: {e}"));
+    let slave = |fd: &OwnedFd| Stdio::from(fd.try_clone().unwrap_or_else(|e| panic!("{e}")));
+    let script = r#""$@"; python3 -c 'import fcntl, os; print("after:", "nonblocking" if fcntl.fcntl(0, fcntl.F_GETFL) & os.O_NONBLOCK else "blocking")'"#;
+    let mut cmd = Command::new("setsid");
+    cmd.arg("-c")
+        .args(["/bin/sh", "-c", script, "sh"])
+        .arg(sandgate())
+        .args(["--sandbox", mode, "--workspace"])
+        .arg(&env.ws)
+        .args(["--", "python3", "-c", SET_NONBLOCK]);
+    env.isolate(&mut cmd);
+    cmd.current_dir(&env.ws)
+        .stdin(slave(&pty.slave))
+        .stdout(slave(&pty.slave))
+        .stderr(slave(&pty.slave));
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
+    drop(cmd);
+    drop(pty.slave);
+    let mut master = std::fs::File::from(pty.master);
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = master.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+    let _ = child.wait();
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Attack: the sandboxed command sets `O_NONBLOCK` on its stdin — the user's terminal,
+/// whose open file description the command shares with the user's shell and every program
+/// the user runs next from it. The flag outlives the call: the next `cat`, `read`,
+/// `python3` `input()`, an editor or a pager reading the terminal gets EAGAIN and fails or
+/// spins, until something clears it. Should fail: the README promises that "the
+/// terminal's modes are put back when the command ends" and that nothing of the terminal
+/// state outlives the call; the terminal must read blocking again after sandgate returns.
+#[test]
+fn redteam_the_terminal_is_not_left_non_blocking() {
+    let env = TestEnv::new();
+    // Control: without a sandbox the flag stays (the payload is real).
+    let shown = nonblock_on_pty(&env, "full-access");
+    assert!(
+        shown.contains("set") && shown.contains("after: nonblocking"),
+        "control: {shown:?}"
+    );
+    for mode in ["read-only", "workspace-write"] {
+        let shown = nonblock_on_pty(&env, mode);
+        assert!(shown.contains("after:"), "{mode}: {shown:?}");
+        assert!(
+            !shown.contains("after: nonblocking"),
+            "{mode}: the sandboxed command left the user's terminal non-blocking: {shown:?}"
+        );
+    }
+}
+
+/// Attack: the same on a stdin that is a pipe of the caller's (a CI runner's, an agent's
+/// harness): `O_NONBLOCK` set inside stays on the caller's end, and the caller's next read
+/// fails with EAGAIN. Should fail: the call changes nothing of its caller's beyond its
+/// output.
+#[test]
+fn redteam_an_inherited_pipe_is_not_left_non_blocking() {
+    use std::os::fd::OwnedFd;
+    let env = TestEnv::new();
+    for mode in ["full-access", "read-only", "workspace-write"] {
+        let (read, _write) = nix::unistd::pipe().unwrap_or_else(|e| panic!("{e}"));
+        let kept: OwnedFd = read.try_clone().unwrap_or_else(|e| panic!("{e}"));
+        let out = output(
+            env.sandgate(mode)
+                .args(["--", "python3", "-c", SET_NONBLOCK])
+                .stdin(Stdio::from(read)),
+        );
+        assert_status(&out, 0);
+        let flags = nix::fcntl::fcntl(&kept, nix::fcntl::FcntlArg::F_GETFL)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let nonblocking = flags & libc::O_NONBLOCK != 0;
+        if mode == "full-access" {
+            assert!(nonblocking, "control: the flag was not set");
+        } else {
+            assert!(
+                !nonblocking,
+                "{mode}: the sandboxed command left the caller's pipe non-blocking"
+            );
+        }
+    }
+}
