@@ -166,18 +166,37 @@ print('set', flush=True)\n";
 /// what the user's next program would do: look at stdin's flags. Returns what the terminal
 /// showed.
 fn nonblock_on_pty(env: &TestEnv, mode: &str) -> String {
+    on_pty_then(
+        env,
+        mode,
+        SET_NONBLOCK,
+        r#"python3 -c 'import fcntl, os; print("after:", "nonblocking" if fcntl.fcntl(0, fcntl.F_GETFL) & os.O_NONBLOCK else "blocking")'"#,
+    )
+}
+
+/// Runs `sandgate --sandbox MODE -- python3 -c PAYLOAD` on a fresh 24x80 pty (the user's
+/// terminal: stdio and controlling terminal of a `setsid -c` session), then `after` (a
+/// shell command line, what the user runs next from the same terminal). Returns what the
+/// terminal showed.
+fn on_pty_then(env: &TestEnv, mode: &str, payload: &str, after: &str) -> String {
     use std::io::Read;
     use std::os::fd::OwnedFd;
-    let pty = nix::pty::openpty(None, None).unwrap_or_else(|e| panic!("openpty: {e}"));
+    let size = nix::pty::Winsize {
+        ws_row: 24,
+        ws_col: 80,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    let pty = nix::pty::openpty(Some(&size), None).unwrap_or_else(|e| panic!("openpty: {e}"));
     let slave = |fd: &OwnedFd| Stdio::from(fd.try_clone().unwrap_or_else(|e| panic!("{e}")));
-    let script = r#""$@"; python3 -c 'import fcntl, os; print("after:", "nonblocking" if fcntl.fcntl(0, fcntl.F_GETFL) & os.O_NONBLOCK else "blocking")'"#;
+    let script = format!(r#""$@"; {after}"#);
     let mut cmd = Command::new("setsid");
     cmd.arg("-c")
-        .args(["/bin/sh", "-c", script, "sh"])
+        .args(["/bin/sh", "-c", &script, "sh"])
         .arg(sandgate())
         .args(["--sandbox", mode, "--workspace"])
         .arg(&env.ws)
-        .args(["--", "python3", "-c", SET_NONBLOCK]);
+        .args(["--", "python3", "-c", payload]);
     env.isolate(&mut cmd);
     cmd.current_dir(&env.ws)
         .stdin(slave(&pty.slave))
@@ -253,5 +272,33 @@ fn redteam_an_inherited_pipe_is_not_left_non_blocking() {
                 "{mode}: the sandboxed command left the caller's pipe non-blocking"
             );
         }
+    }
+}
+
+/// Attack: the sandboxed command sets the terminal's window size (`TIOCSWINSZ`, here to
+/// 3 rows by 7 columns). The size is state of the terminal, not of the call: after sandgate
+/// returns, the user's shell, editor and pager lay themselves out for a 3x7 screen until
+/// the terminal emulator happens to resize it — a garbled session, and one where a later
+/// approval prompt is cut to pieces. Should fail: the README promises that the terminal
+/// comes back as the command found it ("the terminal's modes are put back when the
+/// command ends") and that nothing of the terminal's state outlives the call; the size
+/// after the call must be the 24x80 it was.
+#[test]
+fn redteam_the_terminals_window_size_comes_back() {
+    let env = TestEnv::new();
+    let payload = "import fcntl, struct, termios\n\
+fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack('HHHH', 3, 7, 0, 0))\n\
+print('set', flush=True)\n";
+    let after = "echo \"after: $(stty size)\"";
+    // Control: without a sandbox the size stays changed (the payload is real).
+    let shown = on_pty_then(&env, "full-access", payload, after);
+    assert!(shown.contains("after: 3 7"), "control: {shown:?}");
+    for mode in ["read-only", "workspace-write"] {
+        let shown = on_pty_then(&env, mode, payload, after);
+        assert!(shown.contains("after: "), "{mode}: {shown:?}");
+        assert!(
+            shown.contains("after: 24 80"),
+            "{mode}: the sandboxed command changed the user's terminal size for good: {shown:?}"
+        );
     }
 }
