@@ -302,3 +302,59 @@ print('set', flush=True)\n";
         );
     }
 }
+
+/// Attack: a POSIX record lock instead of `flock`: the command opens a host file read-only
+/// and takes a shared `fcntl` lock on it (`F_SETLK`, `F_RDLCK`: all a read-only fd may
+/// take). A host process that wants to write it under a write lock — SQLite taking its
+/// EXCLUSIVE lock on a database of the user's (a browser's history, an application's
+/// state), a tool using `lockf` — is refused ("database is locked") or waits while the
+/// command runs. Should fail like the `flock` above: the host must get its write lock at
+/// once.
+#[test]
+fn redteam_a_read_only_command_cannot_hold_a_record_lock_on_a_host_file() {
+    let env = TestEnv::new();
+    let file = env.outside.join("app.sqlite");
+    std::fs::write(&file, "host database").unwrap_or_else(|e| panic!("{e}"));
+    let script = format!(
+        "import fcntl, time\n\
+f = open({path:?}, 'rb')\n\
+fcntl.lockf(f, fcntl.LOCK_SH | fcntl.LOCK_NB)\n\
+print('held', flush=True)\n\
+time.sleep(5)\n",
+        path = file.display().to_string()
+    );
+    // The host's write lock, non-blocking, from a process of its own (record locks are
+    // per process: a lock of the test process itself would never conflict with one it
+    // holds, so a child asks).
+    let host_write_locks = || {
+        let out = output(Command::new("python3").args([
+            "-c",
+            "import fcntl, sys\n\
+f = open(sys.argv[1], 'r+b')\n\
+try:\n    fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB); print('locked')\n\
+except OSError as e: print('busy', e)\n",
+            &file.display().to_string(),
+        ]));
+        String::from_utf8_lossy(&out.stdout).contains("locked")
+    };
+    let mut control = env.sandgate("full-access");
+    control.args(["--", "python3", "-c", &script]);
+    let (child, held) = start_holding(&mut control);
+    let blocked_by_control = held && !host_write_locks();
+    end(child);
+    assert!(blocked_by_control, "control: full-access did not hold the lock");
+
+    for mode in ["read-only", "workspace-write"] {
+        let mut cmd = env.sandgate(mode);
+        cmd.args(["--", "python3", "-c", &script]);
+        let (child, held) = start_holding(&mut cmd);
+        let host_locked = host_write_locks();
+        end(child);
+        assert!(
+            !held || host_locked,
+            "{mode}: the sandboxed command holds a read lock on the host file {}: the \
+             host's writers are refused",
+            file.display()
+        );
+    }
+}
