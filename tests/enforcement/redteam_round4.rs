@@ -358,3 +358,54 @@ except OSError as e: print('busy', e)\n",
         );
     }
 }
+
+/// Attack: an earlier call in the workspace keeps a process (`--keep-background`, as the
+/// threat model allows) that holds a read lease on the workspace's denial log — a file of
+/// the user's, so the lease is the sandbox's to take — ignoring SIGIO. A later call given
+/// `--denial-log ws/denials.jsonl` (the common place for it) opens the log for appending
+/// without blocking and gets EWOULDBLOCK: it refuses to run at all (exit 64), and the kept
+/// process can take the lease again after each break. Should fail: a kept process keeps
+/// running, nothing more, and nothing of an earlier call changes what a later sandgate call
+/// does (the README: a later call's "configuration, its caches, its audit log"); the later
+/// call must run and log.
+#[test]
+fn redteam_a_kept_lease_does_not_stop_a_later_call_from_logging() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let log = env.ws.join("denials.jsonl");
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&log)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let mark = unique_mark("rt4-lease");
+    let probe = probe();
+    let mut first = env.sandgate("read-only");
+    first.env("LEFTOVER_MARK", &mark).args([
+        "--keep-background",
+        "--",
+        "/bin/sh",
+        "-c",
+        &format!(
+            "'{}' read-lease-hold '{}' 30 >/dev/null 2>&1 </dev/null & sleep 1; echo started",
+            probe.display(),
+            log.display()
+        ),
+    ]);
+    let first_out = output(&mut first);
+    let mut later = env.sandgate("read-only");
+    later.arg("--denial-log").arg(&log).args(["--", "true"]);
+    let later_out = output(&mut later);
+    kill_marked(&mark);
+    let mut stop = Command::new(sandgate());
+    env.isolate(&mut stop);
+    let _ = output(stop.arg("stop").arg("--workspace").arg(&env.ws));
+    assert_status(&first_out, 0);
+    assert_status(&later_out, 0);
+}
