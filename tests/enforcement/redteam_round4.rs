@@ -409,3 +409,54 @@ fn redteam_a_kept_lease_does_not_stop_a_later_call_from_logging() {
     assert_status(&first_out, 0);
     assert_status(&later_out, 0);
 }
+
+/// Attack: reach a host unix socket outside the workspace through `/proc` instead of its
+/// path: open the socket's inode with `O_PATH` (a read-only view may open anything it may
+/// see), then connect to `/proc/PID/fd/N` (PID the command's own pid inside),
+/// `/proc/PID/task/PID/fd/N`, `/dev/fd/N`, `/proc/thread-self/fd/N`, and a symlink in the
+/// workspace pointing at `/proc/PID/fd/N` — names that lie nowhere near the socket but
+/// that the kernel resolves to it. Should fail: a unix socket is reached only beneath the
+/// workspace or the private temp or when allowed by name; none of these connects may reach
+/// the host's listener.
+#[test]
+fn redteam_a_host_socket_is_not_reached_through_a_proc_fd_link() {
+    let env = TestEnv::new();
+    let sock = env.outside.join("svc.sock");
+    let listener =
+        std::os::unix::net::UnixListener::bind(&sock).unwrap_or_else(|e| panic!("{e}"));
+    listener
+        .set_nonblocking(true)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let script = r#"
+import os, socket
+fd = os.open(SOCK, os.O_PATH)
+pid = os.getpid()
+names = ['/proc/%d/fd/%d' % (pid, fd), '/proc/%d/task/%d/fd/%d' % (pid, pid, fd),
+         '/dev/fd/%d' % fd, '/proc/thread-self/fd/%d' % fd]
+os.symlink(names[0], 'via-proc')
+names.append('via-proc')
+for name in names:
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect(name)
+        print('CONNECTED', name)
+    except OSError as e:
+        print('refused', name, e)
+os.unlink('via-proc')
+"#
+    .replace("SOCK", &format!("{:?}", sock.display().to_string()));
+    for mode in ["full-access", "workspace-write"] {
+        let out = output(env.sandgate(mode).args(["--", "python3", "-c", &script]));
+        let mut reached = 0;
+        while listener.accept().is_ok() {
+            reached += 1;
+        }
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        if mode == "full-access" {
+            assert!(reached > 0, "control: nothing reached the listener: {}", show(&out));
+        } else {
+            assert_eq!(reached, 0, "{mode}: the host's listener was reached: {stdout}");
+            assert!(!stdout.contains("CONNECTED"), "{mode}: {stdout}");
+        }
+    }
+}
