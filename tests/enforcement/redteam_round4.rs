@@ -464,3 +464,56 @@ os.unlink('via-proc')
         }
     }
 }
+
+/// Attack: the command's stdout is a host file opened for appending (`sandgate … >> log`, a
+/// CI runner's or an agent harness's transcript, a wrapper's own record of what ran). The
+/// command clears `O_APPEND` on the shared open file description and writes at offset 0,
+/// or calls `ftruncate(1, 0)`: what the host wrote there before the call — earlier runs'
+/// output, the wrapper's record — is rewritten or erased, though the file lies outside
+/// every writable root and was handed over only to be appended to. Should fail: an
+/// append-only stdout lets the command add to the file, not change what it already holds.
+#[test]
+fn redteam_an_appended_stdout_cannot_be_rewritten_or_truncated() {
+    let env = TestEnv::new();
+    let log = env.outside.join("transcript.log");
+    let earlier = "earlier run: ok\n";
+    let payloads = [
+        (
+            "rewrite",
+            "import fcntl, os\n\
+fl = fcntl.fcntl(1, fcntl.F_GETFL)\n\
+fcntl.fcntl(1, fcntl.F_SETFL, fl & ~os.O_APPEND)\n\
+os.lseek(1, 0, os.SEEK_SET)\n\
+os.write(1, b'FORGED')\n",
+        ),
+        ("truncate", "import os\nos.ftruncate(1, 0)\n"),
+    ];
+    for mode in ["full-access", "read-only", "workspace-write"] {
+        for (what, payload) in payloads {
+            std::fs::write(&log, earlier).unwrap_or_else(|e| panic!("{e}"));
+            let stdout = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&log)
+                .unwrap_or_else(|e| panic!("{e}"));
+            let out = output(
+                env.sandgate(mode)
+                    .args(["--", "python3", "-c", payload])
+                    .stdout(Stdio::from(stdout)),
+            );
+            let now = std::fs::read_to_string(&log).unwrap_or_default();
+            if mode == "full-access" {
+                assert!(
+                    !now.starts_with(earlier),
+                    "control, {what}: the payload did nothing: {now:?} {}",
+                    show(&out)
+                );
+            } else {
+                assert!(
+                    now.starts_with(earlier),
+                    "{mode}, {what}: the command changed what the host had written to its \
+                     append-only stdout: {now:?}"
+                );
+            }
+        }
+    }
+}
