@@ -27,7 +27,10 @@ fn start_holding(cmd: &mut Command) -> (Child, bool) {
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut reader = BufReader::new(stdout);
     let held = reader.read_line(&mut line).is_ok() && line.trim() == "held";
-    assert!(Instant::now() < deadline, "the command did not start in time");
+    assert!(
+        Instant::now() < deadline,
+        "the command did not start in time"
+    );
     (child, held)
 }
 
@@ -72,7 +75,10 @@ fn redteam_a_read_only_command_cannot_hold_a_lock_on_a_host_file() {
     let (child, held) = start_holding(&mut control);
     let blocked_by_control = held && !host_can_lock(&file);
     end(child);
-    assert!(blocked_by_control, "control: full-access did not hold the lock");
+    assert!(
+        blocked_by_control,
+        "control: full-access did not hold the lock"
+    );
 
     let mut cmd = env.sandgate("read-only");
     cmd.args(["--", "sh", "-c", &holder_script(&file)]);
@@ -135,14 +141,26 @@ fn redteam_a_read_only_command_cannot_lease_a_host_file() {
 
     // Control: full-access takes the lease and holds the host's writers back.
     let mut control = env.sandgate("full-access");
-    control.arg("--").arg(&probe).arg("read-lease-hold").arg(&file).arg("5");
+    control
+        .arg("--")
+        .arg(&probe)
+        .arg("read-lease-hold")
+        .arg(&file)
+        .arg("5");
     let (child, held) = start_holding(&mut control);
     let blocked_by_control = held && !host_can_open_for_writing(&file);
     end(child);
-    assert!(blocked_by_control, "control: full-access did not hold the lease");
+    assert!(
+        blocked_by_control,
+        "control: full-access did not hold the lease"
+    );
 
     let mut cmd = env.sandgate("read-only");
-    cmd.arg("--").arg(&probe).arg("read-lease-hold").arg(&file).arg("5");
+    cmd.arg("--")
+        .arg(&probe)
+        .arg("read-lease-hold")
+        .arg(&file)
+        .arg("5");
     let (child, held) = start_holding(&mut cmd);
     let host_writes = host_can_open_for_writing(&file);
     end(child);
@@ -346,7 +364,10 @@ except OSError as e: print('busy', e)\n",
     let (child, held) = start_holding(&mut control);
     let blocked_by_control = held && !host_write_locks();
     end(child);
-    assert!(blocked_by_control, "control: full-access did not hold the lock");
+    assert!(
+        blocked_by_control,
+        "control: full-access did not hold the lock"
+    );
 
     for mode in ["read-only", "workspace-write"] {
         let mut cmd = env.sandgate(mode);
@@ -426,8 +447,7 @@ fn redteam_a_kept_lease_does_not_stop_a_later_call_from_logging() {
 fn redteam_a_host_socket_is_not_reached_through_a_proc_fd_link() {
     let env = TestEnv::new();
     let sock = env.outside.join("svc.sock");
-    let listener =
-        std::os::unix::net::UnixListener::bind(&sock).unwrap_or_else(|e| panic!("{e}"));
+    let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap_or_else(|e| panic!("{e}"));
     listener
         .set_nonblocking(true)
         .unwrap_or_else(|e| panic!("{e}"));
@@ -457,9 +477,16 @@ os.unlink('via-proc')
         }
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         if mode == "full-access" {
-            assert!(reached > 0, "control: nothing reached the listener: {}", show(&out));
+            assert!(
+                reached > 0,
+                "control: nothing reached the listener: {}",
+                show(&out)
+            );
         } else {
-            assert_eq!(reached, 0, "{mode}: the host's listener was reached: {stdout}");
+            assert_eq!(
+                reached, 0,
+                "{mode}: the host's listener was reached: {stdout}"
+            );
             assert!(!stdout.contains("CONNECTED"), "{mode}: {stdout}");
         }
     }
@@ -515,5 +542,58 @@ os.write(1, b'FORGED')\n",
                 );
             }
         }
+    }
+}
+
+/// Attack: an earlier `workspace-write` call plants `ws/app.sock` as a symlink to a host
+/// socket outside every writable root (here `OUTSIDE/svc.sock`; on a real host
+/// `/var/run/docker.sock`, the D-Bus system bus, an ssh-agent). A later call whose user
+/// names `ws/app.sock` with `--allow-unix-socket` (the project's dev-server or daemon socket,
+/// or one in a `--writable-root`) resolves the allowance through the planted link at
+/// startup and lets the command connect to the host socket the attacker chose. Should
+/// fail: like a writable root, whose path is refused when it passes through a symlink a
+/// sandboxed call could have planted ("Roots cannot be redirected"), an allowance must not
+/// be redirected by an earlier call; the connect must not reach the host's listener.
+#[test]
+fn redteam_an_allowed_socket_path_is_not_redirected_by_an_earlier_call() {
+    let env = TestEnv::new();
+    let sock = env.outside.join("svc.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap_or_else(|e| panic!("{e}"));
+    listener
+        .set_nonblocking(true)
+        .unwrap_or_else(|e| panic!("{e}"));
+    // The earlier call plants the link (a sandboxed command may make symlinks in its
+    // workspace).
+    let plant = output(
+        env.sandgate("workspace-write")
+            .args(["--", "ln", "-s"])
+            .arg(&sock)
+            .arg("app.sock"),
+    );
+    assert_status(&plant, 0);
+    let allowed = env.ws.join("app.sock");
+    let connect = "import socket\n\
+s = socket.socket(socket.AF_UNIX)\n\
+try:\n    s.connect('app.sock'); print('CONNECTED')\n\
+except OSError as e: print('refused', e)\n";
+    for mode in ["read-only", "workspace-write"] {
+        let out = output(
+            env.sandgate(mode)
+                .arg("--allow-unix-socket")
+                .arg(&allowed)
+                .args(["--", "python3", "-c", connect]),
+        );
+        let mut reached = 0;
+        while listener.accept().is_ok() {
+            reached += 1;
+        }
+        assert_eq!(
+            reached,
+            0,
+            "{mode}: --allow-unix-socket {} reached the host socket the earlier call linked it \
+             to: {}",
+            allowed.display(),
+            show(&out)
+        );
     }
 }
