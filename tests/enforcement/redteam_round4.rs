@@ -597,3 +597,65 @@ except OSError as e: print('refused', e)\n";
         );
     }
 }
+
+/// Attack: with the home as the workspace, plant a listed credential path that does not
+/// exist yet — `~/.m2/settings.xml`, the one the README says Maven needs `--unhide` for —
+/// as a symlink to the user's `~/.ssh`. A later call whose user runs `--unhide
+/// ~/.m2/settings.xml` (canonicalized, so through the link) shows `~/.ssh` again, whole,
+/// and the command reads the key (the control: the same link made by the host does that). Should fail: the hidden paths are protected
+/// whether they exist or not, so the link is never made, and the key stays hidden.
+#[test]
+fn redteam_an_unhide_is_not_redirected_to_a_key_by_a_planted_link() {
+    let env = TestEnv::new();
+    let home = env.root.join("home");
+    for dir in [home.join(".ssh"), home.join(".m2")] {
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let key = home.join(".ssh/id_ed25519");
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&key)
+            .unwrap_or_else(|e| panic!("{e}"));
+        f.write_all(b"PRIVATE-KEY-MATERIAL\n").unwrap_or_else(|e| panic!("{e}"));
+    }
+    let settings = home.join(".m2/settings.xml");
+    let read_key = || {
+        let mut read = env.sandgate("read-only");
+        read.env("HOME", &home)
+            .arg("--unhide")
+            .arg(&settings)
+            .args(["--", "cat"])
+            .arg(&key);
+        output(&mut read)
+    };
+    // Control: a link the host made there unhides the whole `~/.ssh`.
+    std::os::unix::fs::symlink(home.join(".ssh"), &settings).unwrap_or_else(|e| panic!("{e}"));
+    let control = read_key();
+    assert!(
+        String::from_utf8_lossy(&control.stdout).contains("PRIVATE-KEY-MATERIAL"),
+        "control: the host's link did not unhide the key: {}",
+        show(&control)
+    );
+    std::fs::remove_file(&settings).unwrap_or_else(|e| panic!("{e}"));
+
+    let mut plant = env.sandgate_without_workspace("workspace-write");
+    plant
+        .env("HOME", &home)
+        .arg("--workspace")
+        .arg(&home)
+        .args(["--", "ln", "-s"])
+        .arg(home.join(".ssh"))
+        .arg(&settings);
+    let _ = output(&mut plant);
+    let out = read_key();
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("PRIVATE-KEY-MATERIAL"),
+        "the key was read through an unhide redirected by a planted link: {}",
+        show(&out)
+    );
+}
