@@ -659,3 +659,58 @@ fn redteam_an_unhide_is_not_redirected_to_a_key_by_a_planted_link() {
         show(&out)
     );
 }
+
+/// Attack: a call that did not ask to keep anything runs a nested sandgate with
+/// `--keep-background` (degraded where the nested one cannot make its namespaces), whose
+/// command leaves a process in the background; the nested sandgate returns at once, and
+/// so does the outer command. Should fail: "a nested sandgate runs in its parent's
+/// namespaces: its processes end with the parent's call, whatever it asks" — nothing of
+/// the nested call may run once the outer sandgate has returned, and no record of it may
+/// be left for `sandgate ps`.
+#[test]
+fn redteam_a_nested_keep_background_does_not_outlive_the_outer_call() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let mark = unique_mark("rt4-nested-kept");
+    let inner = sandgate_inside();
+    let out = output(
+        env.sandgate("workspace-write")
+            .env("LEFTOVER_MARK", &mark)
+            .arg("--")
+            .arg(&inner)
+            .args([
+                "--sandbox",
+                "read-only",
+                "--allow-degraded",
+                "--keep-background",
+                "--",
+                "/bin/sh",
+                "-c",
+                "sleep 60 >/dev/null 2>&1 </dev/null & echo started",
+            ]),
+    );
+    let left = processes_marked(&mark);
+    kill_marked(&mark);
+    let mut ps = Command::new(sandgate());
+    env.isolate(&mut ps);
+    let listed = output(ps.args(["ps", "--workspace"]).arg(&env.ws));
+    let mut stop = Command::new(sandgate());
+    env.isolate(&mut stop);
+    let _ = output(stop.arg("stop").arg("--workspace").arg(&env.ws));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("started"),
+        "control: the nested command did not run: {}",
+        show(&out)
+    );
+    assert!(
+        left.is_empty(),
+        "the nested call's background process outlived the outer call: {left:?}"
+    );
+    assert!(
+        !String::from_utf8_lossy(&listed.stdout).contains("sleep"),
+        "a record of the nested call is left: {}",
+        show(&listed)
+    );
+}
