@@ -714,3 +714,42 @@ fn redteam_a_nested_keep_background_does_not_outlive_the_outer_call() {
         show(&listed)
     );
 }
+
+/// Attack: a kept call (`--keep-background`, with the proxy) whose background process has
+/// let go of stdio, run as `out=$(sandgate …)` or a CI step reads it: if sandgate's helpers
+/// that stay for the kept process (the proxy, the detached supervisor) kept the caller's
+/// stdout or stderr open, the caller would wait for them — a CI step or an agent's tool call
+/// hung for as long as the kept process lives, which is more than the call asked to keep.
+/// Should fail: the caller's pipes reach end-of-file as soon as sandgate returns.
+#[test]
+fn redteam_a_kept_calls_helpers_do_not_hold_the_callers_pipes() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let mark = unique_mark("rt4-kept-pipes");
+    let start = Instant::now();
+    let out = output(env.sandgate("workspace-write").env("LEFTOVER_MARK", &mark).args([
+        "--keep-background",
+        "--allow-host",
+        "example.com",
+        "--",
+        "/bin/sh",
+        "-c",
+        "sleep 20 >/dev/null 2>&1 </dev/null & echo started",
+    ]));
+    let waited = start.elapsed();
+    kill_marked(&mark);
+    let mut stop = Command::new(sandgate());
+    env.isolate(&mut stop);
+    let _ = output(stop.arg("stop").arg("--workspace").arg(&env.ws));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("started"),
+        "{}",
+        show(&out)
+    );
+    assert!(
+        waited < Duration::from_secs(10),
+        "the caller's pipes stayed open {waited:?} after the kept call returned"
+    );
+}
