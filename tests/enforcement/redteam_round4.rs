@@ -753,3 +753,55 @@ fn redteam_a_kept_calls_helpers_do_not_hold_the_callers_pipes() {
         "the caller's pipes stayed open {waited:?} after the kept call returned"
     );
 }
+
+/// Attack: the project hides one of its own files (`.sandgate/config.json`:
+/// `"hidden_paths": ["config/secrets.json"]`, the database password of a checkout). The
+/// file reads as empty inside, and it cannot be moved (its mask is a mount). But its
+/// *directory* can: an earlier `workspace-write` call runs `mv config config.old; mkdir
+/// config`. The next call hides what exists at `config/secrets.json` — nothing — and the
+/// command reads `config.old/secrets.json` (and can move the directory back afterwards).
+/// Should fail: a path the project hides stays hidden whatever an earlier call renamed; the
+/// secret must not be read by any later call.
+#[test]
+fn redteam_a_projects_hidden_file_is_not_unhidden_by_renaming_its_directory() {
+    let env = TestEnv::new();
+    std::fs::create_dir_all(env.ws.join(".sandgate")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(env.ws.join("config")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        env.ws.join(".sandgate/config.json"),
+        r#"{"hidden_paths": ["config/secrets.json"]}"#,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(env.ws.join("config/secrets.json"), "DBPASS=hunter2\n")
+        .unwrap_or_else(|e| panic!("{e}"));
+    // Control: hidden as the project asks.
+    let first = output(env.sandgate("read-only").args(["--", "cat", "config/secrets.json"]));
+    assert!(
+        !String::from_utf8_lossy(&first.stdout).contains("hunter2"),
+        "control: the project's hidden file is readable: {}",
+        show(&first)
+    );
+    let moved = output(
+        env.sandgate("workspace-write")
+            .args(["--", "/bin/sh", "-c", "mv config config.old && mkdir config"]),
+    );
+    let mut leaked = Vec::new();
+    for mode in ["read-only", "workspace-write"] {
+        let out = output(env.sandgate(mode).args([
+            "--",
+            "/bin/sh",
+            "-c",
+            "cat config.old/secrets.json config/secrets.json 2>/dev/null",
+        ]));
+        if String::from_utf8_lossy(&out.stdout).contains("hunter2") {
+            leaked.push(format!("{mode}: {}", show(&out)));
+        }
+    }
+    assert!(
+        leaked.is_empty(),
+        "the project's hidden file was read after an earlier call renamed its directory \
+         ({}):\n{}",
+        show(&moved),
+        leaked.join("\n")
+    );
+}
