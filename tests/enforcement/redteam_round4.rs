@@ -805,3 +805,29 @@ fn redteam_a_projects_hidden_file_is_not_unhidden_by_renaming_its_directory() {
         leaked.join("\n")
     );
 }
+
+/// Attack: the project protects `deploy/run.sh` (`protected_paths`). One call renames its
+/// directory (`mv deploy d2`: the protection moves with it, the path is free); the next
+/// call, where nothing exists at `deploy/run.sh` at its start, rewrites `d2/run.sh` and
+/// renames the directory back: the protected file now holds what the command wrote. Should
+/// fail: a protected path keeps its content. It gets through, and the README names it
+/// ("A project's `protected_paths` are protected when they exist at the start of the
+/// call"), so the test is ignored as a documented limit; `--ignored` runs it.
+#[test]
+#[ignore = "documented limit: protected_paths are protected when they exist at the start of the call"]
+fn redteam_a_projects_protected_file_is_not_rewritten_by_renaming_its_directory() {
+    let env = TestEnv::new();
+    std::fs::create_dir_all(env.ws.join(".sandgate")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(env.ws.join("deploy")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        env.ws.join(".sandgate/config.json"),
+        r#"{"protected_paths": ["deploy/run.sh"]}"#,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(env.ws.join("deploy/run.sh"), "echo legit\n").unwrap_or_else(|e| panic!("{e}"));
+    for script in ["mv deploy d2", "echo evil > d2/run.sh && mv d2 deploy"] {
+        let _ = output(env.sandgate("workspace-write").args(["--", "/bin/sh", "-c", script]));
+    }
+    let now = std::fs::read_to_string(env.ws.join("deploy/run.sh")).unwrap_or_default();
+    assert_eq!(now, "echo legit\n", "the protected file was rewritten");
+}
