@@ -831,3 +831,59 @@ fn redteam_a_projects_protected_file_is_not_rewritten_by_renaming_its_directory(
     let now = std::fs::read_to_string(env.ws.join("deploy/run.sh")).unwrap_or_default();
     assert_eq!(now, "echo legit\n", "the protected file was rewritten");
 }
+
+/// Attack: watch what host processes do, from inside: `inotify` on a host directory the
+/// command may read (`IN_OPEN | IN_ACCESS | IN_CLOSE_WRITE`), then report each event with
+/// its time. The host opening, reading or writing a file there (the user's editor, a
+/// deploy script, `ssh` reading its configuration) is seen as it happens — host process
+/// activity, a side channel the PID namespace was meant to close ("host processes … are
+/// out of sight"). Should fail: a host process opening a host file gives the sandbox no
+/// event. (Low severity: names and times only, no content.)
+#[test]
+fn redteam_host_file_activity_is_not_observed_from_inside() {
+    let env = TestEnv::new();
+    let dir = env.outside.join("watched");
+    std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.join("notes.txt"), "host\n").unwrap_or_else(|e| panic!("{e}"));
+    let watcher = r#"
+import ctypes, os, select, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.inotify_init1(0)
+wd = libc.inotify_add_watch(fd, sys.argv[1].encode(), 0x20 | 0x1 | 0x8)
+print('held' if wd >= 0 else 'refused', flush=True)
+r, _, _ = select.select([fd], [], [], 4)
+if r:
+    data = os.read(fd, 4096)
+    _, mask, _, n = struct.unpack('iIII', data[:16])
+    print('EVENT', hex(mask), data[16:16 + n].rstrip(b'\0').decode(), flush=True)
+else:
+    print('nothing', flush=True)
+"#;
+    for mode in ["full-access", "read-only"] {
+        let mut cmd = env.sandgate(mode);
+        cmd.args(["--", "python3", "-c", watcher]).arg(&dir);
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+        let mut reader = BufReader::new(stdout);
+        let mut first = String::new();
+        let _ = reader.read_line(&mut first);
+        // The host's activity: a process of the host's reads the file.
+        let _ = std::fs::read(dir.join("notes.txt"));
+        let mut rest = String::new();
+        let _ = reader.read_line(&mut rest);
+        let _ = child.wait();
+        let seen = first.trim() == "held" && rest.starts_with("EVENT");
+        if mode == "full-access" {
+            assert!(seen, "control: no event: {first:?} {rest:?}");
+        } else {
+            assert!(
+                !seen,
+                "{mode}: the sandbox saw a host process open a host file: {rest:?}"
+            );
+        }
+    }
+}
