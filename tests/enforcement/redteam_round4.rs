@@ -887,3 +887,69 @@ else:
         }
     }
 }
+
+/// Attack: the project hides `config/secrets.json`; its user, for one call that needs the
+/// secret, runs `--unhide WS/config/secrets.json`. An earlier call has moved the real
+/// directory away (`mv config config.old`) and made `config/secrets.json` a symlink to the
+/// user's `~/.ssh`. The unhide is canonicalized through the planted link, so it shows
+/// `~/.ssh` again, whole, and the command reads the user's private key — though the user
+/// only asked for the project's secret. Should fail: an unhide names the path the user
+/// wrote, never where a link in a writable root leads; the key stays hidden.
+#[test]
+fn redteam_an_unhide_in_the_workspace_is_not_redirected_to_the_users_keys() {
+    let env = TestEnv::new();
+    let home = env.root.join("home");
+    std::fs::create_dir_all(home.join(".ssh")).unwrap_or_else(|e| panic!("{e}"));
+    let key = home.join(".ssh/id_ed25519");
+    {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&key)
+            .unwrap_or_else(|e| panic!("{e}"));
+        f.write_all(b"PRIVATE-KEY-MATERIAL\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    std::fs::create_dir_all(env.ws.join(".sandgate")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(env.ws.join("config")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        env.ws.join(".sandgate/config.json"),
+        r#"{"hidden_paths": ["config/secrets.json"]}"#,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(env.ws.join("config/secrets.json"), "DBPASS=hunter2\n")
+        .unwrap_or_else(|e| panic!("{e}"));
+    // Control: the key is hidden without the unhide.
+    let control = output(env.sandgate("read-only").env("HOME", &home).args(["--", "cat"]).arg(&key));
+    assert!(
+        !String::from_utf8_lossy(&control.stdout).contains("PRIVATE-KEY-MATERIAL"),
+        "control: the key is not hidden: {}",
+        show(&control)
+    );
+    let plant = format!(
+        "mv config config.old && mkdir config && ln -s '{}' config/secrets.json",
+        home.join(".ssh").display()
+    );
+    let _ = output(
+        env.sandgate("workspace-write")
+            .env("HOME", &home)
+            .args(["--", "/bin/sh", "-c", &plant]),
+    );
+    let out = output(
+        env.sandgate("read-only")
+            .env("HOME", &home)
+            .arg("--unhide")
+            .arg(env.ws.join("config/secrets.json"))
+            .args(["--", "cat"])
+            .arg(&key),
+    );
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("PRIVATE-KEY-MATERIAL"),
+        "an unhide of a workspace path, redirected by a link an earlier call planted, showed \
+         the user's ssh key: {}",
+        show(&out)
+    );
+}
