@@ -953,3 +953,90 @@ fn redteam_an_unhide_in_the_workspace_is_not_redirected_to_the_users_keys() {
         show(&out)
     );
 }
+
+/// An approver that grants whatever it is asked (`--approver`).
+const GRANTING_APPROVER: &str = r#"id=$(sed -n 's/.*"id":"\([0-9a-f]*\)".*/\1/p'); printf '{"id":"%s","decision":"allowed-once"}' "$id""#;
+
+/// Attack: a call keeps a process (`--keep-background`) that watches the path of the
+/// user's audit log — its directory is the host's, seen live through the read-only view —
+/// and takes an exclusive `flock` on every file that appears there. The log the call
+/// started with is masked (a lock on it stays inside), but a log is rotated
+/// (`mv audit.jsonl audit.jsonl.1`, logrotate) and the next escalation makes a fresh one,
+/// which no mask covers. From then on every escalation of the user's waits for the lock,
+/// gives up and refuses to run its command (exit 125, `audit_locked`): the approval flow is
+/// the attacker's to switch off. Should fail: "a lock taken on them there never reaches
+/// the real file"; a later escalation, granted by its approver, must run.
+#[test]
+fn redteam_a_kept_process_cannot_lock_a_rotated_audit_log() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let log = env.audit_log();
+    let escalate = || {
+        output(
+            env.sandgate("read-only")
+                .args([
+                    "--sandbox-permissions",
+                    "workspace-write",
+                    "--justification",
+                    "write a file",
+                    "--approver",
+                    GRANTING_APPROVER,
+                    "--",
+                    "touch",
+                ])
+                .arg(env.ws.join("granted")),
+        )
+    };
+    // Control: the approver's grant runs the command, and makes the log.
+    let control = escalate();
+    assert_status(&control, 0);
+    std::fs::remove_file(&log).unwrap_or_else(|e| panic!("{e}"));
+
+    let holder = r#"
+import fcntl, os, sys, time
+held, seen = [], set()
+for _ in range(600):
+    try:
+        f = open(sys.argv[1], 'rb')
+        ino = os.fstat(f.fileno()).st_ino
+        if ino not in seen:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            seen.add(ino)
+            held.append(f)
+    except OSError:
+        pass
+    time.sleep(0.05)
+"#;
+    let mark = unique_mark("rt4-audit-lock");
+    let kept = output(
+        env.sandgate("read-only")
+            .env("LEFTOVER_MARK", &mark)
+            .args([
+                "--keep-background",
+                "--",
+                "/bin/sh",
+                "-c",
+                r#"python3 -c "$0" "$1" >/dev/null 2>&1 </dev/null & echo started"#,
+                holder,
+            ])
+            .arg(&log),
+    );
+    // The user rotates the log; the next escalation makes a fresh one.
+    std::thread::sleep(Duration::from_millis(300));
+    let mut rotated = log.clone().into_os_string();
+    rotated.push(".1");
+    if log.exists() {
+        std::fs::rename(&log, &rotated).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let _first = escalate();
+    std::thread::sleep(Duration::from_millis(500));
+    let later = escalate();
+    kill_marked(&mark);
+    let mut stop = Command::new(sandgate());
+    env.isolate(&mut stop);
+    let _ = output(stop.arg("stop").arg("--workspace").arg(&env.ws));
+    assert_status(&kept, 0);
+    assert_status(&later, 0);
+}
