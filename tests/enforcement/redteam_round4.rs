@@ -1040,3 +1040,40 @@ for _ in range(600):
     assert_status(&kept, 0);
     assert_status(&later, 0);
 }
+
+/// Attack: a `workspace-write` command changes the mode of its `/tmp` — the root of the
+/// workspace's private temp, which is `/tmp/sandgate-UID/NAME-HASH` on the host — to 1777
+/// (or 0 — anything but 0700). sandgate then refuses every later call in the workspace
+/// (78: "mode 1777 lets others in") until the user repairs the directory by hand: one
+/// call switches sandboxed work in the workspace off. Should fail: the private temp's own
+/// directory is sandgate's, checked at every call; the command may change what lies in
+/// it, not the directory's mode, and the next call must run.
+#[test]
+fn redteam_a_command_cannot_open_its_private_temp_to_others() {
+    let env = TestEnv::new();
+    let out = output(
+        env.sandgate("workspace-write")
+            .args(["--", "/bin/sh", "-c", "chmod 1777 /tmp; stat -c %a /tmp"]),
+    );
+    let tmp = private_tmp_of(&env);
+    let mode = std::fs::metadata(&tmp).map(|m| {
+        use std::os::unix::fs::PermissionsExt;
+        m.permissions().mode() & 0o7777
+    });
+    let later = output(env.sandgate("workspace-write").args(["--", "true"]));
+    // Put it back and remove it, whatever happened.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o700));
+    }
+    let mut clean = Command::new(sandgate());
+    env.isolate(&mut clean);
+    let _ = output(clean.args(["tmp", "--clean", "--workspace"]).arg(&env.ws));
+    assert!(
+        matches!(mode, Ok(0o700)),
+        "the command set the private temp {} to {mode:?} (decimal): {}",
+        tmp.display(),
+        show(&out)
+    );
+    assert_status(&later, 0);
+}
