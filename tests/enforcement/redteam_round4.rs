@@ -1,9 +1,13 @@
-//! Red team, round 4: what a sandboxed command can hold on the host's files while it runs,
-//! and after it when it is kept. Each test performs the attack as the sandboxed command
-//! would and asserts that it fails, with a control under `full-access` that shows the
-//! payload is real.
+//! Red team, round 4: what a sandboxed command can hold or change of the host's that
+//! outlives it or reaches past it — locks and leases on host files, the flags of the
+//! terminal's and the caller's shared file descriptions, the private temp's own mode —
+//! and what an earlier call can plant that a later call's setup follows (an allowed
+//! socket path, an `--unhide`, a project's hidden path, a rotated audit log). Each test
+//! performs the attack as the sandboxed command would and asserts that it fails, with a
+//! control under `full-access` (or without the attack) where one shows the payload is real.
 //!
-//! An attack that gets through is a failing test.
+//! An attack that gets through is a failing test; one the README documents as a known
+//! limit is `#[ignore]`d with the README's words.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -613,15 +617,16 @@ fn redteam_an_unhide_is_not_redirected_to_a_key_by_a_planted_link() {
     }
     let key = home.join(".ssh/id_ed25519");
     {
-        use std::os::unix::fs::OpenOptionsExt;
         use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
             .open(&key)
             .unwrap_or_else(|e| panic!("{e}"));
-        f.write_all(b"PRIVATE-KEY-MATERIAL\n").unwrap_or_else(|e| panic!("{e}"));
+        f.write_all(b"PRIVATE-KEY-MATERIAL\n")
+            .unwrap_or_else(|e| panic!("{e}"));
     }
     let settings = home.join(".m2/settings.xml");
     let read_key = || {
@@ -729,15 +734,19 @@ fn redteam_a_kept_calls_helpers_do_not_hold_the_callers_pipes() {
     let env = TestEnv::new();
     let mark = unique_mark("rt4-kept-pipes");
     let start = Instant::now();
-    let out = output(env.sandgate("workspace-write").env("LEFTOVER_MARK", &mark).args([
-        "--keep-background",
-        "--allow-host",
-        "example.com",
-        "--",
-        "/bin/sh",
-        "-c",
-        "sleep 20 >/dev/null 2>&1 </dev/null & echo started",
-    ]));
+    let out = output(
+        env.sandgate("workspace-write")
+            .env("LEFTOVER_MARK", &mark)
+            .args([
+                "--keep-background",
+                "--allow-host",
+                "example.com",
+                "--",
+                "/bin/sh",
+                "-c",
+                "sleep 20 >/dev/null 2>&1 </dev/null & echo started",
+            ]),
+    );
     let waited = start.elapsed();
     kill_marked(&mark);
     let mut stop = Command::new(sandgate());
@@ -775,16 +784,21 @@ fn redteam_a_projects_hidden_file_is_not_unhidden_by_renaming_its_directory() {
     std::fs::write(env.ws.join("config/secrets.json"), "DBPASS=hunter2\n")
         .unwrap_or_else(|e| panic!("{e}"));
     // Control: hidden as the project asks.
-    let first = output(env.sandgate("read-only").args(["--", "cat", "config/secrets.json"]));
+    let first = output(
+        env.sandgate("read-only")
+            .args(["--", "cat", "config/secrets.json"]),
+    );
     assert!(
         !String::from_utf8_lossy(&first.stdout).contains("hunter2"),
         "control: the project's hidden file is readable: {}",
         show(&first)
     );
-    let moved = output(
-        env.sandgate("workspace-write")
-            .args(["--", "/bin/sh", "-c", "mv config config.old && mkdir config"]),
-    );
+    let moved = output(env.sandgate("workspace-write").args([
+        "--",
+        "/bin/sh",
+        "-c",
+        "mv config config.old && mkdir config",
+    ]));
     let mut leaked = Vec::new();
     for mode in ["read-only", "workspace-write"] {
         let out = output(env.sandgate(mode).args([
@@ -826,7 +840,10 @@ fn redteam_a_projects_protected_file_is_not_rewritten_by_renaming_its_directory(
     .unwrap_or_else(|e| panic!("{e}"));
     std::fs::write(env.ws.join("deploy/run.sh"), "echo legit\n").unwrap_or_else(|e| panic!("{e}"));
     for script in ["mv deploy d2", "echo evil > d2/run.sh && mv d2 deploy"] {
-        let _ = output(env.sandgate("workspace-write").args(["--", "/bin/sh", "-c", script]));
+        let _ = output(
+            env.sandgate("workspace-write")
+                .args(["--", "/bin/sh", "-c", script]),
+        );
     }
     let now = std::fs::read_to_string(env.ws.join("deploy/run.sh")).unwrap_or_default();
     assert_eq!(now, "echo legit\n", "the protected file was rewritten");
@@ -923,7 +940,12 @@ fn redteam_an_unhide_in_the_workspace_is_not_redirected_to_the_users_keys() {
     std::fs::write(env.ws.join("config/secrets.json"), "DBPASS=hunter2\n")
         .unwrap_or_else(|e| panic!("{e}"));
     // Control: the key is hidden without the unhide.
-    let control = output(env.sandgate("read-only").env("HOME", &home).args(["--", "cat"]).arg(&key));
+    let control = output(
+        env.sandgate("read-only")
+            .env("HOME", &home)
+            .args(["--", "cat"])
+            .arg(&key),
+    );
     assert!(
         !String::from_utf8_lossy(&control.stdout).contains("PRIVATE-KEY-MATERIAL"),
         "control: the key is not hidden: {}",
@@ -1051,10 +1073,12 @@ for _ in range(600):
 #[test]
 fn redteam_a_command_cannot_open_its_private_temp_to_others() {
     let env = TestEnv::new();
-    let out = output(
-        env.sandgate("workspace-write")
-            .args(["--", "/bin/sh", "-c", "chmod 1777 /tmp; stat -c %a /tmp"]),
-    );
+    let out = output(env.sandgate("workspace-write").args([
+        "--",
+        "/bin/sh",
+        "-c",
+        "chmod 1777 /tmp; stat -c %a /tmp",
+    ]));
     let tmp = private_tmp_of(&env);
     let mode = std::fs::metadata(&tmp).map(|m| {
         use std::os::unix::fs::PermissionsExt;
