@@ -600,6 +600,20 @@ fn run(op: &str, args: &[String]) -> Res {
                 )
             })
         }
+        "read-lease-hold" => {
+            // A read lease on FILE (SIGIO ignored, so a lease break does not end the holder),
+            // then `held` on stdout and a wait of SECONDS: a host open for writing waits
+            // for the lease (or fails with EWOULDBLOCK when non-blocking) meanwhile.
+            let file = CString::new(arg(0)).map_err(|_| Errno::EINVAL)?;
+            let secs: u64 = num(&arg(1))?;
+            unsafe { libc::signal(libc::SIGIO, libc::SIG_IGN) };
+            let fd = unsafe { libc::open(file.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+            raw(fd.into())?;
+            raw(unsafe { libc::fcntl(fd, libc::F_SETLEASE, libc::F_RDLCK) }.into())?;
+            println!("held");
+            std::thread::sleep(std::time::Duration::from_secs(secs));
+            Ok(())
+        }
         "sigio" => {
             // SIGIO to PID through F_SETOWN on an O_ASYNC pipe (its default action kills).
             let pid: i32 = num(&arg(0))?;

@@ -29,6 +29,7 @@ mod enforcement {
     mod redteam_network;
     mod redteam_process;
     mod redteam_round3;
+    mod redteam_round4;
     mod redteam_secrets;
     mod redteam_terminal;
     mod secrets;
