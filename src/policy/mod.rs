@@ -445,10 +445,16 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
                 }
                 _ => MountSource::Own,
             };
+            // What an earlier call may have written: the workspace-write roots, and this
+            // call's. A link there must not redirect what the user allows or shows.
+            let sandbox_written: BTreeSet<PathBuf> = workspace_write_roots
+                .union(&writable_roots)
+                .cloned()
+                .collect();
             let allowed_sockets = request
                 .allowed_sockets
                 .iter()
-                .map(|p| allowed_socket(&env.cwd.join(p)))
+                .map(|p| allowed_socket(&env.cwd.join(p), &sandbox_written))
                 .collect::<Result<BTreeSet<_>, _>>()?;
             let devices = placeholders.existing(&spec.devices);
             // Character devices only: a host whose `/dev/ptmx` is a link into `/dev/pts`
@@ -493,7 +499,8 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
                 env,
                 &writable_roots,
                 &caches,
-            );
+                &sandbox_written,
+            )?;
             let mut r = Box::new(Restrictions {
                 protected: read_only,
                 caches,
@@ -576,7 +583,8 @@ fn hidden_paths(
     env: &Env,
     writable_roots: &BTreeSet<PathBuf>,
     caches: &[caches::Cache],
-) -> BTreeMap<PathBuf, Why> {
+    sandbox_written: &BTreeSet<PathBuf>,
+) -> Result<BTreeMap<PathBuf, Why>, PolicyError> {
     let workspace = placeholders.workspace;
     let shown = secrets::shown(
         &request.unhidden_paths,
@@ -584,6 +592,18 @@ fn hidden_paths(
         &env.homes,
         workspace,
     );
+    // A path shown again through a link an earlier call planted would show the link's
+    // target instead (`--unhide ws/config/secrets.json` → `~/.ssh`).
+    for path in &shown.links {
+        if let Some(link) = path.planted_in(sandbox_written) {
+            return Err(PolicyError::RedirectedRoot {
+                what: "a path shown with --unhide or unhidden_paths",
+                path: path.path.clone(),
+                link: link.clone(),
+            });
+        }
+    }
+    let shown = shown.paths;
     let keep_whole: Vec<PathBuf> = std::iter::once(workspace.to_path_buf())
         .chain(writable_roots.iter().cloned())
         .chain(caches.iter().map(|c| c.path.clone()))
@@ -609,17 +629,26 @@ fn hidden_paths(
             .iter()
             .map(|p| (env.cwd.join(p), Why::Own)),
     );
-    hidden
+    Ok(hidden)
 }
 
 /// Canonicalises a socket named by `--allow-unix-socket`, which must exist and be one.
-fn allowed_socket(path: &Path) -> Result<PathBuf, PolicyError> {
+fn allowed_socket(path: &Path, sandbox_written: &BTreeSet<PathBuf>) -> Result<PathBuf, PolicyError> {
     use std::os::unix::fs::FileTypeExt;
     let refuse = |why: String| PolicyError::AllowedSocket {
         path: path.to_path_buf(),
         why,
     };
-    let canonical = std::fs::canonicalize(path).map_err(|e| refuse(e.to_string()))?;
+    let resolved = roots::resolve(path).map_err(|e| refuse(e.to_string()))?;
+    if let Some(link) = resolved.planted_in(sandbox_written) {
+        // An earlier call may have pointed it at the host's docker or D-Bus socket.
+        return Err(PolicyError::RedirectedRoot {
+            what: "an allowed socket",
+            path: resolved.path.clone(),
+            link: link.clone(),
+        });
+    }
+    let canonical = resolved.path;
     let meta = std::fs::metadata(&canonical).map_err(|e| refuse(e.to_string()))?;
     if !meta.file_type().is_socket() {
         return Err(refuse("not a unix socket".into()));

@@ -193,7 +193,7 @@ pub fn report(
         homes,
         workspace,
     );
-    let hidden = hidden(scans, &[], &[], listed, &shown);
+    let hidden = hidden(scans, &[], &[], listed, &shown.paths);
     Ok(hidden
         .into_iter()
         .map(|(path, why)| Shown { path, why })
@@ -240,12 +240,25 @@ pub fn shown(
     flags: &[PathBuf],
     homes: &[PathBuf],
     workspace: &Path,
-) -> Vec<PathBuf> {
-    let paths = entries
+) -> ShownAgain {
+    let links: Vec<super::roots::Resolved> = entries
         .iter()
         .flat_map(|e| expand_entry(e, homes, workspace))
-        .chain(flags.iter().cloned());
-    canonical(paths).into_iter().collect()
+        .chain(flags.iter().cloned())
+        .filter(|p| p.symlink_metadata().is_ok())
+        .filter_map(|p| super::roots::resolve(&p).ok())
+        .collect();
+    let paths = links.iter().map(|r| r.path.clone()).collect::<BTreeSet<_>>();
+    ShownAgain {
+        paths: paths.into_iter().collect(),
+        links,
+    }
+}
+
+/// The paths shown again, canonical, and how each was reached (the links followed).
+pub struct ShownAgain {
+    pub paths: Vec<PathBuf>,
+    pub links: Vec<super::roots::Resolved>,
 }
 
 /// What a call hides, sandgate's own files aside: what the rule found in `scans` (no
