@@ -1,4 +1,10 @@
-//! The terminal comes back as the call found it.
+//! The terminal, and the caller's standard streams, come back as the call found them.
+//!
+//! The command shares the open file descriptions behind stdin, stdout and stderr with
+//! whoever started sandgate (the user's shell, a CI runner's pipe, an agent's harness), so
+//! a status flag it sets there — `O_NONBLOCK`, or `O_APPEND` cleared — would stay set
+//! for them: their next read gets `EAGAIN`. Those flags are saved before and put back
+//! after, terminal or not.
 //!
 //! A restricted command shares the user's terminal, and may change its modes: `stty -echo
 //! -isig` or raw mode left behind means a shell prompt that shows nothing typed and
@@ -30,6 +36,7 @@
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd, RawFd};
 
+use nix::fcntl::{FcntlArg, OFlag};
 use nix::sys::termios::{self, FlowArg, SetArg, Termios};
 
 use crate::sys;
@@ -53,18 +60,32 @@ impl Where {
     }
 }
 
-/// The terminal's modes as the call found them; put back by [`Saved::restore`] or when
-/// dropped.
+/// The standard streams' flags and the terminal's modes as the call found them; put back
+/// by [`Saved::restore`] or when dropped.
 #[derive(Debug)]
 pub struct Saved {
-    at: Where,
-    modes: Option<Termios>,
+    terminal: Option<(Where, Termios)>,
+    /// The status flags of the open file descriptions behind fds 0, 1 and 2.
+    stdio: [Option<OFlag>; 3],
 }
 
 impl Saved {
-    /// Saves the modes of sandgate's controlling terminal when sandgate is in its
-    /// foreground process group; `None` without a terminal, or in the background.
-    pub fn take() -> Option<Saved> {
+    /// Saves the status flags of sandgate's standard streams, and the modes of its
+    /// controlling terminal when sandgate is in its foreground process group.
+    pub fn take() -> Saved {
+        let stdio = [0, 1, 2].map(|fd| {
+            let dup = sys::dup_if_open(fd)?;
+            nix::fcntl::fcntl(dup.as_fd(), FcntlArg::F_GETFL)
+                .ok()
+                .map(OFlag::from_bits_truncate)
+        });
+        Saved {
+            terminal: Self::terminal(),
+            stdio,
+        }
+    }
+
+    fn terminal() -> Option<(Where, Termios)> {
         let (at, tty) = [
             Where::Stdio(0),
             Where::Stdio(1),
@@ -77,16 +98,26 @@ impl Saved {
         if is_foreground(tty.as_fd()) != Some(true) {
             return None;
         }
-        Some(Saved {
-            at,
-            modes: Some(termios::tcgetattr(tty.as_fd()).ok()?),
-        })
+        Some((at, termios::tcgetattr(tty.as_fd()).ok()?))
     }
 
-    /// Puts the saved modes back and resumes output, if sandgate is still in the
-    /// terminal's foreground process group. Once: later calls do nothing.
+    /// Puts the saved status flags back, then the terminal's modes and output, if sandgate
+    /// is still in the terminal's foreground process group. Once: later calls do nothing.
     pub fn restore(&mut self) {
-        let (Some(modes), Some(tty)) = (self.modes.take(), self.at.open()) else {
+        for (fd, saved) in (0..).zip(std::mem::take(&mut self.stdio)) {
+            let (Some(saved), Some(dup)) = (saved, sys::dup_if_open(fd)) else {
+                continue;
+            };
+            let now =
+                nix::fcntl::fcntl(dup.as_fd(), FcntlArg::F_GETFL).map(OFlag::from_bits_truncate);
+            if now.is_ok_and(|now| now != saved) {
+                let _ = nix::fcntl::fcntl(dup.as_fd(), FcntlArg::F_SETFL(saved));
+            }
+        }
+        let Some((at, modes)) = self.terminal.take() else {
+            return;
+        };
+        let Some(tty) = at.open() else {
             return;
         };
         let tty = tty.as_fd();

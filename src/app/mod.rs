@@ -463,7 +463,7 @@ fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Ou
     // Put back when the command has ended, however it ended (full access runs in
     // sandgate's own process: nothing remains to restore it).
     let mut terminal = match plan.confinement {
-        Confinement::Restricted(_) => crate::terminal::Saved::take(),
+        Confinement::Restricted(_) => Some(crate::terminal::Saved::take()),
         Confinement::None => None,
     };
     let outcome = loop {

@@ -252,7 +252,12 @@ fn user_dir_and_origin() -> Option<(PathBuf, &'static str)> {
 pub fn default_dirs() -> Vec<PathBuf> {
     super::home::caller_homes()
         .iter()
-        .flat_map(|home| [home.join(".config/sandgate"), home.join(".local/state/sandgate")])
+        .flat_map(|home| {
+            [
+                home.join(".config/sandgate"),
+                home.join(".local/state/sandgate"),
+            ]
+        })
         .collect()
 }
 

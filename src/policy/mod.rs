@@ -633,7 +633,10 @@ fn hidden_paths(
 }
 
 /// Canonicalises a socket named by `--allow-unix-socket`, which must exist and be one.
-fn allowed_socket(path: &Path, sandbox_written: &BTreeSet<PathBuf>) -> Result<PathBuf, PolicyError> {
+fn allowed_socket(
+    path: &Path,
+    sandbox_written: &BTreeSet<PathBuf>,
+) -> Result<PathBuf, PolicyError> {
     use std::os::unix::fs::FileTypeExt;
     let refuse = |why: String| PolicyError::AllowedSocket {
         path: path.to_path_buf(),

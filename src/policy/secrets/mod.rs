@@ -248,7 +248,10 @@ pub fn shown(
         .filter(|p| p.symlink_metadata().is_ok())
         .filter_map(|p| super::roots::resolve(&p).ok())
         .collect();
-    let paths = links.iter().map(|r| r.path.clone()).collect::<BTreeSet<_>>();
+    let paths = links
+        .iter()
+        .map(|r| r.path.clone())
+        .collect::<BTreeSet<_>>();
     ShownAgain {
         paths: paths.into_iter().collect(),
         links,
