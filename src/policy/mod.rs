@@ -425,7 +425,7 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
             protected
                 .read_only
                 .extend(persistent.read_only.into_iter().filter(under_roots));
-            let pinned = persistent
+            let mut pinned: BTreeSet<PathBuf> = persistent
                 .pinned
                 .into_iter()
                 .chain(protected.git_checkouts.iter().cloned())
@@ -501,6 +501,23 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
                 &caches,
                 &sandbox_written,
             )?;
+            // A listed path in a writable root (a project's `config/secrets.json` hidden,
+            // or its protected `deploy/prod.env`) is masked or bound read-only; the
+            // directories on its way are pinned, so that no call moves the file out from
+            // under its mount for the next call to read or change.
+            let listed_hidden = hidden
+                .iter()
+                .filter(|(_, why)| matches!(why, Why::Listed { .. }))
+                .map(|(path, _)| path);
+            for path in listed_hidden.chain(&protected.listed) {
+                pinned.extend(
+                    path.ancestors()
+                        .skip(1)
+                        .filter(|a| beneath_roots(&a.to_path_buf()))
+                        .filter(|a| outside_sealed(&a.to_path_buf()))
+                        .map(Path::to_path_buf),
+                );
+            }
             let mut r = Box::new(Restrictions {
                 protected: read_only,
                 caches,

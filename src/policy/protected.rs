@@ -66,6 +66,9 @@ pub struct Protected {
     /// the top of whichever working tree it runs in, a repository made inside included, so
     /// a directory of that name anywhere obeys the seal rules of a `hooks` directory.
     pub hook_dir_names: BTreeSet<Vec<u8>>,
+    /// The project's own protected paths (from `subpaths`), also in `read_only`: the
+    /// directories on their way are pinned, so that none is moved from under them.
+    pub listed: BTreeSet<PathBuf>,
     /// Submodule checkouts in the workspace: bound onto themselves so they cannot be moved
     /// aside for a directory whose `.git` points elsewhere (their `.git` file is in
     /// `read_only`).
@@ -107,8 +110,12 @@ pub fn resolve(workspace: &Path, subpaths: &[String], home: Option<&Path>) -> Pr
             }
             _ => vec![workspace.join(sub)],
         };
-        out.read_only
-            .extend(targets.iter().filter_map(|t| std::fs::canonicalize(t).ok()));
+        let existing: Vec<PathBuf> = targets
+            .iter()
+            .filter_map(|t| std::fs::canonicalize(t).ok())
+            .collect();
+        out.listed.extend(existing.iter().cloned());
+        out.read_only.extend(existing);
     }
     // What the configuration git reads points at: the repository's, then the user's.
     let mut configs: Vec<PathBuf> = out

@@ -824,11 +824,8 @@ fn redteam_a_projects_hidden_file_is_not_unhidden_by_renaming_its_directory() {
 /// directory (`mv deploy d2`: the protection moves with it, the path is free); the next
 /// call, where nothing exists at `deploy/run.sh` at its start, rewrites `d2/run.sh` and
 /// renames the directory back: the protected file now holds what the command wrote. Should
-/// fail: a protected path keeps its content. It gets through, and the README names it
-/// ("A project's `protected_paths` are protected when they exist at the start of the
-/// call"), so the test is ignored as a documented limit; `--ignored` runs it.
+/// fail: a protected path keeps its content (the directories on its way are pinned).
 #[test]
-#[ignore = "documented limit: protected_paths are protected when they exist at the start of the call"]
 fn redteam_a_projects_protected_file_is_not_rewritten_by_renaming_its_directory() {
     let env = TestEnv::new();
     std::fs::create_dir_all(env.ws.join(".sandgate")).unwrap_or_else(|e| panic!("{e}"));
