@@ -7,10 +7,13 @@
 //! where. Appends take an exclusive `flock` and read the last line under it, so concurrent
 //! sandgate processes chain their lines in order and never interleave them.
 //!
-//! The lock is taken on the log itself rather than on a lock file beside it: one file to
-//! keep out of the sandbox's reach instead of two, and nothing stale left behind. Whoever
-//! holds it — a stuck process, or anything that could open the log — can only make sandgate
-//! wait a bounded time ([`LOCK_WAIT`]); then the append fails, and a grant with it.
+//! The lock is taken on a lock file in `/tmp/sandgate-UID` (named after the log's path),
+//! where no sandbox reaches, rather than on the log: a log can be rotated, and a process
+//! kept from an earlier call could open the fresh one that no mount of its sandbox masks,
+//! lock it, and so fail every later escalation. (Where that directory cannot be had — run
+//! inside a sandbox, say — the log itself is locked.) Whoever holds the lock can only make
+//! sandgate wait a bounded time ([`LOCK_WAIT`]); then the append fails, and a grant with
+//! it.
 
 use std::fs::File;
 use std::io::{self, BufRead, Read, Seek, SeekFrom, Write};
@@ -107,6 +110,28 @@ impl AuditLog {
         )?)
     }
 
+    /// The file whose `flock` serialises appends (see the module docs); `log`, a handle of
+    /// the log, where sandgate's own directory cannot be had.
+    pub fn lock_file(&self, log: &File) -> io::Result<File> {
+        let name = format!(
+            "audit-{}.lock",
+            &sha256_hex(self.path.as_os_str().as_encoded_bytes())[..16]
+        );
+        let Ok(Some(base)) = crate::sandbox::private_temp::open_base(true) else {
+            return log.try_clone();
+        };
+        let fd = nix::fcntl::openat(
+            &base.fd,
+            name.as_str(),
+            nix::fcntl::OFlag::O_RDWR
+                | nix::fcntl::OFlag::O_CREAT
+                | nix::fcntl::OFlag::O_NOFOLLOW
+                | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )?;
+        Ok(File::from(fd))
+    }
+
     /// Takes the exclusive lock, retrying with backoff for at most [`LOCK_WAIT`].
     fn lock(&self, mut file: File) -> Result<Flock<File>, AuditError> {
         let deadline = Instant::now() + LOCK_WAIT;
@@ -146,9 +171,9 @@ impl AuditLog {
             path: self.path.clone(),
             source,
         };
-        let file = self.open()?;
-        let mut locked = self.lock(file)?;
-        let prev = last_line(&mut locked)
+        let mut file = self.open()?;
+        let _locked = self.lock(self.lock_file(&file).map_err(io_err)?)?;
+        let prev = last_line(&mut file)
             .map_err(io_err)?
             .map_or_else(|| GENESIS.to_owned(), |l| sha256_hex(&l));
         let mut record = Map::new();
@@ -159,8 +184,8 @@ impl AuditLog {
         let mut line = Value::Object(record).to_string().into_bytes();
         line.push(b'\n');
         // One write of the whole line on an O_APPEND fd, under the lock.
-        locked.write_all(&line).map_err(io_err)?;
-        locked.sync_data().map_err(io_err)
+        file.write_all(&line).map_err(io_err)?;
+        file.sync_data().map_err(io_err)
     }
 }
 
@@ -289,8 +314,8 @@ mod tests {
         let dir = tempfile::tempdir()?;
         let log = AuditLog::new(dir.path().join("audit.jsonl"));
         log.ensure_exists()?;
-        let held =
-            Flock::lock(File::open(log.path())?, FlockArg::LockExclusive).map_err(|(_, e)| e)?;
+        let lock = log.lock_file(&File::open(log.path())?)?;
+        let held = Flock::lock(lock, FlockArg::LockExclusive).map_err(|(_, e)| e)?;
         let start = Instant::now();
         match log.append("approval/asked", Map::new()) {
             Err(AuditError::Locked { holder, .. }) => {

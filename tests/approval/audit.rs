@@ -195,6 +195,18 @@ fn a_link_planted_at_the_audit_log_path_is_not_followed() {
 }
 
 /// Holds `flock` on `path` from another process group until dropped.
+/// The file sandgate locks to append to `log`: in `/tmp/sandgate-UID`, named after the
+/// log's path (see `audit.rs`).
+fn lock_file_of(log: &std::path::Path) -> std::path::PathBuf {
+    use sha2::Digest;
+    let hash: String = sha2::Sha256::digest(log.as_os_str().as_encoded_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    std::path::PathBuf::from(format!("/tmp/sandgate-{}", nix::unistd::geteuid()))
+        .join(format!("audit-{}.lock", &hash[..16]))
+}
+
 struct LockHolder(std::process::Child);
 
 impl LockHolder {
@@ -242,7 +254,7 @@ fn a_held_audit_lock_delays_an_escalation_only_a_bounded_time() {
     assert_status(&out, 77);
     let before = std::fs::read(&log).unwrap_or_else(|e| panic!("{e}"));
     {
-        let _holder = LockHolder::hold(&log, &env.root.join("locked"));
+        let _holder = LockHolder::hold(&lock_file_of(&log), &env.root.join("locked"));
         let start = std::time::Instant::now();
         let out = escalate(&env, &log, &granting, &[]);
         let waited = start.elapsed();

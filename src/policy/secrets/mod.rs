@@ -382,7 +382,7 @@ mod tests {
         );
         listed.insert(home.join(".config/app/token"), Why::OwnerOnly);
         let shown = shown(&["~/.aws".into()], &[home.join(".config")], &homes, &ws);
-        let hidden = hidden(&[], &[], &[], listed, &shown);
+        let hidden = hidden(&[], &[], &[], listed, &shown.paths);
         assert_eq!(
             hidden,
             BTreeMap::from([
