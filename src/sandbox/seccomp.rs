@@ -113,6 +113,8 @@ enum Args {
     Ioctl,
     /// `prctl` with an option of [`PRCTL_OPTIONS`].
     Prctl,
+    /// `fcntl` with a command of [`FCNTL_COMMANDS`].
+    Fcntl,
     /// Refused whatever the arguments, but only while the sandbox can reach a terminal
     /// (see [`Terminal`]).
     WhileTerminal,
@@ -412,6 +414,7 @@ const DENY_LIST: &[Denied] = &[
         Args::Any,
     ),
     denied(libc::SYS_prctl, "prctl", "process_control", Args::Prctl),
+    denied(libc::SYS_fcntl, "fcntl", "process_control", Args::Fcntl),
 ];
 
 /// `IOPRIO_WHO_PROCESS` (linux/ioprio.h; libc has no constant).
@@ -420,6 +423,13 @@ const IOPRIO_WHO_PROCESS: u64 = 1;
 const PR_SCHED_CORE: u64 = 62;
 /// `prctl` options refused: see [`DENY_LIST`].
 const PRCTL_OPTIONS: [u64; 1] = [PR_SCHED_CORE];
+
+/// `fcntl` commands refused: `F_SETLEASE`. A read lease on a file the command owns (as
+/// root: every root-owned file, `/etc/hostname`) makes a host process's next open of it
+/// for writing wait for the lease-break time (45 s), or fail non-blocking; held by a process
+/// kept after the call, for as long as it runs. Leases are for file servers (Samba, NFS),
+/// not for what runs in a sandbox.
+const FCNTL_COMMANDS: [u64; 1] = [libc::F_SETLEASE as u64];
 
 /// Terminal requests refused, because they take over or redirect a terminal — the user's,
 /// which a sandboxed process shares (or, for a background process left by an earlier call,
@@ -1189,6 +1199,15 @@ fn refuse(asm: &mut Asm, args: Args, refused: Dest, terminal: Terminal) -> Resul
             asm.load(low(0));
             search(asm, &segments)?;
         }
+        Args::Fcntl => {
+            let mut segments = FCNTL_COMMANDS
+                .iter()
+                .map(|&c| point(c))
+                .collect::<Result<Vec<_>, _>>()?;
+            segments.sort_by_key(|s| s.lo);
+            asm.load(low(1));
+            search(asm, &segments)?;
+        }
     }
     Ok(())
 }
@@ -1546,6 +1565,23 @@ mod tests {
             run(&p, libc::SYS_sched_getaffinity, [1234, 0, 0, 0, 0, 0]),
             ALLOW
         );
+    }
+
+    #[test]
+    fn fcntl_refuses_leases_only() {
+        let p = refusing();
+        let fcntl = |cmd: u64| run(&p, libc::SYS_fcntl, [0, cmd, 0, 0, 0, 0]);
+        assert_eq!(fcntl(libc::F_SETLEASE as u64), EPERM);
+        assert_eq!(fcntl(garbage(libc::F_SETLEASE as u64)), EPERM);
+        for ok in [
+            libc::F_GETFL,
+            libc::F_SETFL,
+            libc::F_GETLEASE,
+            libc::F_SETLK,
+            libc::F_DUPFD_CLOEXEC,
+        ] {
+            assert_eq!(fcntl(ok as u64), ALLOW, "{ok}");
+        }
     }
 
     #[test]

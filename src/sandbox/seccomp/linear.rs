@@ -138,6 +138,11 @@ fn rules(args: Args, terminal: Terminal) -> Result<Vec<SeccompRule>, BuildError>
             .iter()
             .map(|o| rule(vec![dword(0, Op::Eq, *o)?]))
             .collect(),
+        // The command is an int.
+        Args::Fcntl => FCNTL_COMMANDS
+            .iter()
+            .map(|c| rule(vec![dword(1, Op::Eq, *c)?]))
+            .collect(),
     }
 }
 
