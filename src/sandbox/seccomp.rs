@@ -415,6 +415,15 @@ const DENY_LIST: &[Denied] = &[
     ),
     denied(libc::SYS_prctl, "prctl", "process_control", Args::Prctl),
     denied(libc::SYS_fcntl, "fcntl", "process_control", Args::Fcntl),
+    // fanotify marks on a mount or filesystem report every host process's opens and
+    // writes there (unprivileged since Linux 5.13, with file handles); a sandbox has no use
+    // for them that inotify on its own files does not serve.
+    denied(
+        libc::SYS_fanotify_init,
+        "fanotify_init",
+        "process_control",
+        Args::Any,
+    ),
 ];
 
 /// `IOPRIO_WHO_PROCESS` (linux/ioprio.h; libc has no constant).
