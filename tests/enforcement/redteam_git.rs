@@ -130,7 +130,7 @@ fn redteam_creat_race_on_a_removed_directory_makes_an_executable_hook() {
     for (tag, repo, setup) in cases {
         let hook = repo.join(".git/hooks/pre-commit");
         let script = format!(
-            "{setup}\"$PROBE\" creat-race {} 400000 8 {}",
+            "{setup}\"$PROBE\" creat-race {} 400000 3 {}",
             sq(&hook.display().to_string()),
             sq(&r.script(tag))
         );
@@ -203,7 +203,7 @@ fn redteam_second_supervisor_swaps_a_directory_for_configuration_during_a_rename
     assert_status(&out, 0);
     let racer =
         "touch go; i=0; while [ ! -e .git/Y ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; \
-                 \"$PROBE\" rename-until .git/X .git/config 400000 10 fsmonitor; touch stop";
+                 \"$PROBE\" rename-until .git/X .git/config 400000 4 fsmonitor; touch stop";
     let out = r.sh("workspace-write", &[], racer);
     let said = String::from_utf8_lossy(&out.stdout).into_owned();
     r.stop_kept();
