@@ -810,8 +810,6 @@ impl Job<'_> {
     }
 }
 
-/// Opens `name` in `dir` with the caller's `flags`, never through a symlink and never
-/// giving the caller a controlling terminal.
 /// Renames `from` to the sealed name `to` in two steps, so that what lands is what the
 /// rules allowed: the source first moves to a staging name in `to`'s directory (which no
 /// sandbox and no other supervisor may write, rename or link), where the rules (`decide`)
@@ -916,6 +914,8 @@ pub fn open_checked(
     Ok(Checked::Opened(file))
 }
 
+/// Opens `name` in `dir` with the caller's `flags`, never through a symlink and never
+/// giving the caller a controlling terminal.
 fn open_at(dir: BorrowedFd<'_>, name: &OsStr, flags: i32, mode: u32) -> Result<OwnedFd, Errno> {
     openat(
         dir,
