@@ -112,14 +112,7 @@ impl Gate {
 
     /// The host's git in `dir`: a clean environment, the test's `HOME`, no system config.
     fn git(&self, dir: &Path) -> Command {
-        let mut cmd = Command::new("git");
-        cmd.env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .env("HOME", &self.home)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("LC_ALL", "C")
-            .current_dir(dir);
-        cmd
+        host_git(&self.home, dir)
     }
 
     #[track_caller]

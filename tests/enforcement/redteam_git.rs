@@ -34,14 +34,7 @@ impl Repo {
     /// The host's git in `dir`, as a user runs it: a clean environment, the test's `HOME`,
     /// no system configuration.
     fn git(&self, dir: &Path) -> Command {
-        let mut cmd = Command::new("git");
-        cmd.env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .env("HOME", &self.home)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("LC_ALL", "C")
-            .current_dir(dir);
-        cmd
+        host_git(&self.home, dir)
     }
 
     #[track_caller]

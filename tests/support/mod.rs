@@ -527,3 +527,16 @@ pub fn kill_marked(mark: &str) {
         );
     }
 }
+
+/// The host's git in `dir`, as a user runs it after a call: a clean environment, `home` as
+/// its `HOME`, no system configuration.
+pub fn host_git(home: &Path, dir: &Path) -> Command {
+    let mut cmd = Command::new("git");
+    cmd.env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("LC_ALL", "C")
+        .current_dir(dir);
+    cmd
+}
