@@ -3,27 +3,13 @@
 //! and asserts that the secret's content does not come out. A test that fails here is a
 //! secret the sandbox lets a command read.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::support::*;
 
 const SECRET: &str = "REDTEAM-SECRET-CONTENT";
 
-fn put(dir: &Path, file: &str, text: &str, mode: u32) -> PathBuf {
-    let path = dir.join(file);
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).unwrap_or_else(|e| panic!("{e}"));
-    }
-    std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
-    chmod(&path, mode);
-    path
-}
-
-fn chmod(path: &Path, mode: u32) {
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-}
+use crate::support::{put_with_mode as put, set_mode as chmod};
 
 /// Runs `script` under `mode` with `$HOME` at `home` (and the test's own
 /// `XDG_RUNTIME_DIR`, which `TestEnv::isolate` sets), returning stdout.

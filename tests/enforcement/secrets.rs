@@ -5,28 +5,13 @@
 //! after an earlier call; the user (not the project) can show a path again. Each test makes
 //! its own home and points `$HOME` at it.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use super::home::{read, sh_at, SECRET};
 use crate::support::*;
 
-/// Writes `text` to `home/file` with `mode`, making its directories.
-fn put(home: &Path, file: &str, text: &str, mode: u32) -> PathBuf {
-    let path = home.join(file);
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("{e}"));
-    }
-    std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
-    chmod(&path, mode);
-    path
-}
-
-fn chmod(path: &Path, mode: u32) {
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-}
+use crate::support::{put_with_mode as put, set_mode as chmod};
 
 fn new_home(env: &TestEnv) -> PathBuf {
     let home = env.root.join("home");

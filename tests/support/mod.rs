@@ -540,3 +540,21 @@ pub fn host_git(home: &Path, dir: &Path) -> Command {
         .current_dir(dir);
     cmd
 }
+
+/// Writes `text` to `dir/file` with `mode`, making its directories.
+pub fn put_with_mode(dir: &Path, file: &str, text: &str, mode: u32) -> PathBuf {
+    let path = dir.join(file);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).unwrap_or_else(|e| panic!("{e}"));
+    }
+    std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+    set_mode(&path, mode);
+    path
+}
+
+/// Sets `path`'s permission bits to `mode`.
+pub fn set_mode(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+}
