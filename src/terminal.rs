@@ -20,9 +20,11 @@
 //! and never provokes `SIGTTOU`. (The command stays in sandgate's group and cannot move
 //! the foreground: `tcsetpgrp` is refused inside.)
 //!
+//! The window size is not saved: the terminal emulator sets it whenever the user resizes
+//! the window, and a resize during the call cannot be told from a change made inside, so
+//! the seccomp filter refuses setting it instead.
+//!
 //! What is not restored, deliberately:
-//! - the window size: the terminal emulator sets it whenever the user resizes the window,
-//!   and a resize during the call cannot be told from a change made inside;
 //! - what the command wrote to the screen (colours, the alternate screen, mouse reporting):
 //!   that is the terminal emulator's state, which the kernel does not hold (`reset`
 //!   restores it);

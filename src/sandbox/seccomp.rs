@@ -69,6 +69,7 @@ const TIOCVHANGUP: u64 = 0x5437;
 const TIOCNOTTY: u64 = 0x5422;
 const TIOCSLCKTRMIOS: u64 = 0x5457;
 const TCXONC: u64 = 0x540A;
+const TIOCSWINSZ: u64 = 0x5414;
 const SOCK_TYPE_MASK: u64 = 0xf;
 const SOCK_STREAM: u64 = libc::SOCK_STREAM as u64;
 const SOCK_SEQPACKET: u64 = libc::SOCK_SEQPACKET as u64;
@@ -456,6 +457,9 @@ const FCNTL_COMMANDS: [u64; 1] = [libc::F_SETLEASE as u64];
 /// - `TCXONC` (`tcflow`) suspends the terminal's output (`TCOOFF`), or has it send a stop
 ///   character (`TCIOFF`): left so, the user's terminal shows nothing more after sandgate
 ///   returns, and the process that did it may be gone;
+/// - `TIOCSWINSZ` sets its window size: left changed, the user's shell, editor and pager
+///   lay themselves out for a wrong screen until the window is next resized — and sandgate
+///   cannot put it back, since a resize by the user during the call looks the same;
 /// - `TIOCNOTTY` gives up the controlling terminal, like `setsid` (refused in `DENY_LIST`):
 ///   job control guards only a process's controlling terminal, so a background process
 ///   that gave it up reads the user's typed lines from the fd it still holds.
@@ -468,9 +472,8 @@ const FCNTL_COMMANDS: [u64; 1] = [libc::F_SETLEASE as u64];
 ///
 /// Left allowed, deliberately: `TCSETS*` (every interactive program sets raw mode; a
 /// background process can do it only with `SIGTTOU` ignored, and the modes never send
-/// input elsewhere), `TIOCSWINSZ` (a size; ptys the sandbox makes need it), `TIOCSIG` (on
-/// a pty master, which the sandbox holds only
-/// for its own ptys), `TCFLSH` (flush: password prompts flush, and it moves input to no
+/// input elsewhere), `TIOCSIG` (on a pty master, which the sandbox holds only for its own
+/// ptys), `TCFLSH` (flush: password prompts flush, and it moves input to no
 /// other reader). The modes a command leaves changed are put back by sandgate when the
 /// command ends (`terminal`).
 ///
@@ -481,7 +484,7 @@ const FCNTL_COMMANDS: [u64; 1] = [libc::F_SETLEASE as u64];
 /// With `setsid` refused, no sandboxed process is a session leader, so none can take a
 /// controlling terminal by opening one either. (`setsid` and `TIOCNOTTY` are refused only
 /// while a terminal is reachable at all: see [`Terminal`].)
-const TERMINAL_IOCTLS: [u64; 10] = [
+const TERMINAL_IOCTLS: [u64; 11] = [
     TIOCSTI,
     TIOCLINUX,
     TIOCSPGRP,
@@ -492,6 +495,7 @@ const TERMINAL_IOCTLS: [u64; 10] = [
     TIOCSLCKTRMIOS,
     TIOCEXCL,
     TCXONC,
+    TIOCSWINSZ,
 ];
 
 /// Terminal requests refused while a terminal is reachable: giving up the controlling
@@ -1635,7 +1639,6 @@ mod tests {
             0x540D,      // TIOCNXCL
             0x540F,      // TIOCGPGRP
             0x5413,      // TIOCGWINSZ
-            0x5414,      // TIOCSWINSZ
             0x5429,      // TIOCGSID
             0x541B,      // FIONREAD
             0x4020_5436, // TIOCSIG
@@ -1667,6 +1670,7 @@ mod tests {
                 libc::TIOCSLCKTRMIOS,
                 libc::TIOCEXCL,
                 libc::TCXONC,
+                libc::TIOCSWINSZ,
             ]
             .map(u64::from)
         );

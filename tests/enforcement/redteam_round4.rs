@@ -307,11 +307,7 @@ fn redteam_an_inherited_pipe_is_not_left_non_blocking() {
 /// comes back as the command found it ("the terminal's modes are put back when the
 /// command ends") and that nothing of the terminal's state outlives the call; the size
 /// after the call must be the 24x80 it was.
-///
-/// It gets through, and the README names it among what is not restored ("Not restored:
-/// the window size"), so the test is ignored as a documented limit; `--ignored` runs it.
 #[test]
-#[ignore = "documented limit: the README says the window size is not restored"]
 fn redteam_the_terminals_window_size_comes_back() {
     let env = TestEnv::new();
     let payload = "import fcntl, struct, termios\n\
