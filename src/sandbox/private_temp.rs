@@ -12,7 +12,10 @@
 //! reached without trusting it: every component is opened with `O_NOFOLLOW` relative to
 //! the one before, `/` and `/tmp` must belong to root (or the caller) and be sticky if
 //! others can write them, and the two levels sandgate creates must be directories owned by
-//! the caller with mode 0700. Anything else refuses the call instead of guessing.
+//! the caller with mode 0700. Anything else refuses the call instead of guessing — except
+//! a wrong mode on the second level, which only the caller can have set (the first level
+//! keeps everyone else out): a sandboxed command may `chmod` its own `/tmp`, and the next
+//! call puts 0700 back.
 
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, OwnedFd};
@@ -165,11 +168,35 @@ fn open_owned(
             }
             Err(e) => return Err(error(&shown, e.to_string())),
         };
-        let st = fstat(next.as_fd()).map_err(|e| error(&shown, e.to_string()))?;
+        let mut st = fstat(next.as_fd()).map_err(|e| error(&shown, e.to_string()))?;
+        if depth > system_levels && st.st_uid == me && st.st_mode & 0o7777 != 0o700 {
+            // Beneath a directory of the caller's own with mode 0700 (checked one level
+            // up), so nobody else could have reached this one whatever its mode: a mode
+            // changed by a sandboxed command (its `/tmp` is this directory) is put back,
+            // rather than switching sandboxed work in the workspace off.
+            st = repair_mode(&next)
+                .map_err(|e| error(&shown, format!("cannot reset its mode to 0700: {e}")))?;
+        }
         check(st.st_mode, st.st_uid, owned_by_caller, me).map_err(|why| error(&shown, why))?;
         cur = next;
     }
     Ok(Some(PrivateTemp { path, fd: cur }))
+}
+
+/// Sets the mode of the directory `dir` (an `O_PATH` descriptor) to 0700, whatever its
+/// mode now (0 included), and returns its status after.
+fn repair_mode(dir: &OwnedFd) -> std::io::Result<nix::sys::stat::FileStat> {
+    match crate::sys::fchmodat2(dir.as_fd(), c"", 0o700, libc::AT_EMPTY_PATH) {
+        Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
+            // Before Linux 6.6: through the descriptor's magic link, the same inode.
+            use std::os::fd::AsRawFd;
+            use std::os::unix::fs::PermissionsExt;
+            let link = format!("/proc/self/fd/{}", dir.as_raw_fd());
+            std::fs::set_permissions(link, std::fs::Permissions::from_mode(0o700))?;
+        }
+        done => done?,
+    }
+    Ok(fstat(dir.as_fd())?)
 }
 
 /// Checks one component: a directory; the caller's own with mode 0700 for the levels

@@ -1063,40 +1063,67 @@ for _ in range(600):
 
 /// Attack: a `workspace-write` command changes the mode of its `/tmp` — the root of the
 /// workspace's private temp, which is `/tmp/sandgate-UID/NAME-HASH` on the host — to 1777
-/// (or 0 — anything but 0700). sandgate then refuses every later call in the workspace
-/// (78: "mode 1777 lets others in") until the user repairs the directory by hand: one
-/// call switches sandboxed work in the workspace off. Should fail: the private temp's own
-/// directory is sandgate's, checked at every call; the command may change what lies in
-/// it, not the directory's mode, and the next call must run.
+/// (or 0 — anything but 0700). sandgate used to refuse every later call in the workspace
+/// (78: "mode 1777 lets others in") until the user repaired the directory by hand: one
+/// call switched sandboxed work in the workspace off. Should fail: nobody else can reach
+/// the directory meanwhile (`/tmp/sandgate-UID` stays the caller's, mode 0700, and the
+/// sandbox cannot see it), and the next call runs and makes it 0700 again.
 #[test]
-#[ignore = "documented limit: a private temp opened to others is refused until `sandgate tmp --clean`"]
 fn redteam_a_command_cannot_open_its_private_temp_to_others() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let env = TestEnv::new();
-    let out = output(env.sandgate("workspace-write").args([
-        "--",
-        "/bin/sh",
-        "-c",
-        "chmod 1777 /tmp; stat -c %a /tmp",
-    ]));
-    let tmp = private_tmp_of(&env);
-    let mode = std::fs::metadata(&tmp).map(|m| {
-        use std::os::unix::fs::PermissionsExt;
-        m.permissions().mode() & 0o7777
-    });
-    let later = output(env.sandgate("workspace-write").args(["--", "true"]));
-    // Put it back and remove it, whatever happened.
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let _ = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o700));
-    }
-    let mut clean = Command::new(sandgate());
-    env.isolate(&mut clean);
-    let _ = output(clean.args(["tmp", "--clean", "--workspace"]).arg(&env.ws));
-    assert!(
-        matches!(mode, Ok(0o700)),
-        "the command set the private temp {} to {mode:?} (decimal): {}",
-        tmp.display(),
-        show(&out)
+    let mode_of = |p: &Path| std::fs::symlink_metadata(p).map(|m| m.permissions().mode() & 0o7777);
+    assert_status(
+        &output(env.sandgate("workspace-write").args(["--", "true"])),
+        0,
     );
-    assert_status(&later, 0);
+    let tmp = private_tmp_of(&env);
+    let base = tmp.parent().unwrap_or_else(|| panic!("{}", tmp.display()));
+    for chmod in ["1777", "0"] {
+        let out = output(env.sandgate("workspace-write").args([
+            "--",
+            "/bin/sh",
+            "-c",
+            &format!("chmod {chmod} /tmp && stat -c %a /tmp"),
+        ]));
+        assert_status(&out, 0);
+        // Control: the command did change it (the attack is real).
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            chmod,
+            "{}",
+            show(&out)
+        );
+        assert_ne!(mode_of(&tmp).ok(), Some(0o700));
+        // Meanwhile nobody else can reach it: the level above is the caller's, 0700.
+        let base_meta = std::fs::symlink_metadata(base).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            base_meta.permissions().mode() & 0o7777,
+            0o700,
+            "{}",
+            base.display()
+        );
+        assert_eq!(
+            base_meta.uid(),
+            nix::unistd::geteuid().as_raw(),
+            "{}",
+            base.display()
+        );
+        let later = output(
+            env.sandgate("workspace-write")
+                .args(["--", "stat", "-c", "%a", "/tmp"]),
+        );
+        assert_status(&later, 0);
+        assert_eq!(
+            String::from_utf8_lossy(&later.stdout).trim(),
+            "700",
+            "{}",
+            show(&later)
+        );
+        assert!(
+            matches!(mode_of(&tmp), Ok(0o700)),
+            "{chmod}: {:?}",
+            mode_of(&tmp)
+        );
+    }
 }
