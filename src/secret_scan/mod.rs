@@ -49,9 +49,11 @@ const RACY_NS: i64 = 2_000_000_000;
 /// What a scan looks at beneath its root.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Scope {
-    /// A home: its dot-entries, and the files directly in it. A file counts when it is the caller's, only its owner
-    /// may read it (no group or other read bit) and its owner may not run it (a private
-    /// script is a program, not a credential).
+    /// A home: its dot-entries, and the files directly in it. A file counts when it is the
+    /// caller's, only its owner may read it (no group or other read bit) and its owner may
+    /// not run it (a private script is a program, not a credential); a directory of the
+    /// caller's that nobody else may enter is taken whole, save the home itself and its
+    /// XDG base directories.
     Home,
     /// A system directory (`/etc`): a file counts when others may not read it and the
     /// caller may (by its owner or group bits: a sandbox has no capability to read more);
@@ -109,9 +111,16 @@ impl Caller {
         }
     }
 
-    /// Whether the scope takes the directory `st` whole, unread.
+    /// Whether the scope hides the directory `st` whole: in a home, one of the caller's
+    /// that nobody else may enter; in a system directory, one others may not enter and the
+    /// caller may.
     fn closed(&self, scope: Scope, st: &FileStat) -> bool {
-        scope == Scope::System && st.st_mode & 0o001 == 0 && self.may(st, 0o100, 0o010)
+        match scope {
+            Scope::Home => {
+                st.st_uid == self.uid && st.st_mode & 0o100 != 0 && st.st_mode & 0o011 == 0
+            }
+            Scope::System => st.st_mode & 0o001 == 0 && self.may(st, 0o100, 0o010),
+        }
     }
 
     /// Whether the owner bit `user` or the group bit `group` lets the caller in.
@@ -145,7 +154,9 @@ pub struct Node {
     pub files: u32,
     /// Its files that the scope counts as secrets.
     pub secret: Vec<OsString>,
-    /// Others may not enter it: it is hidden whole ([`Scope::System`]).
+    /// Others may not enter it: it is hidden whole. A system one is taken unread; a home's
+    /// is read all the same, for when it cannot be hidden whole (it holds the workspace,
+    /// or a path shown again) and its secrets are hidden one by one.
     pub closed: bool,
     /// Its other files that changed shortly before it was read.
     pub watched: Vec<Watched>,
@@ -293,7 +304,7 @@ impl<'a> Scan<'a> {
         if !is_dir(st) || st.st_dev != self.dev {
             return None;
         }
-        let mut top = self.node(name, st);
+        let mut top = self.node(name, st, path);
         // Breadth first: each level of the subtree is read before the next, so a bound
         // cuts off the deepest directories, not a whole branch beside a shallow secret.
         let mut level: Vec<(Vec<usize>, PathBuf)> = vec![(vec![], path.to_path_buf())];
@@ -304,7 +315,7 @@ impl<'a> Scan<'a> {
                 let Some(node) = descend(&mut top, &route) else {
                     continue;
                 };
-                if node.closed {
+                if self.unread(node) {
                     continue;
                 }
                 let Some(listing) = self.read(&dir, depth) else {
@@ -316,8 +327,9 @@ impl<'a> Scan<'a> {
                 for (child, st) in listing.dirs {
                     let mut route = route.clone();
                     route.push(node.children.len());
-                    next.push((route, dir.join(&child)));
-                    node.children.push(self.node(child, &st));
+                    let path = dir.join(&child);
+                    node.children.push(self.node(child, &st, &path));
+                    next.push((route, path));
                 }
             }
             level = next;
@@ -326,8 +338,8 @@ impl<'a> Scan<'a> {
         Some(top)
     }
 
-    /// A node for the directory `st`, not yet read.
-    fn node(&self, name: OsString, st: &FileStat) -> Node {
+    /// A node for the directory `st` at `path`, not yet read.
+    fn node(&self, name: OsString, st: &FileStat, path: &Path) -> Node {
         Node {
             name,
             dev: st.st_dev,
@@ -336,10 +348,37 @@ impl<'a> Scan<'a> {
             ctime: self.settled(st.st_ctime, st.st_ctime_nsec),
             files: 0,
             secret: vec![],
-            closed: self.caller.closed(self.root.scope, st),
+            closed: self.caller.closed(self.root.scope, st) && !self.mode_says_nothing(path),
             watched: vec![],
             children: vec![],
         }
+    }
+
+    /// Whether the mode of the home's directory at `path` says nothing about what it
+    /// holds: the home itself (homes are commonly 0700), and the XDG base directories of a home
+    /// (`~/.config`, `~/.cache`, `~/.local` and the directories in it), which libraries
+    /// create 0700 as a matter of course, holding what every tool reads.
+    fn mode_says_nothing(&self, path: &Path) -> bool {
+        if self.root.scope == Scope::System {
+            return false;
+        }
+        let Ok(inside) = path.strip_prefix(&self.root.path) else {
+            return true;
+        };
+        let mut names = inside.iter();
+        match (names.next(), names.next(), names.next()) {
+            (None, ..) => true,
+            (Some(top), None, _) => [".config", ".cache", ".local"]
+                .map(OsStr::new)
+                .contains(&top),
+            (Some(top), Some(_), None) => top == ".local",
+            _ => false,
+        }
+    }
+
+    /// Whether `node` is taken whole without being read.
+    fn unread(&self, node: &Node) -> bool {
+        node.closed && self.root.scope == Scope::System
     }
 
     /// A time as recorded: 0 when it lies so close to now that a change in the same tick
@@ -455,8 +494,8 @@ impl<'a> Scan<'a> {
             // A directory went without its parent changing: read the parent again.
         }
         self.changed = true;
-        let mut fresh = self.node(std::mem::take(&mut node.name), &st);
-        if fresh.closed {
+        let mut fresh = self.node(std::mem::take(&mut node.name), &st, path);
+        if self.unread(&fresh) {
             *node = fresh;
             return Kept::Same;
         }

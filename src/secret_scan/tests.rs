@@ -197,6 +197,41 @@ fn system_files_others_may_not_read_and_closed_directories() -> std::io::Result<
 }
 
 #[test]
+fn a_home_directory_only_its_owner_may_enter_is_closed_but_still_read() -> std::io::Result<()> {
+    let (_dir, home) = home(&[
+        (".myapp/token", 0o644),
+        (".myapp/key", 0o600),
+        (".config/tool/auth/session", 0o644),
+        (".config/git/config", 0o644),
+        (".local/share/app/data", 0o644),
+        (".open/readme", 0o644),
+    ])?;
+    for (dir, mode) in [
+        (".myapp", 0o700),
+        (".config/tool/auth", 0o700),
+        (".config", 0o700),
+        (".local/share", 0o700),
+        (".local", 0o700),
+        (".open", 0o755),
+        ("", 0o700),
+    ] {
+        std::fs::set_permissions(home.join(dir), std::fs::Permissions::from_mode(mode))?;
+    }
+    let snapshot = walk(&root(&home, &[]), &me()).ok_or_else(|| std::io::Error::other("none"))?;
+    let mut closed = vec![];
+    snapshot.tree.visit(Path::new(""), &mut |node, path| {
+        if node.closed {
+            closed.push(path.display().to_string());
+        }
+    });
+    closed.sort();
+    assert_eq!(closed, [".config/tool/auth", ".myapp"]);
+    // Read all the same: its owner-only files are known, for when it stays visible.
+    assert_eq!(secrets(&snapshot), [".myapp/key"]);
+    Ok(())
+}
+
+#[test]
 fn at_most_so_many_files_are_watched_however_many_share_a_time() -> std::io::Result<()> {
     let (_dir, home) = home(&[])?;
     for i in 0..(MAX_WATCHED + 50) {

@@ -46,12 +46,14 @@ fn read_by(env: &TestEnv, mode: &str, home: &Path, files: &[PathBuf]) -> Vec<Str
 }
 
 /// Attack: a credential file a tool wrote 0644 inside a dot-directory it made 0700
-/// (`~/.myapp/token`). On the host nobody but the owner can reach it, but the rule goes by
-/// a file's own mode: homes, `~/.config` and `~/.cache` are commonly 0700, so a closed
-/// directory says nothing about what is in it (README, known limits). What the user names
-/// in `hidden_paths` reads as empty.
+/// (`~/.myapp/token`; a browser's `cookies.sqlite` in `~/.mozilla`, a password store's
+/// entries in `~/.password-store`), or inside a 0700 directory of its own in `~/.config`.
+/// On the host nobody but the owner can reach it. Should fail: a directory of the home's
+/// that only its owner may enter is hidden whole — except the home itself and the XDG
+/// base directories (`~/.config`, `~/.cache`, `~/.local` and those in it), which
+/// libraries create 0700 whatever they hold: a 0644 file there stays readable.
 #[test]
-fn redteam_a_public_file_in_a_closed_dot_directory_is_hidden_once_named() {
+fn redteam_a_public_file_in_a_closed_dot_directory_is_hidden() {
     if !require_full_enforcement() {
         return;
     }
@@ -59,16 +61,79 @@ fn redteam_a_public_file_in_a_closed_dot_directory_is_hidden_once_named() {
     let home = env.root.join("home");
     std::fs::create_dir(&home).unwrap_or_else(|e| panic!("{e}"));
     let token = put(&home, ".myapp/token", SECRET, 0o644);
-    chmod(token.parent().unwrap_or(&home), 0o700);
+    chmod(&home.join(".myapp"), 0o700);
     let deep = put(&home, ".config/tool/auth/session.json", SECRET, 0o644);
-    chmod(deep.parent().unwrap_or(&home), 0o700);
-    user_config(
-        &env,
-        r#"{"hidden_paths": ["~/.myapp", "~/.config/tool/auth"]}"#,
-    );
+    chmod(&home.join(".config/tool/auth"), 0o700);
+    let mut open = vec![];
+    for (file, closed) in [
+        (".config/git/config", ".config"),
+        (".cache/pip/selfcheck.json", ".cache"),
+        (".local/share/app/data", ".local/share"),
+        (".local/state/app/log", ".local"),
+    ] {
+        open.push(put(&home, file, "PUBLIC", 0o644));
+        chmod(&home.join(closed), 0o700);
+    }
     let mut failures = vec![];
     for mode in ["read-only", "workspace-write"] {
         failures.extend(read_by(&env, mode, &home, &[token.clone(), deep.clone()]));
+        for file in &open {
+            let shown = run_at(&env, mode, &home, &format!("cat '{}'", file.display()));
+            if !shown.contains("PUBLIC") {
+                failures.push(format!("{mode}: {} hidden", file.display()));
+            }
+        }
+    }
+    assert_none(failures);
+}
+
+/// Attack: the workspace lies in a 0700 dot-directory (`~/.work/proj`), so the directory
+/// cannot be hidden whole; or the user shows one file of a closed directory again
+/// (`--unhide ~/.vault/public.pem`). Should fail: what the directory holds is then hidden
+/// file by file — the owner-only key beside the workspace or the shown file stays empty.
+#[test]
+fn redteam_a_closed_directory_that_cannot_be_hidden_whole_still_hides_its_keys() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let home = env.root.join("home");
+    let ws = home.join(".work/proj");
+    std::fs::create_dir_all(&ws).unwrap_or_else(|e| panic!("{e}"));
+    let key = put(&home, ".work/deploy_key", SECRET, 0o600);
+    chmod(&home.join(".work"), 0o700);
+    let id = put(&home, ".vault/private.pem", SECRET, 0o600);
+    let known = put(&home, ".vault/public.pem", "PUBLIC", 0o644);
+    chmod(&home.join(".vault"), 0o700);
+    let mut failures = vec![];
+    for mode in ["read-only", "workspace-write"] {
+        for (file, unhide) in [(&key, None), (&id, Some(&known))] {
+            let mut cmd = env.sandgate_without_workspace(mode);
+            cmd.env("HOME", &home).arg("--workspace").arg(&ws);
+            if let Some(shown) = unhide {
+                cmd.arg("--unhide").arg(shown);
+            }
+            let script = format!(
+                "cat '{}' 2>/dev/null; ls '{}' >/dev/null && echo WS-OK; {}",
+                file.display(),
+                ws.display(),
+                unhide.map_or(String::new(), |k| format!("cat '{}'", k.display()))
+            );
+            let out = output(cmd.args(["--", "/bin/sh", "-c", &script]));
+            let shown = String::from_utf8_lossy(&out.stdout);
+            if shown.contains(SECRET) {
+                failures.push(format!("{mode}: {} read", file.display()));
+            }
+            if !shown.contains("WS-OK") {
+                failures.push(format!("{mode}: the workspace was hidden: {}", show(&out)));
+            }
+            if unhide.is_some() && !shown.contains("PUBLIC") {
+                failures.push(format!(
+                    "{mode}: the shown file stayed hidden: {}",
+                    show(&out)
+                ));
+            }
+        }
     }
     assert_none(failures);
 }

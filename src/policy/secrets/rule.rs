@@ -1,6 +1,10 @@
 //! The hidden-files rule for one call: what the scans (`secret_scan`) found, turned into
 //! paths that read as empty, each with its reason.
 //!
+//! A directory the scan found closed — in a home, one only its owner may enter — is hidden
+//! whole, unless it holds a path the call needs to see or the user shows again: its
+//! secrets are then hidden one by one, like any directory's.
+//!
 //! Every mask is a mount, so a directory holding many secrets is hidden as one empty
 //! directory rather than one mount per file: in a home, a directory at least two levels
 //! down whose files (counted to the scan's depth) are mostly secrets — at least
