@@ -30,6 +30,7 @@ mod enforcement {
     mod redteam_process;
     mod redteam_round3;
     mod redteam_round4;
+    mod redteam_round5;
     mod redteam_secrets;
     mod redteam_terminal;
     mod secrets;
