@@ -613,3 +613,81 @@ fn redteam_a_closed_directory_holding_a_path_directory_hides_its_public_token() 
     }
     assert_none(failures);
 }
+
+/// Attack: outlast the restore. The command forks a child that ignores `SIGTTOU`,
+/// `SIGHUP` and `SIGTERM` and keeps turning echo off (`tcsetattr`) for two seconds, then
+/// exits at once itself: should sandgate put the modes back when the command's own process
+/// ends but before the rest of the call is gone, the child's next change lands after the
+/// restore and the user's shell is left without echo. Should fail: the terminal echoes
+/// after the call.
+#[test]
+fn redteam_a_child_changing_the_modes_after_the_command_exits_does_not_win() {
+    let env = TestEnv::new();
+    let payload = r#"import os, signal, termios, time
+if os.fork() == 0:
+    for s in (signal.SIGTTOU, signal.SIGHUP, signal.SIGTERM):
+        signal.signal(s, signal.SIG_IGN)
+    for _ in range(400):
+        try:
+            a = termios.tcgetattr(0)
+            a[3] &= ~termios.ECHO
+            termios.tcsetattr(0, termios.TCSANOW, a)
+        except OSError:
+            pass
+        time.sleep(0.005)
+    os._exit(0)
+print('exits', flush=True)
+"#;
+    let after =
+        r#"sleep 1; stty -a | grep -q -- "-echo " && echo "after: no echo" || echo "after: echo""#;
+    let mut failures = vec![];
+    for mode in ["read-only", "workspace-write"] {
+        let shown = on_pty_then(&env, mode, &["python3", "-c", payload], after);
+        if !shown.contains("exits") || !shown.contains("after: echo") {
+            failures.push(format!("{mode}: {shown:?}"));
+        }
+    }
+    assert_none(failures);
+}
+
+/// Attack: the caller's current directory lies in a closed directory (`cd ~/.myapp`, 0700,
+/// `token` 0644 in it) while the workspace is elsewhere. The directory is hidden by a
+/// mount over it, and a process whose working directory was taken before the mount still
+/// sees what lies beneath (`cat token`, `/proc/self/cwd/token`). Should fail: the token
+/// reads as nothing from there too.
+#[test]
+fn redteam_a_closed_directory_is_hidden_from_a_caller_working_in_it() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let (home, ws) = new_home(&env);
+    put(&home, ".myapp/token", SECRET, 0o644);
+    put(&home, ".myapp/sub/t", SECRET, 0o644);
+    chmod(&home.join(".myapp"), 0o700);
+    let mut failures = vec![];
+    for mode in ["read-only", "workspace-write"] {
+        for cwd in [home.join(".myapp"), home.join(".myapp/sub")] {
+            let mut cmd = env.sandgate_without_workspace(mode);
+            cmd.current_dir(&cwd)
+                .env("HOME", &home)
+                .arg("--workspace")
+                .arg(&ws)
+                .args([
+                    "--",
+                    "/bin/sh",
+                    "-c",
+                    "cat token ../token t /proc/self/cwd/token 2>/dev/null; true",
+                ]);
+            let out = output(&mut cmd);
+            if String::from_utf8_lossy(&out.stdout).contains(SECRET) {
+                failures.push(format!(
+                    "{mode}: read from {}: {}",
+                    cwd.display(),
+                    show(&out)
+                ));
+            }
+        }
+    }
+    assert_none(failures);
+}
