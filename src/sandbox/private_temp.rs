@@ -12,10 +12,9 @@
 //! reached without trusting it: every component is opened with `O_NOFOLLOW` relative to
 //! the one before, `/` and `/tmp` must belong to root (or the caller) and be sticky if
 //! others can write them, and the two levels sandgate creates must be directories owned by
-//! the caller with mode 0700. Anything else refuses the call instead of guessing — except
-//! a wrong mode on the second level, which only the caller can have set (the first level
-//! keeps everyone else out): a sandboxed command may `chmod` its own `/tmp`, and the next
-//! call puts 0700 back.
+//! the caller, the first of them with mode 0700. Anything else refuses the call instead of
+//! guessing. The mode of the second level does not count: the first keeps everyone else
+//! out, and a sandboxed command may `chmod` its own `/tmp` (the next call puts 0700 back).
 
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, OwnedFd};
@@ -168,49 +167,64 @@ fn open_owned(
             }
             Err(e) => return Err(error(&shown, e.to_string())),
         };
-        let mut st = fstat(next.as_fd()).map_err(|e| error(&shown, e.to_string()))?;
-        if depth > system_levels && st.st_uid == me && st.st_mode & 0o7777 != 0o700 {
-            // Beneath a directory of the caller's own with mode 0700 (checked one level
-            // up), so nobody else could have reached this one whatever its mode: a mode
-            // changed by a sandboxed command (its `/tmp` is this directory) is put back,
-            // rather than switching sandboxed work in the workspace off.
-            st = repair_mode(&next)
-                .map_err(|e| error(&shown, format!("cannot reset its mode to 0700: {e}")))?;
+        let st = fstat(next.as_fd()).map_err(|e| error(&shown, e.to_string()))?;
+        let level = match depth.checked_sub(system_levels) {
+            None => Level::System,
+            Some(0) => Level::Owned,
+            Some(_) => Level::Enclosed,
+        };
+        check(st.st_mode, st.st_uid, level, me).map_err(|why| error(&shown, why))?;
+        if level == Level::Enclosed && st.st_mode & 0o7777 != 0o700 {
+            // A mode a sandboxed command gave its `/tmp` (this directory) is put back. Best
+            // effort: a process it kept may change it again at any moment, and nothing
+            // depends on it (see `Level::Enclosed`).
+            let _ = set_mode_0700(&next);
         }
-        check(st.st_mode, st.st_uid, owned_by_caller, me).map_err(|why| error(&shown, why))?;
         cur = next;
     }
     Ok(Some(PrivateTemp { path, fd: cur }))
 }
 
 /// Sets the mode of the directory `dir` (an `O_PATH` descriptor) to 0700, whatever its
-/// mode now (0 included), and returns its status after.
-fn repair_mode(dir: &OwnedFd) -> std::io::Result<nix::sys::stat::FileStat> {
+/// mode now (0 included).
+fn set_mode_0700(dir: &OwnedFd) -> std::io::Result<()> {
     match crate::sys::fchmodat2(dir.as_fd(), c"", 0o700, libc::AT_EMPTY_PATH) {
         Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
             // Before Linux 6.6: through the descriptor's magic link, the same inode.
             use std::os::fd::AsRawFd;
             use std::os::unix::fs::PermissionsExt;
             let link = format!("/proc/self/fd/{}", dir.as_raw_fd());
-            std::fs::set_permissions(link, std::fs::Permissions::from_mode(0o700))?;
+            std::fs::set_permissions(link, std::fs::Permissions::from_mode(0o700))
         }
-        done => done?,
+        done => done,
     }
-    Ok(fstat(dir.as_fd())?)
 }
 
-/// Checks one component: a directory; the caller's own with mode 0700 for the levels
-/// sandgate creates; root's or the caller's, and sticky when others may write, above.
-fn check(st_mode: u32, uid: u32, owned_by_caller: bool, me: u32) -> Result<(), String> {
+/// Where a component lies, for [`check`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Level {
+    /// Above what sandgate creates (`/`, `/tmp`): shared with everyone.
+    System,
+    /// The first level sandgate creates (`/tmp/sandgate-UID`): what keeps everyone else
+    /// out of everything beneath it.
+    Owned,
+    /// Beneath that: nobody else can reach it whatever its own mode, which a sandboxed
+    /// command may change (its `/tmp` is such a directory), so only its owner counts.
+    Enclosed,
+}
+
+/// Checks one component: a directory; the caller's own, with mode 0700 where it is what
+/// keeps others out; root's or the caller's, and sticky when others may write, above.
+fn check(st_mode: u32, uid: u32, level: Level, me: u32) -> Result<(), String> {
     if SFlag::from_bits_truncate(st_mode) & SFlag::S_IFMT != SFlag::S_IFDIR {
         return Err("not a directory".into());
     }
     let mode = st_mode & 0o7777;
-    if owned_by_caller {
+    if level != Level::System {
         if uid != me {
             return Err(format!("owned by uid {uid}, not {me}"));
         }
-        if mode & 0o077 != 0 {
+        if level == Level::Owned && mode & 0o077 != 0 {
             return Err(format!("mode {mode:o} lets others in (must be 0700)"));
         }
     } else {
@@ -268,12 +282,16 @@ mod tests {
     #[test]
     fn components_open_to_others_are_refused() {
         let dir = |mode| libc::S_IFDIR | mode;
-        assert!(check(dir(0o700), 7, true, 7).is_ok());
-        assert!(check(dir(0o755), 7, true, 7).is_err());
-        assert!(check(dir(0o700), 8, true, 7).is_err());
-        assert!(check(libc::S_IFLNK | 0o700, 7, true, 7).is_err());
-        assert!(check(dir(0o1777), 0, false, 7).is_ok());
-        assert!(check(dir(0o777), 0, false, 7).is_err());
-        assert!(check(dir(0o755), 8, false, 7).is_err());
+        use Level::*;
+        assert!(check(dir(0o700), 7, Owned, 7).is_ok());
+        assert!(check(dir(0o755), 7, Owned, 7).is_err());
+        assert!(check(dir(0o700), 8, Owned, 7).is_err());
+        assert!(check(libc::S_IFLNK | 0o700, 7, Owned, 7).is_err());
+        assert!(check(dir(0o1777), 7, Enclosed, 7).is_ok());
+        assert!(check(dir(0o700), 8, Enclosed, 7).is_err());
+        assert!(check(libc::S_IFREG | 0o700, 7, Enclosed, 7).is_err());
+        assert!(check(dir(0o1777), 0, System, 7).is_ok());
+        assert!(check(dir(0o777), 0, System, 7).is_err());
+        assert!(check(dir(0o755), 8, System, 7).is_err());
     }
 }
