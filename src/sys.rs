@@ -1124,6 +1124,22 @@ pub fn dup_if_open(fd: RawFd) -> Option<OwnedFd> {
     (new >= 0).then(|| unsafe { OwnedFd::from_raw_fd(new) })
 }
 
+/// Drops every lock the open file description behind `file` holds: a `flock` lock and
+/// open-file-description record locks, which both belong to the description (whoever took
+/// them) and last until its last descriptor is closed. Failures are ignored: a file that
+/// takes no lock holds none.
+pub fn unlock_open_file(file: BorrowedFd<'_>) {
+    // SAFETY: flock and fcntl on a borrowed, open descriptor; the struct lives across the
+    // call and the kernel only reads it for F_OFD_SETLK.
+    unsafe {
+        libc::flock(file.as_raw_fd(), libc::LOCK_UN);
+        let mut whole: libc::flock = std::mem::zeroed();
+        whole.l_type = libc::F_UNLCK as libc::c_short;
+        whole.l_whence = libc::SEEK_SET as libc::c_short;
+        libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &whole);
+    }
+}
+
 /// Whether `fd` is open on a terminal. A closed fd number is simply not one.
 pub fn is_terminal(fd: RawFd) -> bool {
     // SAFETY: isatty takes an fd number only; a closed number yields 0 (EBADF).

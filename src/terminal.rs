@@ -69,6 +69,10 @@ pub struct Saved {
     terminal: Option<(Where, Termios)>,
     /// The status flags of the open file descriptions behind fds 0, 1 and 2.
     stdio: [Option<OFlag>; 3],
+    /// Which of those descriptions held no lock: a lock the command takes on one (`flock`,
+    /// or an open-file-description record lock) belongs to the description, which the
+    /// caller keeps open after the call — the user's terminal for the whole session.
+    unlocked: [bool; 3],
 }
 
 impl Saved {
@@ -84,6 +88,7 @@ impl Saved {
         Saved {
             terminal: Self::terminal(),
             stdio,
+            unlocked: [0, 1, 2].map(|fd| holds_no_lock(fd) == Some(true)),
         }
     }
 
@@ -103,9 +108,15 @@ impl Saved {
         Some((at, termios::tcgetattr(tty.as_fd()).ok()?))
     }
 
-    /// Puts the saved status flags back, then the terminal's modes and output, if sandgate
-    /// is still in the terminal's foreground process group. Once: later calls do nothing.
+    /// Puts the saved status flags back and drops the locks taken meanwhile, then the
+    /// terminal's modes and output, if sandgate is still in the terminal's foreground
+    /// process group. Once: later calls do nothing.
     pub fn restore(&mut self) {
+        for (fd, unlocked) in (0..).zip(std::mem::take(&mut self.unlocked)) {
+            if let Some(dup) = sys::dup_if_open(fd).filter(|_| unlocked) {
+                sys::unlock_open_file(dup.as_fd());
+            }
+        }
         for (fd, saved) in (0..).zip(std::mem::take(&mut self.stdio)) {
             let (Some(saved), Some(dup)) = (saved, sys::dup_if_open(fd)) else {
                 continue;
@@ -141,6 +152,14 @@ impl Drop for Saved {
     fn drop(&mut self) {
         self.restore();
     }
+}
+
+/// Whether the open file description behind sandgate's `fd` holds no lock, as the kernel
+/// lists its locks in `/proc/self/fdinfo`; `None` when that cannot be read (the fd is
+/// closed, `/proc` is missing): such a description is left alone.
+fn holds_no_lock(fd: RawFd) -> Option<bool> {
+    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).ok()?;
+    Some(!info.lines().any(|line| line.starts_with("lock:")))
 }
 
 /// Whether sandgate is in the foreground process group of `fd`'s terminal; `None` when

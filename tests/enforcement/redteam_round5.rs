@@ -74,6 +74,24 @@ fn host_can_lock(file: &Path) -> bool {
     Flock::lock(f, FlockArg::LockExclusiveNonblock).is_ok()
 }
 
+/// Whether a host process can take a record lock (an open file description's, which
+/// conflicts with both kinds of record lock) on all of `file` at once.
+fn host_can_record_lock(file: &Path) -> bool {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(file)
+        .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    let whole = libc::flock {
+        l_type: libc::F_WRLCK as libc::c_short,
+        l_whence: libc::SEEK_SET as libc::c_short,
+        l_start: 0,
+        l_len: 0,
+        l_pid: 0,
+    };
+    nix::fcntl::fcntl(&f, nix::fcntl::FcntlArg::F_OFD_SETLK(&whole)).is_ok()
+}
+
 /// Attack: the command takes an exclusive `flock` on its stdout (`flock -x 1`) and exits.
 /// A `flock` belongs to the open file description, and the caller shares that description
 /// with the command: a build script's `exec >>build.log`, a CI runner's log file, a
@@ -91,36 +109,51 @@ fn redteam_a_lock_on_the_callers_stdout_does_not_outlive_the_call() {
     let env = TestEnv::new();
     let log = env.outside.join("build.log");
     std::fs::write(&log, "").unwrap_or_else(|e| panic!("{e}"));
+    // Also an open file description's record lock (`F_OFD_SETLK`), which belongs to the
+    // description the same way.
+    let ofd_lock = "import fcntl, struct, sys\n\
+fcntl.fcntl(1, fcntl.F_OFD_SETLK, struct.pack('hhqqi', fcntl.F_WRLCK, 0, 0, 0, 0))\n\
+print('locked', file=sys.stderr)\n";
+    let payloads: [(&[&str], fn(&Path) -> bool); 2] = [
+        (
+            &["/bin/sh", "-c", "flock -x 1 && echo locked >&2"],
+            host_can_lock,
+        ),
+        (&["python3", "-c", ofd_lock], host_can_record_lock),
+    ];
     let mut failures = vec![];
     for mode in ["full-access", "read-only", "workspace-write"] {
-        // The caller's description: kept open here after sandgate returns, as a shell's
-        // `exec >>build.log` keeps it.
-        let kept = std::fs::OpenOptions::new()
-            .append(true)
-            .open(&log)
-            .unwrap_or_else(|e| panic!("{e}"));
-        let given = kept.try_clone().unwrap_or_else(|e| panic!("{e}"));
-        let out = output(
-            env.sandgate(mode)
-                .args(["--", "/bin/sh", "-c", "flock -x 1 && echo locked >&2"])
-                .stdout(Stdio::from(given)),
-        );
-        assert_status(&out, 0);
-        let locked = String::from_utf8_lossy(&out.stderr).contains("locked");
-        let free = host_can_lock(&log);
-        drop(kept);
-        if mode == "full-access" {
-            assert!(
-                locked && !free,
-                "control: the lock was not held: {}",
-                show(&out)
+        for (payload, host_can_lock) in payloads {
+            // The caller's description: kept open here after sandgate returns, as a shell's
+            // `exec >>build.log` keeps it.
+            let kept = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&log)
+                .unwrap_or_else(|e| panic!("{e}"));
+            let given = kept.try_clone().unwrap_or_else(|e| panic!("{e}"));
+            let out = output(
+                env.sandgate(mode)
+                    .arg("--")
+                    .args(payload)
+                    .stdout(Stdio::from(given)),
             );
-        } else if locked && !free {
-            failures.push(format!(
-                "{mode}: the command's flock on the caller's stdout outlived the call: {} \
-                 stays locked for as long as the caller keeps it open",
-                log.display()
-            ));
+            assert_status(&out, 0);
+            let locked = String::from_utf8_lossy(&out.stderr).contains("locked");
+            let free = host_can_lock(&log);
+            drop(kept);
+            if mode == "full-access" {
+                assert!(
+                    locked && !free,
+                    "control: the lock was not held: {}",
+                    show(&out)
+                );
+            } else if locked && !free {
+                failures.push(format!(
+                    "{mode}: the command's lock on the caller's stdout outlived the call: {} \
+                 stays locked for as long as the caller keeps it open ({payload:?})",
+                    log.display()
+                ));
+            }
         }
     }
     assert_none(failures);
