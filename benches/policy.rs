@@ -36,6 +36,7 @@ fn main() {
         homes: sandgate::policy::home::caller_homes(),
         approval_token_file: None,
         path: vec![],
+        xdg: vec![],
     };
     let knobs = Knobs {
         preset: Some("auto".into()),
@@ -69,8 +70,8 @@ fn main() {
     });
     // The homes of $HOME and the passwd entry (and /etc, as root), as a call scans them.
     let as_root = nix::unistd::geteuid().is_root();
-    let roots =
-        policy::secrets::rule_roots(Mode::WorkspaceWrite, &env.homes, as_root).unwrap_or_default();
+    let roots = policy::secrets::rule_roots(Mode::WorkspaceWrite, &env.homes, &[], as_root)
+        .unwrap_or_default();
     let caller = sandgate::secret_scan::Caller::current();
     time("hidden-files rule: scans from the cache", 2_000, || {
         for root in &roots {

@@ -285,17 +285,25 @@ fn hidden_summary(hidden: &Value, profile: &str) -> String {
         .as_array()
         .map(Vec::as_slice)
         .unwrap_or_default();
-    let count = |reasons: &[&str]| {
+    let count = |reasons: &[&str], in_etc: Option<bool>| {
         paths
             .iter()
             .filter(|p| reasons.contains(&p["reason"].as_str().unwrap_or_default()))
+            .filter(|p| {
+                in_etc.is_none_or(|etc| {
+                    p["path"].as_str().unwrap_or_default().starts_with("/etc/") == etc
+                })
+            })
             .count()
     };
+    let own = ["owner-only", "owner-only-files", "closed-to-others"];
+    let system = ["not-for-others", "closed-to-others"];
     format!(
-        "  hidden     {} paths here: {} listed, {} owner-only in your home's dot-entries, {} under /etc others may not read; `sandgate doctor --json` lists each (profiles.{profile}.hides.hidden)\n",
+        "  hidden     {} paths here: {} listed, {} only you may reach in your home's dot-entries, {} under /etc others may not read, {} the scan could not read within its bounds; `sandgate doctor --json` lists each (profiles.{profile}.hides.hidden)\n",
         paths.len(),
-        count(&["listed"]),
-        count(&["owner-only", "owner-only-files"]),
-        count(&["not-for-others", "closed-to-others"]),
+        count(&["listed"], None),
+        count(&own, Some(false)),
+        count(&system, Some(true)),
+        count(&["unscanned"], None),
     )
 }

@@ -735,7 +735,8 @@ fn launch<'a>(
 
 /// What the hidden-files rule's scans find for a call under `mode` (see `secret_scan`).
 pub(crate) fn secret_scans(mode: Mode, env: &Env) -> Result<Vec<secret_scan::Snapshot>, Error> {
-    let roots = policy::secrets::rule_roots(mode, &env.homes, nix::unistd::geteuid().is_root())?;
+    let roots =
+        policy::secrets::rule_roots(mode, &env.homes, &env.xdg, nix::unistd::geteuid().is_root())?;
     let caller = secret_scan::Caller::current();
     Ok(roots
         .iter()
@@ -822,6 +823,17 @@ fn gather_env() -> Result<Env, Error> {
                     .collect()
             })
             .unwrap_or_default(),
+        xdg: [
+            "XDG_CONFIG_HOME",
+            "XDG_CACHE_HOME",
+            "XDG_DATA_HOME",
+            "XDG_STATE_HOME",
+        ]
+        .into_iter()
+        .filter_map(std::env::var_os)
+        .map(PathBuf::from)
+        .filter(|d| d.is_absolute())
+        .collect(),
         cwd,
     })
 }

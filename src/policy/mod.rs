@@ -130,6 +130,10 @@ pub struct Env {
     /// The directories on `$PATH` (absolute, as written): a later shell runs what lies in
     /// them, so those inside a writable home stay read-only, and none is hidden whole.
     pub path: Vec<PathBuf>,
+    /// The XDG base directories the caller's variables name (`$XDG_CONFIG_HOME`,
+    /// `$XDG_CACHE_HOME`, `$XDG_DATA_HOME`, `$XDG_STATE_HOME`; absolute ones): what every
+    /// tool reads, whatever their mode.
+    pub xdg: Vec<PathBuf>,
 }
 
 /// The enclosing sandgate sandbox, as its environment hint describes it.
@@ -690,6 +694,7 @@ mod tests {
             homes: vec![],
             approval_token_file: None,
             path: vec![],
+            xdg: vec![],
         }
     }
 

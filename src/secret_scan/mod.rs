@@ -79,6 +79,9 @@ pub struct Root {
     pub scope: Scope,
     /// Trees not looked into (absolute).
     pub skip: Vec<PathBuf>,
+    /// A home's XDG base directories named by the caller's variables (`$XDG_CONFIG_HOME`
+    /// and the like, canonical), besides the default ones (see [`Scope::Home`]).
+    pub xdg: Vec<PathBuf>,
 }
 
 /// Who the files are judged for: the caller's effective uid and groups.
@@ -154,6 +157,12 @@ pub struct Node {
     pub files: u32,
     /// Its files that the scope counts as secrets.
     pub secret: Vec<OsString>,
+    /// Directories in it at the scan's last level (not recorded as nodes) that the scope
+    /// takes whole.
+    pub closed_below: Vec<OsString>,
+    /// A bound stopped the scan before it had read all of this directory: what it holds is
+    /// unknown, so it is hidden whole (fail closed) unless the call must see it.
+    pub unread: bool,
     /// Others may not enter it: it is hidden whole. A system one is taken unread; a home's
     /// is read all the same, for when it cannot be hidden whole (it holds the workspace,
     /// or a path shown again) and its secrets are hidden one by one.
@@ -271,6 +280,9 @@ enum Kept {
 struct Listing {
     files: u32,
     secret: Vec<OsString>,
+    closed_below: Vec<OsString>,
+    /// A bound stopped the reading midway.
+    partial: bool,
     watched: Vec<Watched>,
     /// Directories to record beneath it, with their own stat.
     dirs: Vec<(OsString, FileStat)>,
@@ -319,10 +331,13 @@ impl<'a> Scan<'a> {
                     continue;
                 }
                 let Some(listing) = self.read(&dir, depth) else {
+                    node.unread = self.out_of_budget();
                     continue;
                 };
                 node.files = listing.files;
                 node.secret = listing.secret;
+                node.closed_below = listing.closed_below;
+                node.unread = listing.partial;
                 node.watched = listing.watched;
                 for (child, st) in listing.dirs {
                     let mut route = route.clone();
@@ -348,10 +363,17 @@ impl<'a> Scan<'a> {
             ctime: self.settled(st.st_ctime, st.st_ctime_nsec),
             files: 0,
             secret: vec![],
-            closed: self.caller.closed(self.root.scope, st) && !self.mode_says_nothing(path),
+            closed: self.closes(st, path),
+            closed_below: vec![],
+            unread: false,
             watched: vec![],
             children: vec![],
         }
+    }
+
+    /// Whether the scope takes the directory `st` at `path` whole.
+    fn closes(&self, st: &FileStat, path: &Path) -> bool {
+        self.caller.closed(self.root.scope, st) && !self.mode_says_nothing(path)
     }
 
     /// Whether the mode of the home's directory at `path` says nothing about what it
@@ -361,6 +383,9 @@ impl<'a> Scan<'a> {
     fn mode_says_nothing(&self, path: &Path) -> bool {
         if self.root.scope == Scope::System {
             return false;
+        }
+        if self.root.xdg.iter().any(|d| d == path) {
+            return true;
         }
         let Ok(inside) = path.strip_prefix(&self.root.path) else {
             return true;
@@ -392,11 +417,16 @@ impl<'a> Scan<'a> {
         }
     }
 
+    /// Whether a bound has stopped the scan.
+    fn out_of_budget(&self) -> bool {
+        self.dirs >= MAX_DIRS || self.entries >= MAX_ENTRIES
+    }
+
     /// Reads one directory at `depth`: its files, judged, and the directories beneath it
     /// that the bounds let in. `None` when it cannot be opened as a directory without
     /// following a link, or the bounds are used up.
     fn read(&mut self, dir: &Path, depth: usize) -> Option<Listing> {
-        if self.dirs >= MAX_DIRS || self.entries >= MAX_ENTRIES {
+        if self.out_of_budget() {
             self.truncated = true;
             return None;
         }
@@ -409,6 +439,8 @@ impl<'a> Scan<'a> {
         let mut listing = Listing {
             files: 0,
             secret: vec![],
+            closed_below: vec![],
+            partial: false,
             watched: vec![],
             dirs: vec![],
         };
@@ -423,6 +455,7 @@ impl<'a> Scan<'a> {
                 self.root.scope == Scope::Home && depth == 0 && !name.as_bytes().starts_with(b".");
             if self.entries >= MAX_ENTRIES {
                 self.truncated = true;
+                listing.partial = true;
                 break;
             }
             self.entries += 1;
@@ -435,31 +468,39 @@ impl<'a> Scan<'a> {
             }
             if is_dir(&st) {
                 let path = dir.join(name);
-                if depth + 1 < MAX_DEPTH && !self.root.skip.contains(&path) {
+                if self.root.skip.contains(&path) {
+                } else if depth + 1 < MAX_DEPTH {
                     listing.dirs.push((name.to_owned(), st));
+                } else if self.closes(&st, &path) {
+                    listing.closed_below.push(name.to_owned());
+                } else {
+                    self.watch_if_recent(&mut listing, name, &st);
                 }
             } else if st.st_mode & libc::S_IFMT == libc::S_IFREG {
                 listing.files += 1;
                 if self.caller.secret(self.root.scope, &st) {
                     listing.secret.push(name.to_owned());
                 } else {
-                    let ctime = st
-                        .st_ctime
-                        .saturating_mul(1_000_000_000)
-                        .saturating_add(st.st_ctime_nsec);
-                    if ctime > self.now - RECENT_NS {
-                        listing.watched.push(Watched {
-                            name: name.to_owned(),
-                            ino: st.st_ino,
-                            ctime: self.settled(st.st_ctime, st.st_ctime_nsec),
-                        });
-                    }
+                    self.watch_if_recent(&mut listing, name, &st);
                 }
             }
         }
         listing.secret.sort();
+        listing.closed_below.sort();
         listing.dirs.sort_by(|a, b| a.0.cmp(&b.0));
         Some(listing)
+    }
+
+    /// Records the entry `name` (`st`) among those stat'ed at every call when it changed
+    /// within the hour: a `chmod` changes no directory, only the entry's own change time.
+    fn watch_if_recent(&self, listing: &mut Listing, name: &OsStr, st: &FileStat) {
+        if nanos(st.st_ctime, st.st_ctime_nsec) > self.now - RECENT_NS {
+            listing.watched.push(Watched {
+                name: name.to_owned(),
+                ino: st.st_ino,
+                ctime: self.settled(st.st_ctime, st.st_ctime_nsec),
+            });
+        }
     }
 
     /// Checks the recorded directory `node` at `path` against what is there now and brings
@@ -477,7 +518,8 @@ impl<'a> Scan<'a> {
             nanos(st.st_mtime, st.st_mtime_nsec),
             nanos(st.st_ctime, st.st_ctime_nsec),
         );
-        let dirty = times != (node.mtime, node.ctime)
+        let dirty = node.unread
+            || times != (node.mtime, node.ctime)
             || node.watched.iter().any(|w| {
                 nix::sys::stat::lstat(&path.join(&w.name)).map_or(true, |f| {
                     f.st_ino != w.ino || nanos(f.st_ctime, f.st_ctime_nsec) != w.ctime
@@ -501,11 +543,14 @@ impl<'a> Scan<'a> {
         }
         self.dirs = self.dirs.saturating_sub(1);
         let Some(listing) = self.read(path, depth) else {
+            fresh.unread = self.out_of_budget();
             *node = fresh;
             return Kept::Same;
         };
         fresh.files = listing.files;
         fresh.secret = listing.secret;
+        fresh.closed_below = listing.closed_below;
+        fresh.unread = listing.partial;
         fresh.watched = listing.watched;
         let mut old: Vec<Node> = std::mem::take(&mut node.children);
         for (name, st) in listing.dirs {

@@ -34,7 +34,10 @@ pub fn name(root: &Root, caller: &Caller) -> String {
     for group in &caller.groups {
         hash.update(group.to_le_bytes());
     }
-    for path in std::iter::once(&root.path).chain(&root.skip) {
+    for path in std::iter::once(&root.path)
+        .chain(&root.skip)
+        .chain(&root.xdg)
+    {
         hash.update((path.as_os_str().len() as u64).to_le_bytes());
         hash.update(path.as_os_str().as_bytes());
     }
@@ -127,9 +130,12 @@ fn encode_node(node: &Node, out: &mut Vec<u8>) {
     }
     out.extend(node.files.to_le_bytes());
     out.push(u8::from(node.closed));
-    count(out, node.secret.len());
-    for name in &node.secret {
-        bytes(out, name.as_bytes());
+    out.push(u8::from(node.unread));
+    for names in [&node.secret, &node.closed_below] {
+        count(out, names.len());
+        for name in names {
+            bytes(out, name.as_bytes());
+        }
     }
     count(out, node.watched.len());
     for w in &node.watched {
@@ -221,6 +227,13 @@ impl Reader<'_> {
         Some(OsString::from_vec(name))
     }
 
+    /// A list of non-empty names.
+    fn names(&mut self) -> Option<Vec<OsString>> {
+        (0..self.count(4)?)
+            .map(|_| self.name().filter(|n| !n.is_empty()))
+            .collect()
+    }
+
     fn node(&mut self, depth: usize) -> Option<Node> {
         self.nodes += 1;
         if depth > MAX_DEPTH || self.nodes > MAX_DIRS + 1 {
@@ -234,9 +247,9 @@ impl Reader<'_> {
         let (mtime, ctime) = (self.i64()?, self.i64()?);
         let files = self.u32()?;
         let closed = self.u8()? != 0;
-        let secret = (0..self.count(4)?)
-            .map(|_| self.name().filter(|n| !n.is_empty()))
-            .collect::<Option<Vec<_>>>()?;
+        let unread = self.u8()? != 0;
+        let secret = self.names()?;
+        let closed_below = self.names()?;
         let watched = (0..self.count(4)?)
             .map(|_| {
                 Some(Watched {
@@ -257,6 +270,8 @@ impl Reader<'_> {
             ctime,
             files,
             secret,
+            closed_below,
+            unread,
             closed,
             watched,
             children,

@@ -24,6 +24,7 @@ fn root(home: &Path, skip: &[&str]) -> Root {
         path: home.to_path_buf(),
         scope: Scope::Home,
         skip: skip.iter().map(|s| home.join(s)).collect(),
+        xdg: vec![],
     }
 }
 
@@ -188,6 +189,7 @@ fn system_files_others_may_not_read_and_closed_directories() -> std::io::Result<
         path: etc.clone(),
         scope: Scope::System,
         skip: vec![],
+        xdg: vec![],
     };
     let snapshot = walk(&root, &me()).ok_or_else(|| std::io::Error::other("no snapshot"))?;
     assert_eq!(secrets(&snapshot), ["shadow"]);
@@ -228,6 +230,26 @@ fn a_home_directory_only_its_owner_may_enter_is_closed_but_still_read() -> std::
     assert_eq!(closed, [".config/tool/auth", ".myapp"]);
     // Read all the same: its owner-only files are known, for when it stays visible.
     assert_eq!(secrets(&snapshot), [".myapp/key"]);
+    Ok(())
+}
+
+#[test]
+fn a_closed_directory_at_the_last_level_is_named_by_its_parent() -> std::io::Result<()> {
+    let (_dir, home) = home(&[(".a/b/c/d/e/token", 0o644), (".a/b/c/d/open/f", 0o644)])?;
+    std::fs::set_permissions(
+        home.join(".a/b/c/d/e"),
+        std::fs::Permissions::from_mode(0o700),
+    )?;
+    let snapshot = walk(&root(&home, &[]), &me()).ok_or_else(|| std::io::Error::other("none"))?;
+    let mut below = vec![];
+    snapshot.tree.visit(Path::new(""), &mut |node, path| {
+        below.extend(
+            node.closed_below
+                .iter()
+                .map(|n| path.join(n).display().to_string()),
+        );
+    });
+    assert_eq!(below, [".a/b/c/d/e"]);
     Ok(())
 }
 

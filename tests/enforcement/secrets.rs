@@ -480,7 +480,7 @@ fn doctor_lists_what_the_rule_hides_and_why() {
     let out = output(cmd.env("HOME", &home).arg("doctor"));
     let text = stdout(&out);
     assert!(
-        text.contains("owner-only in your home's dot-entries")
+        text.contains("only you may reach in your home's dot-entries")
             && text.contains("sandgate doctor --json"),
         "{text}"
     );

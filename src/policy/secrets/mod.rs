@@ -78,8 +78,11 @@ pub enum Why {
     OwnerOnlyFiles { owner_only: u32, files: u32 },
     /// A file under `/etc` that others may not read.
     NotForOthers,
-    /// A directory under `/etc` that others may not enter.
+    /// A directory that others may not enter: in a home's dot-entries, one of the
+    /// caller's; under `/etc`, one the caller may.
     ClosedToOthers,
+    /// A directory the rule's scan could not read within its bounds: hidden unread.
+    Unscanned,
 }
 
 impl Why {
@@ -92,13 +95,17 @@ impl Why {
 
     /// For a path the rule found: whether it is a directory.
     pub fn is_dir(&self) -> bool {
-        matches!(self, Why::OwnerOnlyFiles { .. } | Why::ClosedToOthers)
+        matches!(
+            self,
+            Why::OwnerOnlyFiles { .. } | Why::ClosedToOthers | Why::Unscanned
+        )
     }
 }
 
 /// The trees the hidden-files rule scans for a call under `mode`: every home in `homes`
 /// (canonical), skipping the toolchain caches (those of the `workspace-write` profile, so
-/// that both restricted profiles share one scan) and the profile's `secret_rule.skip`; and,
+/// that both restricted profiles share one scan) and the profile's `secret_rule.skip`, with
+/// the XDG base directories `xdg` that lie in each (see `secret_scan::Scope::Home`); and,
 /// when the caller is root, the profile's system directories. None for full access.
 ///
 /// # Errors
@@ -106,8 +113,13 @@ impl Why {
 pub fn rule_roots(
     mode: Mode,
     homes: &[PathBuf],
+    xdg: &[PathBuf],
     as_root: bool,
 ) -> Result<Vec<secret_scan::Root>, PolicyError> {
+    let xdg: Vec<PathBuf> = xdg
+        .iter()
+        .filter_map(|dir| std::fs::canonicalize(dir).ok())
+        .collect();
     let (ProfileSpec::Restricted(spec), ProfileSpec::Restricted(ww)) = (
         profile::shipped(mode)?,
         profile::shipped(Mode::WorkspaceWrite)?,
@@ -138,6 +150,11 @@ pub fn rule_roots(
                 .filter(|p| p.starts_with(home))
                 .cloned()
                 .collect(),
+            xdg: xdg
+                .iter()
+                .filter(|p| p.starts_with(home))
+                .cloned()
+                .collect(),
         })
         .collect();
     if as_root {
@@ -150,6 +167,7 @@ pub fn rule_roots(
                     path,
                     scope: Scope::System,
                     skip: vec![],
+                    xdg: vec![],
                 }),
         );
     }

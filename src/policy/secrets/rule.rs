@@ -68,6 +68,19 @@ impl Walk<'_> {
             out.insert(path.to_path_buf(), Why::ClosedToOthers);
             return;
         }
+        // Fail closed: what a bound kept the scan from reading may hold anything. Many
+        // such directories side by side (a tree made to use up the bounds) go as one.
+        let unread = node.children.iter().filter(|c| c.unread).count();
+        if whole && (node.unread || unread >= COLLAPSE_MAX as usize) {
+            out.insert(path.to_path_buf(), Why::Unscanned);
+            return;
+        }
+        for name in &node.closed_below {
+            let dir = path.join(name);
+            if !self.is_shown(&dir) && !self.holds_needed(&dir) {
+                out.insert(dir, Why::ClosedToOthers);
+            }
+        }
         if whole && self.may_collapse(path, depth) {
             let (secrets, files) = totals(node);
             if (secrets >= COLLAPSE_MIN && 2 * secrets > files) || secrets >= COLLAPSE_MAX {
@@ -143,6 +156,8 @@ mod tests {
             ctime: 0,
             files,
             secret: secret.iter().map(OsString::from).collect(),
+            closed_below: vec![],
+            unread: false,
             closed: false,
             watched: vec![],
             children,
@@ -155,6 +170,7 @@ mod tests {
                 path: "/h".into(),
                 scope: Scope::Home,
                 skip: vec![],
+                xdg: vec![],
             },
             walked: 0,
             truncated: false,
@@ -282,6 +298,7 @@ mod tests {
                 path: "/etc".into(),
                 scope: Scope::System,
                 skip: vec![],
+                xdg: vec![],
             },
             ..home_snapshot(tree)
         };
@@ -293,5 +310,46 @@ mod tests {
                 (PathBuf::from("/etc/ssl/private"), Why::ClosedToOthers)
             ]
         );
+    }
+
+    #[test]
+    fn what_a_bound_left_unread_is_hidden_unless_the_call_needs_it() {
+        let unread = |name: &str| Node {
+            unread: true,
+            ..dir(name, 0, &[], vec![])
+        };
+        let flood: Vec<Node> = (0..COLLAPSE_MAX)
+            .map(|i| unread(&format!("d{i}")))
+            .collect();
+        let mut deep = dir("deeper", 1, &[], vec![]);
+        deep.closed_below = vec!["vault".into(), "ws-parent".into()];
+        let tree = dir(
+            "",
+            0,
+            &[],
+            vec![dir(
+                ".config",
+                0,
+                &[],
+                vec![
+                    dir("flooded", 0, &[], flood),
+                    dir("sops", 0, &[], vec![unread("age")]),
+                    dir("work", 0, &[], vec![unread("ws")]),
+                    deep,
+                ],
+            )],
+        );
+        let keep = [
+            PathBuf::from("/h/.config/work/ws"),
+            PathBuf::from("/h/.config/deeper/ws-parent/x"),
+        ];
+        let found = found(&[home_snapshot(tree)], &keep, &[]);
+        let at = |p: &str| found.get(Path::new(p));
+        assert_eq!(at("/h/.config/flooded"), Some(&Why::Unscanned));
+        assert_eq!(at("/h/.config/sops/age"), Some(&Why::Unscanned));
+        assert_eq!(at("/h/.config/deeper/vault"), Some(&Why::ClosedToOthers));
+        assert_eq!(at("/h/.config/work/ws"), None);
+        assert_eq!(at("/h/.config/deeper/ws-parent"), None);
+        assert_eq!(found.len(), 3, "{found:?}");
     }
 }
