@@ -296,7 +296,12 @@ fn hidden_summary(hidden: &Value, profile: &str) -> String {
             })
             .count()
     };
-    let own = ["owner-only", "owner-only-files", "closed-to-others"];
+    let own = [
+        "owner-only",
+        "owner-only-files",
+        "closed-to-others",
+        "in-closed-directory",
+    ];
     let system = ["not-for-others", "closed-to-others"];
     format!(
         "  hidden     {} paths here: {} listed, {} only you may reach in your home's dot-entries, {} under /etc others may not read, {} the scan could not read within its bounds; `sandgate doctor --json` lists each (profiles.{profile}.hides.hidden)\n",

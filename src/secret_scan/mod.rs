@@ -157,6 +157,9 @@ pub struct Node {
     pub files: u32,
     /// Its files that the scope counts as secrets.
     pub secret: Vec<OsString>,
+    /// In a closed home directory, its other regular files: only their owner can reach
+    /// them either, so they are hidden one by one when the directory cannot go whole.
+    pub public: Vec<OsString>,
     /// Directories in it at the scan's last level (not recorded as nodes) that the scope
     /// takes whole.
     pub closed_below: Vec<OsString>,
@@ -280,6 +283,8 @@ enum Kept {
 struct Listing {
     files: u32,
     secret: Vec<OsString>,
+    /// The other regular files.
+    public: Vec<OsString>,
     closed_below: Vec<OsString>,
     /// A bound stopped the reading midway.
     partial: bool,
@@ -336,6 +341,7 @@ impl<'a> Scan<'a> {
                 };
                 node.files = listing.files;
                 node.secret = listing.secret;
+                node.public = self.kept_public(node.closed, listing.public);
                 node.closed_below = listing.closed_below;
                 node.unread = listing.partial;
                 node.watched = listing.watched;
@@ -364,6 +370,7 @@ impl<'a> Scan<'a> {
             files: 0,
             secret: vec![],
             closed: self.closes(st, path),
+            public: vec![],
             closed_below: vec![],
             unread: false,
             watched: vec![],
@@ -417,6 +424,15 @@ impl<'a> Scan<'a> {
         }
     }
 
+    /// The other files of a directory, kept for a closed home directory only.
+    fn kept_public(&self, closed: bool, public: Vec<OsString>) -> Vec<OsString> {
+        if closed && self.root.scope == Scope::Home {
+            public
+        } else {
+            vec![]
+        }
+    }
+
     /// Whether a bound has stopped the scan.
     fn out_of_budget(&self) -> bool {
         self.dirs >= MAX_DIRS || self.entries >= MAX_ENTRIES
@@ -439,6 +455,7 @@ impl<'a> Scan<'a> {
         let mut listing = Listing {
             files: 0,
             secret: vec![],
+            public: vec![],
             closed_below: vec![],
             partial: false,
             watched: vec![],
@@ -481,12 +498,14 @@ impl<'a> Scan<'a> {
                 if self.caller.secret(self.root.scope, &st) {
                     listing.secret.push(name.to_owned());
                 } else {
+                    listing.public.push(name.to_owned());
                     self.watch_if_recent(&mut listing, name, &st);
                 }
             }
         }
         listing.secret.sort();
         listing.closed_below.sort();
+        listing.public.sort();
         listing.dirs.sort_by(|a, b| a.0.cmp(&b.0));
         Some(listing)
     }
@@ -549,6 +568,7 @@ impl<'a> Scan<'a> {
         };
         fresh.files = listing.files;
         fresh.secret = listing.secret;
+        fresh.public = self.kept_public(fresh.closed, listing.public);
         fresh.closed_below = listing.closed_below;
         fresh.unread = listing.partial;
         fresh.watched = listing.watched;

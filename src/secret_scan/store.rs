@@ -131,7 +131,7 @@ fn encode_node(node: &Node, out: &mut Vec<u8>) {
     out.extend(node.files.to_le_bytes());
     out.push(u8::from(node.closed));
     out.push(u8::from(node.unread));
-    for names in [&node.secret, &node.closed_below] {
+    for names in [&node.secret, &node.public, &node.closed_below] {
         count(out, names.len());
         for name in names {
             bytes(out, name.as_bytes());
@@ -249,6 +249,7 @@ impl Reader<'_> {
         let closed = self.u8()? != 0;
         let unread = self.u8()? != 0;
         let secret = self.names()?;
+        let public = self.names()?;
         let closed_below = self.names()?;
         let watched = (0..self.count(4)?)
             .map(|_| {
@@ -270,6 +271,7 @@ impl Reader<'_> {
             ctime,
             files,
             secret,
+            public,
             closed_below,
             unread,
             closed,

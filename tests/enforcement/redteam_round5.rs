@@ -611,11 +611,9 @@ fn redteam_a_closed_directory_behind_a_dot_entry_link_is_hidden() {
 /// login beside it (`~/.fly/bin` and `~/.fly/config.yml`, `~/.pulumi/bin` and
 /// `~/.pulumi/credentials.json`, `~/.docker/bin` and `~/.docker/config.json`). The closed
 /// directory is then not hidden whole, and only its owner-only files are hidden one by one,
-/// so a 0644 token there reads. Should fail: it reads as empty. The README documents it:
-/// never hidden whole is "one holding … a `$PATH` directory (nor a closed one holding them:
-/// its owner-only files are then hidden one by one)".
+/// so a 0644 token there read. Should fail: it reads as empty, while the tool in the
+/// `PATH` directory still runs.
 #[test]
-#[ignore = "documented limit: a closed directory holding a $PATH directory is not hidden whole"]
 fn redteam_a_closed_directory_holding_a_path_directory_hides_its_public_token() {
     if !require_full_enforcement() {
         return;
@@ -623,7 +621,8 @@ fn redteam_a_closed_directory_holding_a_path_directory_hides_its_public_token() 
     let env = TestEnv::new();
     let (home, ws) = new_home(&env);
     let token = put(&home, ".tool/config.yml", SECRET, 0o644);
-    std::fs::create_dir_all(home.join(".tool/bin")).unwrap_or_else(|e| panic!("{e}"));
+    let tool = put(&home, ".tool/bin/tool", "#!/bin/sh\necho TOOL-RAN\n", 0o755);
+    let beside = put(&home, ".tool/state/session.json", SECRET, 0o644);
     chmod(&home.join(".tool"), 0o700);
     let path = format!(
         "{}:/usr/local/bin:/usr/bin:/bin",
@@ -638,10 +637,26 @@ fn redteam_a_closed_directory_holding_a_path_directory_hides_its_public_token() 
             .arg("--workspace")
             .arg(&ws)
             .args(["--", "/bin/sh", "-c"])
-            .arg(format!("cat '{}' 2>/dev/null; true", token.display()));
+            .arg(format!(
+                "cat '{}' '{}' 2>/dev/null; tool",
+                token.display(),
+                beside.display()
+            ));
         let out = output(&mut cmd);
-        if String::from_utf8_lossy(&out.stdout).contains(SECRET) {
-            failures.push(format!("{mode}: {} read", token.display()));
+        let shown = String::from_utf8_lossy(&out.stdout);
+        if shown.contains(SECRET) {
+            failures.push(format!(
+                "{mode}: {} or {} read",
+                token.display(),
+                beside.display()
+            ));
+        }
+        if !shown.contains("TOOL-RAN") {
+            failures.push(format!(
+                "{mode}: {} did not run: {}",
+                tool.display(),
+                show(&out)
+            ));
         }
     }
     assert_none(failures);

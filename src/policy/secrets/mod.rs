@@ -83,6 +83,8 @@ pub enum Why {
     ClosedToOthers,
     /// A directory the rule's scan could not read within its bounds: hidden unread.
     Unscanned,
+    /// A file in a closed directory of a home that could not be hidden whole.
+    InClosedDirectory,
 }
 
 impl Why {

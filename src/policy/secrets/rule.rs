@@ -2,8 +2,10 @@
 //! paths that read as empty, each with its reason.
 //!
 //! A directory the scan found closed — in a home, one only its owner may enter — is hidden
-//! whole, unless it holds a path the call needs to see or the user shows again: its
-//! secrets are then hidden one by one, like any directory's.
+//! whole, unless it holds a path the call needs to see or the user shows again. Then what
+//! it holds is hidden piece by piece, since only its owner can reach any of it: its files,
+//! and its directories that hold nothing needed, whole — but not what lies in the needed
+//! path itself (the tools in a `~/.TOOL/bin` on `$PATH`).
 //!
 //! Every mask is a mount, so a directory holding many secrets is hidden as one empty
 //! directory rather than one mount per file: in a home, a directory at least two levels
@@ -46,7 +48,7 @@ pub fn found(
             keep_whole,
             shown,
         };
-        walk.visit(&snapshot.tree, &snapshot.root.path, 0, &mut out);
+        walk.visit(&snapshot.tree, &snapshot.root.path, 0, false, &mut out);
     }
     out
 }
@@ -59,12 +61,21 @@ struct Walk<'a> {
 }
 
 impl Walk<'_> {
-    fn visit(&self, node: &Node, path: &Path, depth: usize, out: &mut BTreeMap<PathBuf, Why>) {
+    /// Hides what `node` at `path` holds; `enclosed`: it lies in a closed directory that
+    /// could not be hidden whole, so only its owner can reach anything in it.
+    fn visit(
+        &self,
+        node: &Node,
+        path: &Path,
+        depth: usize,
+        enclosed: bool,
+        out: &mut BTreeMap<PathBuf, Why>,
+    ) {
         if self.is_shown(path) {
             return;
         }
         let whole = depth > 0 && !self.holds_needed(path);
-        if whole && node.closed {
+        if whole && (node.closed || enclosed) {
             out.insert(path.to_path_buf(), Why::ClosedToOthers);
             return;
         }
@@ -98,15 +109,28 @@ impl Walk<'_> {
             Scope::Home => Why::OwnerOnly,
             Scope::System => Why::NotForOthers,
         };
-        for name in &node.secret {
+        let enclosed = (enclosed || node.closed) && !self.within_needed(path);
+        let public = node.public.iter().filter(|_| enclosed);
+        for (name, why) in node
+            .secret
+            .iter()
+            .map(|n| (n, why.clone()))
+            .chain(public.map(|n| (n, Why::InClosedDirectory)))
+        {
             let file = path.join(name);
             if !self.is_shown(&file) {
-                out.insert(file, why.clone());
+                out.insert(file, why);
             }
         }
         for child in &node.children {
-            self.visit(child, &path.join(&child.name), depth + 1, out);
+            self.visit(child, &path.join(&child.name), depth + 1, enclosed, out);
         }
+    }
+
+    /// Whether `path` is or lies in a path the call must see as it is (a `$PATH`
+    /// directory, a cache): what it holds is not hidden for lying in a closed directory.
+    fn within_needed(&self, path: &Path) -> bool {
+        self.keep_whole.iter().any(|k| path.starts_with(k))
     }
 
     fn is_shown(&self, path: &Path) -> bool {
@@ -156,6 +180,7 @@ mod tests {
             ctime: 0,
             files,
             secret: secret.iter().map(OsString::from).collect(),
+            public: vec![],
             closed_below: vec![],
             unread: false,
             closed: false,
@@ -351,5 +376,32 @@ mod tests {
         assert_eq!(at("/h/.config/work/ws"), None);
         assert_eq!(at("/h/.config/deeper/ws-parent"), None);
         assert_eq!(found.len(), 3, "{found:?}");
+    }
+
+    #[test]
+    fn a_closed_directory_holding_a_needed_path_hides_all_else_it_holds() {
+        let mut tool = dir(
+            ".tool",
+            2,
+            &["key"],
+            vec![dir("bin", 1, &[], vec![]), dir("state", 1, &[], vec![])],
+        );
+        tool.closed = true;
+        tool.public = vec!["config.yml".into()];
+        tool.children[0].public = vec!["tool".into()];
+        let found = found(
+            &[home_snapshot(dir("", 0, &[], vec![tool]))],
+            &[PathBuf::from("/h/.tool/bin")],
+            &[],
+        );
+        let expected: BTreeMap<PathBuf, Why> = [
+            ("/h/.tool/config.yml", Why::InClosedDirectory),
+            ("/h/.tool/key", Why::OwnerOnly),
+            ("/h/.tool/state", Why::ClosedToOthers),
+        ]
+        .into_iter()
+        .map(|(p, w)| (PathBuf::from(p), w))
+        .collect();
+        assert_eq!(found, expected);
     }
 }
