@@ -35,6 +35,7 @@ use crate::sandbox::{Applied, Prepared, Step};
 use crate::{kept, network, supervisor, sys};
 
 mod init;
+mod relay;
 pub(crate) mod tree;
 mod wait;
 pub use wait::GRACE;
@@ -195,17 +196,25 @@ pub fn run(mut launch: Launch<'_>) -> Result<Outcome, ExecError> {
     env.shrink_to_fit();
     let argv_ptrs = null_terminated(&argv);
     let env_ptrs = null_terminated(&env);
-    let program_to_run = Program {
-        path: &path,
-        argv: &argv_ptrs,
-        env: &env_ptrs,
-    };
     if !launch.sandbox.is_restricted() {
+        let program_to_run = Program {
+            path: &path,
+            argv: &argv_ptrs,
+            env: &env_ptrs,
+            stdio: &[],
+        };
         return match launch.timeout {
             None => Err(exec_in_place(&path, &argv_ptrs, &env_ptrs, program)),
             Some(limit) => unconfined_with_time_limit(&program_to_run, program, limit),
         };
     }
+    let mut relay = relay::Relay::for_regular_files()?;
+    let program_to_run = Program {
+        path: &path,
+        argv: &argv_ptrs,
+        env: &env_ptrs,
+        stdio: relay.plan(),
+    };
 
     let (err_r, err_w) = pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
     let (ours, theirs) = socketpair(
@@ -259,6 +268,7 @@ pub fn run(mut launch: Launch<'_>) -> Result<Outcome, ExecError> {
     }
     drop(err_w);
     drop(theirs);
+    relay.started();
     let (listener, proxy_listener) = from_the_child(
         ours.as_fd(),
         launch.sandbox.has_proxy(),
@@ -299,7 +309,7 @@ pub fn run(mut launch: Launch<'_>) -> Result<Outcome, ExecError> {
             adopts_orphans,
         },
     };
-    let ended = wait::until_ended(target, &waited, launch.timeout)?;
+    let ended = wait::until_ended(target, &waited, launch.timeout, &mut relay)?;
     if let (Some(proxy), Some(reporter)) = (&proxy, &reporter) {
         proxy.collect_refusals(reporter);
     }
@@ -309,6 +319,8 @@ pub fn run(mut launch: Launch<'_>) -> Result<Outcome, ExecError> {
     if let Some(running) = running {
         running.hand_over(&waited);
     }
+    // Single-threaded again (the supervisor's threads are joined): the relay may fork.
+    relay.finish();
     Ok(ended.outcome)
 }
 
@@ -343,6 +355,8 @@ struct Program<'a> {
     path: &'a CStr,
     argv: &'a [*const libc::c_char],
     env: &'a [*const libc::c_char],
+    /// `(from, onto)` fd pairs to `dup2` right before `execve` (see `relay`).
+    stdio: &'a [(RawFd, RawFd)],
 }
 
 /// Runs an unconfined command with a time limit: a child of sandgate's, which adopts the
@@ -375,7 +389,7 @@ fn unconfined_with_time_limit(
         pid,
         adopts_orphans: true,
     };
-    Ok(wait::until_ended(target, &waited, Some(limit))?.outcome)
+    Ok(wait::until_ended(target, &waited, Some(limit), &mut relay::Relay::none())?.outcome)
 }
 
 /// Reads the child's last message, the copy-on-write caches whose overlay the kernel
@@ -580,6 +594,11 @@ fn execute(program: &Program<'_>, err_w: RawFd, parent: Option<Pid>) -> ! {
         if getppid() != parent {
             // sandgate died before PDEATHSIG was armed.
             sys::exit_immediately(125);
+        }
+    }
+    for &(from, onto) in program.stdio {
+        if let Err(e) = sys::dup_onto(from, onto) {
+            report_failure(err_w, Step::Exec, e);
         }
     }
     // A standard fd the caller closed stays closed for the command, as under a shell.

@@ -1140,6 +1140,45 @@ pub fn unlock_open_file(file: BorrowedFd<'_>) {
     }
 }
 
+/// Whether this process's fds `a` and `b` share one open file description (`kcmp`); false
+/// when the kernel cannot say.
+pub fn same_open_file(a: RawFd, b: RawFd) -> bool {
+    const KCMP_FILE: libc::c_long = 0;
+    let pid = libc::c_long::from(std::process::id() as libc::pid_t);
+    // SAFETY: integers only; kcmp compares two of this process's fds and writes nothing.
+    let order = unsafe {
+        libc::syscall(
+            libc::SYS_kcmp,
+            pid,
+            pid,
+            KCMP_FILE,
+            libc::c_long::from(a),
+            libc::c_long::from(b),
+        )
+    };
+    order == 0
+}
+
+/// Writes all of `data` to `fd`, again after `EINTR` and short writes.
+pub fn write_all(fd: BorrowedFd<'_>, mut data: &[u8]) -> io::Result<()> {
+    while !data.is_empty() {
+        match nix::unistd::write(fd, data) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => data = &data[n..],
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+/// `dup2(from, onto)`, for a child between `fork` and `execve`: async-signal-safe.
+pub fn dup_onto(from: RawFd, onto: RawFd) -> io::Result<()> {
+    // SAFETY: two fd numbers; `onto` is replaced in this process, which is what the child
+    // means to do with it, and nothing else holds it as an `OwnedFd` there.
+    check(unsafe { libc::dup2(from, onto) }.into()).map(drop)
+}
+
 /// Whether `fd` is open on a terminal. A closed fd number is simply not one.
 pub fn is_terminal(fd: RawFd) -> bool {
     // SAFETY: isatty takes an fd number only; a closed number yields 0 (EBADF).

@@ -21,6 +21,7 @@ use nix::sys::signal::SigSet;
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 
 use super::init::Report;
+use super::relay::Relay;
 use super::{tree, ExecError, Outcome};
 use crate::sys::{self, Reaped};
 
@@ -48,8 +49,8 @@ pub(super) struct Ended {
 }
 
 /// Waits until the command has ended (and, unless the call keeps them, everything it
-/// left in its PID namespace), forwarding every `waited` signal a process sent to sandgate
-/// and ending the call once `limit` has passed.
+/// left in its PID namespace), forwarding every `waited` signal a process sent to sandgate,
+/// copying what `relay` carries, and ending the call once `limit` has passed.
 ///
 /// # Errors
 /// The signals or the child cannot be waited for.
@@ -57,6 +58,7 @@ pub(super) fn until_ended(
     target: Target,
     waited: &SigSet,
     limit: Option<Duration>,
+    relay: &mut Relay,
 ) -> Result<Ended, ExecError> {
     let signals = SignalFd::with_flags(waited, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)?;
     let (pid, mut channel, adopts_orphans) = match target {
@@ -108,6 +110,7 @@ pub(super) fn until_ended(
         if let Some(channel) = &channel {
             fds.push(PollFd::new(channel.as_fd(), PollFlags::POLLIN));
         }
+        fds.extend(relay.waiting().map(|fd| PollFd::new(fd, PollFlags::POLLIN)));
         match poll(&mut fds, clock.poll_timeout()) {
             Ok(_) | Err(nix::errno::Errno::EINTR) => {}
             Err(e) => return Err(e.into()),
@@ -117,6 +120,7 @@ pub(super) fn until_ended(
             .and_then(PollFd::revents)
             .is_some_and(|r| !r.is_empty());
         drop(fds);
+        relay.pump();
         while let Ok(Some(info)) = signals.read_signal() {
             let signo = info.ssi_signo as libc::c_int;
             // si_code <= 0: sent by a process (kill, sigqueue, tgkill). SI_KERNEL:

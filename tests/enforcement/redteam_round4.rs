@@ -503,7 +503,6 @@ os.unlink('via-proc')
 /// every writable root and was handed over only to be appended to. Should fail: an
 /// append-only stdout lets the command add to the file, not change what it already holds.
 #[test]
-#[ignore = "documented limit: a file given as stdout is the command's to write"]
 fn redteam_an_appended_stdout_cannot_be_rewritten_or_truncated() {
     let env = TestEnv::new();
     let log = env.outside.join("transcript.log");

@@ -467,3 +467,63 @@ fn a_sandgate_in_the_background_leaves_the_terminal_to_its_owner() {
     };
     assert_ne!(before, after, "the owner's -echo was undone: {shown:?}");
 }
+
+/// A regular file given as stdout or stderr reaches the command as a pipe that sandgate
+/// copies to the file: the command cannot rewind, truncate or lock the caller's file, and
+/// still everything it writes arrives, in order (one pipe for `>log 2>&1`), before sandgate
+/// returns — and what a kept process writes later arrives too.
+#[test]
+fn a_file_given_as_output_is_written_by_sandgate_in_order_and_complete() {
+    let env = TestEnv::new();
+    let log = env.outside.join("out.log");
+    let open_log = || {
+        std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&log)
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    for mode in ["read-only", "workspace-write"] {
+        std::fs::write(&log, "before\n").unwrap_or_else(|e| panic!("{e}"));
+        let file = open_log();
+        let err = file.try_clone().unwrap_or_else(|e| panic!("{e}"));
+        let script = "[ -p /dev/stdout ] && echo pipe; for i in 1 2 3; do echo out$i; echo err$i >&2; done; seq 100000 | tail -1";
+        let out = output(
+            env.sandgate(mode)
+                .args(["--", "/bin/sh", "-c", script])
+                .stdout(Stdio::from(file))
+                .stderr(Stdio::from(err)),
+        );
+        assert_status(&out, 0);
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        assert_eq!(
+            text, "before\npipe\nout1\nerr1\nout2\nerr2\nout3\nerr3\n100000\n",
+            "{mode}"
+        );
+        std::fs::write(&log, "").unwrap_or_else(|e| panic!("{e}"));
+        let out = output(
+            env.sandgate(mode)
+                .args(["--keep-background", "--", "/bin/sh", "-c"])
+                .arg("echo now; (sleep 1; echo later) &")
+                .stdout(Stdio::from(open_log()))
+                // Not a pipe that would keep `output` waiting for the kept process.
+                .stderr(Stdio::null()),
+        );
+        assert_status(&out, 0);
+        let now = std::fs::read_to_string(&log).unwrap_or_default();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("later")
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let after = std::fs::read_to_string(&log).unwrap_or_default();
+        assert_eq!(
+            (now.as_str(), after.as_str()),
+            ("now\n", "now\nlater\n"),
+            "{mode}"
+        );
+    }
+}

@@ -1,0 +1,200 @@
+//! A regular file given as stdout or stderr, written by sandgate rather than by the command.
+//!
+//! `sandgate … >> build.log` hands the command sandgate's own open file description of
+//! `build.log`, which the caller opened and keeps. Shared, it lets the command do more than
+//! write output: clear `O_APPEND` and write over what the file held, `ftruncate` it, lock
+//! it for as long as the caller keeps it open — on a file outside every writable root,
+//! given only to be written to. So a restricted command gets a pipe in its place, and
+//! sandgate copies what comes through it to the file: all the command can do is add
+//! output. Terminals, pipes and sockets are passed as they are: they hold nothing written
+//! before, and what the command changes of their state sandgate puts back (`terminal`).
+//! Other inherited descriptors are passed as they are too: `9>lock` is how a script hands
+//! a lock file over on purpose.
+//!
+//! The copying runs in sandgate's wait loop (`wait`), so output keeps its order and the
+//! file holds everything once sandgate returns. Processes that outlive the command (a call
+//! that keeps them, or one without a PID namespace) may still hold the pipe: a detached
+//! process of sandgate's then copies on until the last of them is gone.
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+
+use nix::fcntl::{FcntlArg, OFlag};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+
+use crate::sys;
+
+/// The command's standard fds that are relayed when they are regular files.
+const RELAYED: [RawFd; 2] = [1, 2];
+
+/// What is read from a pipe at once.
+const CHUNK: usize = 64 * 1024;
+
+/// At most this many chunks per stream and wake-up, so that a command writing without
+/// pause cannot keep sandgate from its signals and its time limit.
+const CHUNKS_PER_ROUND: usize = 16;
+
+/// The pipes in place of the command's regular-file stdout and stderr.
+pub(super) struct Relay {
+    streams: Vec<Stream>,
+    /// The write ends and the fds of the command each goes to, until the command is
+    /// started: then the child has its copies and sandgate must hold none.
+    ends: Vec<(OwnedFd, Vec<RawFd>)>,
+    /// `(write end, target fd)` as raw numbers, for the child to `dup2` before `execve`.
+    plan: Vec<(RawFd, RawFd)>,
+}
+
+struct Stream {
+    /// The pipe's read end, non-blocking.
+    from: OwnedFd,
+    /// The caller's file (a duplicate of sandgate's fd).
+    to: OwnedFd,
+    /// Neither the end of the pipe nor a failed write seen yet.
+    open: bool,
+}
+
+impl Relay {
+    /// A pipe for each of sandgate's standard output fds that is a regular file (one for
+    /// both when they share the open file description, as `>log 2>&1` does).
+    ///
+    /// # Errors
+    /// A pipe cannot be made.
+    pub fn for_regular_files() -> io::Result<Relay> {
+        let mut relay = Relay::none();
+        for fd in RELAYED {
+            let Some(file) = sys::dup_if_open(fd) else {
+                continue;
+            };
+            let regular = nix::sys::stat::fstat(file.as_fd())
+                .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFREG);
+            if !regular {
+                continue;
+            }
+            let shared = relay
+                .streams
+                .iter()
+                .position(|s| sys::same_open_file(s.to.as_raw_fd(), file.as_raw_fd()));
+            if let Some(i) = shared {
+                relay.ends[i].1.push(fd);
+                continue;
+            }
+            let (from, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
+            // The read end only: the command's end stays blocking, as a file was.
+            nix::fcntl::fcntl(from.as_fd(), FcntlArg::F_SETFL(OFlag::O_NONBLOCK))?;
+            relay.streams.push(Stream {
+                from,
+                to: file,
+                open: true,
+            });
+            relay.ends.push((write, vec![fd]));
+        }
+        relay.plan = relay
+            .ends
+            .iter()
+            .flat_map(|(write, fds)| fds.iter().map(|fd| (write.as_raw_fd(), *fd)))
+            .collect();
+        Ok(relay)
+    }
+
+    /// No relay: the command writes to sandgate's own files (an unconfined command).
+    pub fn none() -> Relay {
+        Relay {
+            streams: vec![],
+            ends: vec![],
+            plan: vec![],
+        }
+    }
+
+    /// What the command's process does before `execve`: each pair `(from, onto)` is a
+    /// `dup2`.
+    pub fn plan(&self) -> &[(RawFd, RawFd)] {
+        &self.plan
+    }
+
+    /// The command has been started: sandgate lets go of the write ends, so that the pipes
+    /// end when the command's processes are gone.
+    pub fn started(&mut self) {
+        self.ends.clear();
+    }
+
+    /// The read ends still open, to wait on.
+    pub fn waiting(&self) -> impl Iterator<Item = BorrowedFd<'_>> {
+        self.streams
+            .iter()
+            .filter(|s| s.open)
+            .map(|s| s.from.as_fd())
+    }
+
+    /// Copies what the pipes hold now, a bounded amount per stream.
+    pub fn pump(&mut self) {
+        let mut buf = vec![0u8; CHUNK];
+        for stream in self.streams.iter_mut().filter(|s| s.open) {
+            stream.copy(&mut buf, Some(CHUNKS_PER_ROUND));
+        }
+    }
+
+    /// Once the command has ended: copies everything the pipes hold. Processes that still
+    /// hold a pipe are left to a detached process of sandgate's, which copies on until
+    /// the last of them is gone; sandgate must be single-threaded by then (see
+    /// [`sys::fork`]). Failing that, they find the pipe closed (`EPIPE`).
+    pub fn finish(mut self) {
+        let mut buf = vec![0u8; CHUNK];
+        for stream in self.streams.iter_mut().filter(|s| s.open) {
+            stream.copy(&mut buf, None);
+        }
+        self.streams.retain(|s| s.open);
+        if self.streams.is_empty() {
+            return;
+        }
+        if let Ok(0) = sys::fork() {
+            let keep: Vec<RawFd> = self
+                .streams
+                .iter()
+                .flat_map(|s| [s.from.as_raw_fd(), s.to.as_raw_fd()])
+                .collect();
+            sys::close_all_fds_except(&keep);
+            loop {
+                let mut ready: Vec<PollFd> = self
+                    .waiting()
+                    .map(|fd| PollFd::new(fd, PollFlags::POLLIN))
+                    .collect();
+                if ready.is_empty() {
+                    break;
+                }
+                match poll(&mut ready, PollTimeout::NONE) {
+                    Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+                    Err(_) => break,
+                }
+                drop(ready);
+                for stream in self.streams.iter_mut().filter(|s| s.open) {
+                    stream.copy(&mut buf, None);
+                }
+            }
+            sys::exit_immediately(0);
+        }
+    }
+}
+
+impl Stream {
+    /// Copies from the pipe to the file until the pipe is empty (or, with `limit`, that
+    /// many chunks were copied); closes the stream at the pipe's end or when the file
+    /// refuses a write (the command then finds its pipe closed, as it would have found
+    /// the file full).
+    fn copy(&mut self, buf: &mut [u8], limit: Option<usize>) {
+        let mut rounds = 0;
+        while limit.is_none_or(|l| rounds < l) {
+            rounds += 1;
+            match nix::unistd::read(self.from.as_fd(), buf) {
+                Ok(0) => return self.open = false,
+                Ok(n) => {
+                    if sys::write_all(self.to.as_fd(), &buf[..n]).is_err() {
+                        return self.open = false;
+                    }
+                }
+                Err(nix::errno::Errno::EINTR) => {}
+                Err(nix::errno::Errno::EAGAIN) => return,
+                Err(_) => return self.open = false,
+            }
+        }
+    }
+}
