@@ -152,7 +152,9 @@ fn redteam_creat_race_on_a_removed_directory_makes_an_executable_hook() {
         "full-access",
         &[],
         &format!(
-            "\"$PROBE\" creat-race {} 1000 2 {}",
+            // Bounded by time, not tries: on a loaded machine a thousand tries can all
+            // meet the racer's directory.
+            "\"$PROBE\" creat-race {} 100000000 10 {}",
             sq(&hook.display().to_string()),
             sq(&r.script("control"))
         ),
