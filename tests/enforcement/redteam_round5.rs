@@ -114,7 +114,8 @@ fn redteam_a_lock_on_the_callers_stdout_does_not_outlive_the_call() {
     let ofd_lock = "import fcntl, struct, sys\n\
 fcntl.fcntl(1, fcntl.F_OFD_SETLK, struct.pack('hhqqi', fcntl.F_WRLCK, 0, 0, 0, 0))\n\
 print('locked', file=sys.stderr)\n";
-    let payloads: [(&[&str], fn(&Path) -> bool); 2] = [
+    type HostCanLock = fn(&Path) -> bool;
+    let payloads: [(&[&str], HostCanLock); 2] = [
         (
             &["/bin/sh", "-c", "flock -x 1 && echo locked >&2"],
             host_can_lock,
