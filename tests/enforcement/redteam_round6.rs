@@ -1,0 +1,960 @@
+//! Red team, round 6: the three changes of this round — a regular file given as stdout or
+//! stderr reaching the command as a pipe that sandgate copies (`exec/relay.rs`), the locks
+//! a command takes on the caller's open files behind fds 0-2 dropped at the end
+//! (`terminal.rs`), and the hidden-files rule failing closed on what its bounds left unread
+//! and hiding the rest of a closed directory that holds a needed path.
+//!
+//! Each test performs the attack as the sandboxed command (or the earlier call that
+//! prepares it) would, as whichever uid runs the suite, and asserts that it fails, with a
+//! control where one shows that the payload is real. An attack that gets through is a
+//! failing test.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use nix::fcntl::{Flock, FlockArg};
+
+use crate::support::*;
+use crate::support::{put_with_mode as put, set_mode as chmod};
+
+const SECRET: &str = "REDTEAM6-SECRET";
+
+/// Runs `sandgate stop --workspace WS` (the test's cleanup of a kept call).
+fn stop_kept(env: &TestEnv) {
+    let mut stop = Command::new(sandgate());
+    env.isolate(&mut stop);
+    let _ = output(stop.arg("stop").arg("--workspace").arg(&env.ws));
+}
+
+/// Waits until `done` holds, polling, for at most `limit`; returns whether it did.
+fn wait_for(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let until = Instant::now() + limit;
+    while Instant::now() < until {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    done()
+}
+
+/// Opens `path` for appending, as a shell's `>> path` does.
+fn append_to(path: &Path) -> File {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn clone_of(file: &File) -> File {
+    file.try_clone().unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Keeps `path` from filling the disk while a test pours output into it: truncates it to
+/// nothing every 20 ms until the returned flag is set (what was appended meanwhile only
+/// has to pass through).
+fn keep_truncating(path: &Path) -> (Arc<AtomicBool>, std::thread::JoinHandle<()>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&stop);
+    let path = path.to_path_buf();
+    let handle = std::thread::spawn(move || {
+        while !flag.load(Ordering::Relaxed) {
+            if let Ok(f) = std::fs::OpenOptions::new().write(true).open(&path) {
+                let _ = f.set_len(0);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
+    (stop, handle)
+}
+
+// ---------------------------------------------------------------------------------------
+// 1. A regular file as stdout or stderr: a pipe that sandgate copies.
+// ---------------------------------------------------------------------------------------
+
+/// The earlier call's kept listener: it takes one fd over a unix socket in the workspace
+/// and, once the host says `go`, writes through it.
+const LISTENER: &str = r#"import array, os, socket, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind("relay.sock"); s.listen(1)
+open("ready", "w").close()
+c, _ = s.accept()
+msg, anc, flags, addr = c.recvmsg(16, socket.CMSG_SPACE(4))
+fds = array.array("i"); fds.frombytes(anc[0][2][:4])
+open("received", "w").close()
+for _ in range(500):
+    if os.path.exists("go"):
+        break
+    time.sleep(0.02)
+os.write(fds[0], b"INJECTED AFTER THE CALL\n")
+open("written", "w").close()
+time.sleep(1)
+"#;
+
+/// The later call's command: it hands its stdout (the relay's pipe) to the listener.
+const HAND_OVER: &str = r#"import array, socket
+c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); c.connect("relay.sock")
+c.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [1]).tobytes())])
+print("handed over")
+"#;
+
+/// Attack: a call that keeps nothing hands its stdout to a process an earlier call kept.
+/// The earlier call (`--keep-background`) leaves a listener on a unix socket in the
+/// workspace (a connect there is allowed); the later one, run as `sandgate … > build.log`
+/// without `--keep-background`, sends its fd 1 — the relay's pipe — over the socket with
+/// `SCM_RIGHTS` and exits. Every process of the later call is gone, but the pipe's write
+/// end lives on in the kept process, so sandgate leaves its detached copier running and
+/// the kept process can append to `build.log` whenever it likes after the call returned
+/// (after the user read the log: a fake "all tests passed", or gigabytes). Should fail: a
+/// call that did not ask to keep anything leaves nothing running, and its output file is
+/// complete when sandgate returns (README: "all of it before sandgate returns; a kept
+/// process's later output too" — this call kept none).
+#[test]
+fn redteam_round6_a_call_that_keeps_nothing_leaves_no_copier_for_its_log() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    env.put("listener.py", LISTENER, 0o644);
+    env.put("hand_over.py", HAND_OVER, 0o644);
+    let listener_mark = unique_mark("rt6-listener");
+    let call_mark = unique_mark("rt6-handing-call");
+    let kept = output(
+        env.sandgate("workspace-write")
+            .args(["--keep-background", "--", "/bin/sh", "-c"])
+            .arg(format!(
+                "python3 listener.py {listener_mark} </dev/null >/dev/null 2>&1 & \
+                 i=0; while [ ! -e ready ] && [ $i -lt 250 ]; do sleep 0.02; i=$((i+1)); done; \
+                 echo started"
+            )),
+    );
+    let log = env.outside.join("build.log");
+    std::fs::write(&log, "").unwrap_or_else(|e| panic!("{e}"));
+    let out = output(
+        env.sandgate("workspace-write")
+            .args(["--", "python3", "hand_over.py", &call_mark])
+            .stdout(Stdio::from(append_to(&log))),
+    );
+    let received = wait_for(Duration::from_secs(3), || env.ws.join("received").exists());
+    // What still runs of the later call: sandgate's copier carries its command line.
+    let left = processes_marked(&call_mark);
+    std::fs::write(env.ws.join("go"), "").unwrap_or_else(|e| panic!("{e}"));
+    let written = wait_for(Duration::from_secs(3), || env.ws.join("written").exists());
+    std::thread::sleep(Duration::from_millis(300));
+    let after = std::fs::read_to_string(&log).unwrap_or_default();
+    stop_kept(&env);
+    kill_marked(&listener_mark);
+    kill_marked(&call_mark);
+    assert!(
+        String::from_utf8_lossy(&kept.stdout).contains("started"),
+        "control: the listener did not start: {}",
+        show(&kept)
+    );
+    assert_status(&out, 0);
+    let mut failures = vec![];
+    if received && !left.is_empty() {
+        failures.push(format!(
+            "the call kept nothing, yet processes of it still run after it returned \
+             (sandgate's copier, held open by another call's kept process): pids {left:?}"
+        ));
+    }
+    if written && after.contains("INJECTED") {
+        failures.push(format!(
+            "another call's kept process appended to this call's log after it returned: \
+             {after:?}"
+        ));
+    }
+    assert_none(failures);
+}
+
+/// The lines of `text` that are one digit (what the payload wrote; sandgate's own notes,
+/// which may share the file, left out), each with its newline.
+fn digits(text: &str) -> String {
+    text.lines()
+        .filter(|l| l.len() == 1 && l.as_bytes()[0].is_ascii_digit())
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+/// Attack on completeness and order: stdout and stderr going to one file. `>>log 2>>log`
+/// (two open file descriptions of the same file, as `cmd >>log 2>>log` or two `exec`s of
+/// a script make them) gets two pipes, and sandgate copies each round the whole of
+/// stdout's pipe before stderr's, so `1, 2, 3, 4` written alternately lands `1 3 2 4`.
+/// And inside a sandbox, where `kcmp` is refused, a nested `sandgate … >out 2>&1` cannot
+/// tell that fds 1 and 2 share one description and splits them the same way. Should fail:
+/// the README promises the copy "in order", and a log whose error lines moved away from the
+/// output that led to them misleads whoever reads it.
+#[test]
+fn redteam_round6_stdout_and_stderr_to_one_file_keep_their_order() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let script = "echo 1; echo 2 >&2; echo 3; echo 4 >&2";
+    let expected = "1\n2\n3\n4\n";
+    let mut failures = vec![];
+    for mode in ["full-access", "read-only", "workspace-write"] {
+        let log = env.outside.join(format!("two-{mode}.log"));
+        let out = output(
+            env.sandgate(mode)
+                .args(["--", "/bin/sh", "-c", script])
+                .stdout(Stdio::from(append_to(&log)))
+                .stderr(Stdio::from(append_to(&log))),
+        );
+        assert_status(&out, 0);
+        let got = digits(&std::fs::read_to_string(&log).unwrap_or_default());
+        if mode == "full-access" {
+            assert_eq!(got, expected, "control: the shell's own order");
+        } else if got != expected {
+            failures.push(format!(
+                "{mode}, `>>log 2>>log`: the file holds {got:?}, written as {expected:?}"
+            ));
+        }
+    }
+    let inner = sandgate_inside();
+    let nested = format!(
+        "'{}' --sandbox workspace-write -- /bin/sh -c '{script}' >out.log 2>&1; cat out.log",
+        inner.display()
+    );
+    let out = env.sh("workspace-write", &nested);
+    let got = digits(&String::from_utf8_lossy(&out.stdout));
+    if got != expected {
+        failures.push(format!(
+            "nested `sandgate … >out 2>&1`: the file holds {got:?}, written as {expected:?}"
+        ));
+    }
+    assert_none(failures);
+}
+
+/// Attack: reach the caller's log through a second descriptor of it. A script that logs
+/// to fd 3 (`exec 3>>build.log`) and points a command's output there (`sandgate cmd >&3`)
+/// hands sandgate the same open file description as fd 1 and fd 3; sandgate relays fd 1
+/// through a pipe but passes fd 3 as it is, so the command clears what the log held with
+/// `ftruncate(3)` and writes over it. Should fail: "a regular file as stdout or stderr
+/// never reaches the command at all" — here it does, through the inherited duplicate.
+#[test]
+fn redteam_round6_a_duplicate_of_the_log_does_not_reach_the_command() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let payload = "import os\ntry:\n    os.ftruncate(3, 0); os.write(3, b'FORGED\\n'); print('truncated')\nexcept OSError as e:\n    print('refused', e)\n";
+    let mut failures = vec![];
+    for mode in ["full-access", "read-only", "workspace-write"] {
+        let log = env.outside.join(format!("{mode}.log"));
+        std::fs::write(&log, "EARLIER BUILD OUTPUT\n").unwrap_or_else(|e| panic!("{e}"));
+        let sandgate = {
+            let mut cmd = env.sandgate(mode);
+            cmd.args(["--", "python3", "-c", payload]);
+            cmd
+        };
+        // `"$@" 3>&1`: the shell's fd 3 is a duplicate of its stdout, the log.
+        let mut wrapper = Command::new("/bin/sh");
+        wrapper.args(["-c", "\"$@\" 3>&1", "sh"]);
+        let out = output(behind(wrapper, &sandgate).stdout(Stdio::from(append_to(&log))));
+        let after = std::fs::read_to_string(&log).unwrap_or_default();
+        if mode == "full-access" {
+            assert!(
+                !after.contains("EARLIER"),
+                "control: the command could not truncate through fd 3: {after:?} {}",
+                show(&out)
+            );
+        } else if !after.starts_with("EARLIER BUILD OUTPUT\n") {
+            failures.push(format!(
+                "{mode}: the command rewrote the caller's log through fd 3: {after:?}"
+            ));
+        }
+    }
+    assert_none(failures);
+}
+
+/// The command's side of the relay: every way back to the file behind its stdout. Its
+/// fds (`/proc/self/fd`, the standard ones and any other), a reopen of `/dev/stdout` and
+/// `/proc/self/fd/1` for writing with `O_TRUNC`, `ftruncate(1)`, `lseek(1)`, a `flock` on
+/// it, init's fds (`/proc/1/fd`). Should fail (and holds): the command sees only a pipe, the
+/// log keeps what it held, and what the command wrote is appended after it, all of it.
+#[test]
+fn redteam_round6_the_command_finds_no_way_back_to_the_log() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let payload = r#"import fcntl, os, sys
+log = sys.argv[1]
+seen = []
+for d in ("/proc/self/fd", "/proc/1/fd"):
+    try:
+        for n in os.listdir(d):
+            try:
+                if os.readlink(os.path.join(d, n)) == log:
+                    seen.append(d + "/" + n)
+            except OSError:
+                pass
+    except OSError:
+        pass
+for path in ("/dev/stdout", "/proc/self/fd/1", log):
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+        st = os.fstat(fd)
+        if os.path.samestat(st, os.stat(log)):
+            seen.append("reopened " + path)
+        os.close(fd)
+    except OSError:
+        pass
+for name, op in (("ftruncate", lambda: os.ftruncate(1, 0)), ("lseek", lambda: os.lseek(1, 0, 0)),
+                 ("flock", lambda: fcntl.flock(1, fcntl.LOCK_EX | fcntl.LOCK_NB))):
+    try:
+        op()
+        if name != "flock":
+            seen.append(name)
+    except OSError:
+        pass
+sys.stderr.write("SEEN " + repr(seen) + "\n")
+sys.stdout.write("x" * 3000000 + "\nEND\n")
+"#;
+    let mut failures = vec![];
+    for mode in ["read-only", "workspace-write"] {
+        let log = env.outside.join(format!("{mode}.log"));
+        std::fs::write(&log, "BEFORE\n").unwrap_or_else(|e| panic!("{e}"));
+        let out = output(
+            env.sandgate(mode)
+                .args(["--", "python3", "-c", payload])
+                .arg(&log)
+                .stdout(Stdio::from(append_to(&log))),
+        );
+        assert_status(&out, 0);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if !stderr.contains("SEEN []") {
+            failures.push(format!("{mode}: the command reached the log: {stderr}"));
+        }
+        let after = std::fs::read_to_string(&log).unwrap_or_default();
+        let expected = format!("BEFORE\n{}\nEND\n", "x".repeat(3_000_000));
+        if after != expected {
+            failures.push(format!(
+                "{mode}: the log is not what it held plus all the command wrote ({} bytes, \
+                 starts {:?}, ends {:?})",
+                after.len(),
+                &after[..after.len().min(12)],
+                &after[after.len().saturating_sub(12)..]
+            ));
+        }
+    }
+    assert_none(failures);
+}
+
+/// A kept writer that never lets the pipe run dry: it enlarges the pipe to 1 MiB and fills
+/// it with `splice` from `/dev/zero` (no copy of its own), in three processes, for
+/// `argv[1]` seconds.
+const FLOODER: &str = r#"import fcntl, os, sys, time
+try:
+    fcntl.fcntl(1, 1031, 1 << 20)
+except OSError:
+    pass
+zero = os.open("/dev/zero", os.O_RDONLY)
+end = time.time() + float(sys.argv[1])
+n = 0
+while True:
+    try:
+        os.splice(zero, 1, 1 << 20)
+    except OSError:
+        break
+    n += 1
+    if n % 16 == 0 and time.time() > end:
+        break
+"#;
+
+/// Attack: make sandgate hang in its last drain. Once the command has ended, sandgate
+/// copies "everything the pipes hold" before it returns, reading until the pipe is empty;
+/// processes the call keeps (`--keep-background`) that write without pause could keep it
+/// from ever being empty, so that sandgate never returns — with its signals blocked, so
+/// that neither Ctrl-C nor `kill` ends it. Should fail (and holds here: sandgate's copy
+/// outruns three writers splicing into a 1 MiB pipe on this machine, and it returns within
+/// the half second the command took): with `--keep-background` sandgate "returns at once
+/// with the command's status".
+#[test]
+fn redteam_round6_a_kept_writer_does_not_hold_sandgate_up() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    env.put("flooder.py", FLOODER, 0o644);
+    let mark = unique_mark("rt6-flooder");
+    let log = env.outside.join("flood.log");
+    std::fs::write(&log, "").unwrap_or_else(|e| panic!("{e}"));
+    let (stop, truncating) = keep_truncating(&log);
+    let started = Instant::now();
+    // Waited for itself, not for its output: the kept writers hold no pipe of the test's.
+    let status = env
+        .sandgate("read-only")
+        .args(["--keep-background", "--", "/bin/sh", "-c"])
+        .arg(format!(
+            "for i in 1 2 3; do python3 flooder.py 3 {mark} </dev/null 2>/dev/null & done; sleep 0.5"
+        ))
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(append_to(&log)))
+        .stderr(Stdio::null())
+        .status()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let took = started.elapsed();
+    // The writers end by themselves after 3 s; then the copier finds its pipe closed.
+    let gone = wait_for(Duration::from_secs(8), || {
+        processes_marked(&mark).is_empty()
+    });
+    stop.store(true, Ordering::Relaxed);
+    let _ = truncating.join();
+    stop_kept(&env);
+    kill_marked(&mark);
+    assert_eq!(status.code(), Some(0));
+    assert!(
+        took < Duration::from_secs(2),
+        "sandgate returned only after {took:?}, held up by the kept writers"
+    );
+    assert!(gone, "the kept writers and the copier outlived their 3 s");
+}
+
+/// Attack: starve the wait loop. The command writes to its regular-file stdout as fast as
+/// it can (`cat /dev/zero`), so that sandgate's loop always has output to copy, and runs
+/// past `--timeout 1s`. Should fail (and holds): sandgate copies a bounded amount per
+/// round, sends SIGTERM at 1 s and SIGKILL two seconds later, and exits 124 well within
+/// 5 s.
+#[test]
+fn redteam_round6_a_flooding_command_still_meets_its_time_limit() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let log = env.outside.join("timeout.log");
+    std::fs::write(&log, "").unwrap_or_else(|e| panic!("{e}"));
+    let (stop, truncating) = keep_truncating(&log);
+    let started = Instant::now();
+    let out = output(
+        env.sandgate("read-only")
+            .args([
+                "--timeout",
+                "1s",
+                "--",
+                "/bin/sh",
+                "-c",
+                "trap '' TERM; cat /dev/zero",
+            ])
+            .stdout(Stdio::from(append_to(&log))),
+    );
+    let took = started.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let _ = truncating.join();
+    assert_status(&out, 124);
+    assert!(
+        took < Duration::from_secs(5),
+        "a 1 s limit took {took:?} with output pouring in"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// 2. Locks on the caller's open files behind fds 0-2.
+// ---------------------------------------------------------------------------------------
+
+/// True when a new open of `file` can take an exclusive `flock` at once.
+fn host_can_lock(file: &Path) -> bool {
+    let f = File::open(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    Flock::lock(f, FlockArg::LockExclusiveNonblock).is_ok()
+}
+
+/// Whether a host process can take a write record lock on all of `file` at once (which
+/// conflicts with any record lock, read or write, of another description or process).
+fn host_can_record_lock(file: &Path) -> bool {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(file)
+        .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    let whole = libc::flock {
+        l_type: libc::F_WRLCK as libc::c_short,
+        l_whence: libc::SEEK_SET as libc::c_short,
+        l_start: 0,
+        l_len: 0,
+        l_pid: 0,
+    };
+    nix::fcntl::fcntl(&f, nix::fcntl::FcntlArg::F_OFD_SETLK(&whole)).is_ok()
+}
+
+/// Python that takes a lock of `kind` on fd 0: `flock` or an open file description's
+/// record lock.
+fn lock_stdin(kind: &str) -> &'static str {
+    match kind {
+        "flock" => "fcntl.flock(0, fcntl.LOCK_EX)",
+        // A read lock: the caller's stdin is open for reading only.
+        _ => "fcntl.fcntl(0, fcntl.F_OFD_SETLK, struct.pack('hhqqi', fcntl.F_RDLCK, 0, 0, 0, 0))",
+    }
+}
+
+fn can_lock_as(kind: &str) -> fn(&Path) -> bool {
+    match kind {
+        "flock" => host_can_lock,
+        _ => host_can_record_lock,
+    }
+}
+
+/// Attack: a kept process takes the lock after sandgate has put the caller's files back,
+/// and then exits. The call asks for `--keep-background`; its command forks a child that
+/// waits half a second — sandgate has returned by then, its locks dropped — locks stdin (the
+/// open file description the caller keeps: the user's terminal for the whole session, a
+/// script's `exec <input`) and exits. Nothing is kept running any more (`sandgate ps` lists
+/// nothing), yet the lock belongs to the description, which the caller still holds, so it
+/// stays — and the next call, which finds the description locked at its start, leaves it
+/// so. Should fail: the README's limit speaks of a lock held by a kept process "after the
+/// call too", and the round's change drops locks on these descriptions; a lock that
+/// outlives every process of the call is beyond what the call asked to keep.
+#[test]
+fn redteam_round6_a_kept_process_lock_on_the_callers_stdin_outlives_it() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let file = env.outside.join("input.txt");
+    std::fs::write(&file, "input\n").unwrap_or_else(|e| panic!("{e}"));
+    let mut failures = vec![];
+    for kind in ["flock", "ofd"] {
+        let _ = std::fs::remove_file(env.ws.join("locked"));
+        let payload = format!(
+            "import fcntl, os, struct, time\n\
+             if os.fork() == 0:\n\
+             \x20   time.sleep(0.5)\n\
+             \x20   {}\n\
+             \x20   open('locked', 'w').close()\n\
+             \x20   os._exit(0)\n\
+             print('started')\n",
+            lock_stdin(kind)
+        );
+        // The caller's description, kept open here as a shell keeps its terminal.
+        let kept = File::open(&file).unwrap_or_else(|e| panic!("{e}"));
+        let out = output(
+            env.sandgate("workspace-write")
+                .args(["--keep-background", "--", "python3", "-c", &payload])
+                .stdin(Stdio::from(clone_of(&kept))),
+        );
+        assert_status(&out, 0);
+        let locked = wait_for(Duration::from_secs(5), || env.ws.join("locked").exists());
+        // The kept process has exited: the namespace empties and its init leaves.
+        std::thread::sleep(Duration::from_millis(300));
+        let free = can_lock_as(kind)(&file);
+        // A later call with the same stdin, keeping nothing.
+        let later = output(
+            env.sandgate("read-only")
+                .args(["--", "true"])
+                .stdin(Stdio::from(clone_of(&kept))),
+        );
+        let free_later = can_lock_as(kind)(&file);
+        drop(kept);
+        stop_kept(&env);
+        assert_status(&later, 0);
+        assert!(locked, "control: the kept process did not lock ({kind})");
+        if !free || !free_later {
+            failures.push(format!(
+                "{kind}: the lock a kept process took on the caller's stdin outlived it \
+                 (free after it exited: {free}; after a later call: {free_later})"
+            ));
+        }
+    }
+    assert_none(failures);
+}
+
+/// Attack: pass the lock from one call to another running beside it (an agent's parallel
+/// tool calls, `sandgate a & sandgate b` in one terminal), neither keeping anything. Call A
+/// locks its stdin and waits; call B starts while the lock is held — so B's sandgate
+/// records the description as locked and will leave it alone — and waits for A to end (A's
+/// sandgate drops A's lock, as it should); then B takes the lock itself and exits. Should
+/// fail: no process of either call is left, and the caller's description must be free.
+#[test]
+fn redteam_round6_a_lock_passed_between_two_calls_does_not_outlive_them() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let file = env.outside.join("shared-input.txt");
+    std::fs::write(&file, "input\n").unwrap_or_else(|e| panic!("{e}"));
+    let wait = |name: &str| {
+        format!(
+            "for _ in range(500):\n\
+             \x20   if os.path.exists('{name}'): break\n\
+             \x20   time.sleep(0.02)\n"
+        )
+    };
+    let first = format!(
+        "import fcntl, os, time\nfcntl.flock(0, fcntl.LOCK_EX)\nopen('a-locked', 'w').close()\n{}",
+        wait("b-started")
+    );
+    let second = format!(
+        "import fcntl, os, time\nopen('b-started', 'w').close()\n{}fcntl.flock(0, fcntl.LOCK_EX)\nprint('b locked')\n",
+        wait("a-done")
+    );
+    let kept = File::open(&file).unwrap_or_else(|e| panic!("{e}"));
+    let mut a = env
+        .sandgate("workspace-write")
+        .args(["--", "python3", "-c", &first])
+        .stdin(Stdio::from(clone_of(&kept)))
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let a_locked = wait_for(Duration::from_secs(5), || env.ws.join("a-locked").exists());
+    let b = env
+        .sandgate("workspace-write")
+        .args(["--", "python3", "-c", &second])
+        .stdin(Stdio::from(clone_of(&kept)))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let _ = a.wait();
+    std::fs::write(env.ws.join("a-done"), "").unwrap_or_else(|e| panic!("{e}"));
+    let b_out = b.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    let free = host_can_lock(&file);
+    drop(kept);
+    assert!(a_locked, "control: call A did not lock");
+    assert!(
+        String::from_utf8_lossy(&b_out.stdout).contains("b locked"),
+        "control: call B did not lock: {}",
+        show(&b_out)
+    );
+    assert!(
+        free,
+        "two calls that kept nothing left the caller's stdin locked after both ended"
+    );
+}
+
+/// Breakage: sandgate drops a lock the caller itself holds. The caller runs a call in the
+/// background with its stdin (`sandgate … <&3 &`) and meanwhile locks that description
+/// itself (`flock 3`), as a script serialises its own steps on a file; sandgate, which found
+/// it unlocked at the start, unlocks it at the end — the caller's lock with it. A lock the
+/// caller held before the call is kept (the control). Should fail: sandgate may drop only
+/// what the command took.
+#[test]
+fn redteam_round6_sandgate_does_not_drop_a_lock_the_caller_took_meanwhile() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let file = env.outside.join("callers.lock");
+    std::fs::write(&file, "").unwrap_or_else(|e| panic!("{e}"));
+    // Control: held before the call, held after it.
+    let held = Flock::lock(
+        File::open(&file).unwrap_or_else(|e| panic!("{e}")),
+        FlockArg::LockExclusiveNonblock,
+    )
+    .unwrap_or_else(|(_, e)| panic!("{e}"));
+    let out = output(
+        env.sandgate("read-only")
+            .args(["--", "true"])
+            .stdin(Stdio::from(clone_of(&held))),
+    );
+    assert_status(&out, 0);
+    assert!(
+        !host_can_lock(&file),
+        "control: a lock held before the call was dropped"
+    );
+    drop(held);
+    // The lock taken while the call runs.
+    let kept = File::open(&file).unwrap_or_else(|e| panic!("{e}"));
+    let mut call = env
+        .sandgate("read-only")
+        .args(["--", "sleep", "1"])
+        .stdin(Stdio::from(clone_of(&kept)))
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    std::thread::sleep(Duration::from_millis(300));
+    let held =
+        Flock::lock(kept, FlockArg::LockExclusiveNonblock).unwrap_or_else(|(_, e)| panic!("{e}"));
+    let _ = call.wait();
+    let dropped = host_can_lock(&file);
+    drop(held);
+    assert!(
+        !dropped,
+        "sandgate dropped the lock its caller took on the same description during the call"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// 3. The hidden-files rule: what the bounds left unread, closed directories with needed
+//    paths.
+// ---------------------------------------------------------------------------------------
+
+/// Runs `script` under `mode` with `$HOME` at `home`, `$PATH` at `path`, and the workspace
+/// `ws` (its cwd).
+fn run_at_home(
+    env: &TestEnv,
+    mode: &str,
+    home: &Path,
+    path: &str,
+    ws: &Path,
+    script: &str,
+) -> Output {
+    let mut cmd = env.sandgate_without_workspace(mode);
+    cmd.current_dir(ws)
+        .env("HOME", home)
+        .env("PATH", path)
+        .arg("--workspace")
+        .arg(ws)
+        .args(["--", "/bin/sh", "-c", script]);
+    output(&mut cmd)
+}
+
+/// What `cat` shows of each of `files` under `mode`, as `(file, content)` for those whose
+/// content reads.
+fn readable(
+    env: &TestEnv,
+    mode: &str,
+    home: &Path,
+    path: &str,
+    ws: &Path,
+    files: &[PathBuf],
+) -> Vec<String> {
+    files
+        .iter()
+        .filter(|f| {
+            let out = run_at_home(env, mode, home, path, ws, &format!("cat '{}'", f.display()));
+            let content = std::fs::read_to_string(f).unwrap_or_default();
+            String::from_utf8_lossy(&out.stdout).trim() == content.trim()
+        })
+        .map(|f| format!("{mode}: {} read", f.display()))
+        .collect()
+}
+
+/// The cache file of the hidden-files scan of `home`, as `doctor --json` names it.
+fn scan_of(env: &TestEnv, home: &Path, path: &str) -> serde_json::Value {
+    let mut cmd = Command::new(sandgate());
+    env.isolate(&mut cmd);
+    let out = output(
+        cmd.env("HOME", home)
+            .env("PATH", path)
+            .current_dir(&env.outside)
+            .args(["doctor", "--json"]),
+    );
+    let doctor: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("doctor --json: {e}\n{}", show(&out)));
+    doctor["profiles"]["read-only"]["hides"]["hidden"]["scanned"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|s| s["root"].as_str() == home.to_str())
+        .cloned()
+        .unwrap_or_else(|| panic!("no scan of {} in doctor --json", home.display()))
+}
+
+/// Attack: flood the scan from a workspace that is a dot-entry (`~/.dotfiles`, `~/.emacs.d`:
+/// the home's most common repositories) so that a directory the call must see is never
+/// read. One call makes 20,000 files in the workspace; the scan reads the home's dot-entries
+/// in order, `.dotfiles` before `.local` and `.fly`, and its 20,000 entries are spent there.
+/// A directory a bound kept unread is hidden whole — unless the call needs it: `~/.local`
+/// holds `~/.local/bin` and the 0700 `~/.fly` holds `~/.fly/bin`, both on `$PATH`, so both
+/// stay, and since they were never read nothing in them is hidden at all:
+/// `~/.local/share/app/token` (0600), `~/.fly/token` (0600) and `~/.fly/config.yml` (0644 in
+/// a closed directory) read. A sibling that holds nothing needed (`~/.vault`) does go
+/// whole, unread. Should fail: "what was not read is not shown".
+#[test]
+fn redteam_round6_a_flood_does_not_uncover_a_directory_the_call_needs() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let home = env.root.join("home");
+    let ws = home.join(".dotfiles");
+    std::fs::create_dir_all(&ws).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(home.join(".local/bin")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(home.join(".fly/bin")).unwrap_or_else(|e| panic!("{e}"));
+    chmod(&home, 0o755);
+    let local = put(&home, ".local/share/app/token", SECRET, 0o600);
+    let fly_token = put(&home, ".fly/token", "FLY-TOKEN", 0o600);
+    let fly_config = put(&home, ".fly/config.yml", "FLY-CONFIG-ACCESS-TOKEN", 0o644);
+    chmod(&home.join(".fly"), 0o700);
+    let vault = put(&home, ".vault/token", "VAULT-TOKEN", 0o600);
+    let scanned_whole = |env: &TestEnv, path: &str| scan_of(env, &home, path)["truncated"] == false;
+    let path = format!(
+        "{}:{}:/usr/local/bin:/usr/bin:/bin",
+        home.join(".local/bin").display(),
+        home.join(".fly/bin").display()
+    );
+    let files = [local, fly_token, fly_config, vault];
+    // Before the flood every one of them is hidden.
+    let before = readable(&env, "read-only", &home, &path, &ws, &files);
+    assert!(before.is_empty(), "control: {before:?}");
+    let flood = run_at_home(
+        &env,
+        "workspace-write",
+        &home,
+        &path,
+        &ws,
+        "seq -f f%g 1 20000 | xargs touch && echo flooded",
+    );
+    assert!(
+        String::from_utf8_lossy(&flood.stdout).contains("flooded"),
+        "the flood failed: {}",
+        show(&flood)
+    );
+    assert!(
+        !scanned_whole(&env, &path),
+        "control: the flood did not use up the scan's bounds"
+    );
+    let mut failures = readable(&env, "read-only", &home, &path, &ws, &files);
+    // The same after the scan is renewed whole (an hour later): its cache file removed.
+    let cache = scan_of(&env, &home, &path)["cache"]
+        .as_str()
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    let _ = std::fs::remove_file(&cache);
+    failures.extend(readable(&env, "workspace-write", &home, &path, &ws, &files));
+    assert_none(failures);
+}
+
+/// Attack: make the rule hide the call's own tools. A workspace kept in a dot-entry makes
+/// 2100 directories; the breadth-first scan spends its 2000 directories on them before it
+/// reaches `~/.local/share`, which is then hidden whole, unread. `~/.local/bin` is on
+/// `$PATH` and stays — but what pipx (and `uv tool`, and npm's global prefix) put there are
+/// links into `~/.local/share/pipx/venvs/…`, so `black` (here a stand-in) is "not found" in
+/// every later call. Should fail: the tools on `$PATH` work in the sandbox, and a
+/// workspace's content does not decide what the rule hides outside it.
+#[test]
+fn redteam_round6_a_flooded_workspace_does_not_take_away_path_tools() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let home = env.root.join("home");
+    let ws = home.join(".dotfiles");
+    std::fs::create_dir_all(&ws).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(home.join(".local/bin")).unwrap_or_else(|e| panic!("{e}"));
+    chmod(&home, 0o755);
+    put(
+        &home,
+        ".local/share/pipx/venvs/black/bin/black",
+        "#!/bin/sh\necho black-ran\n",
+        0o755,
+    );
+    std::os::unix::fs::symlink(
+        "../share/pipx/venvs/black/bin/black",
+        home.join(".local/bin/black"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let path = format!(
+        "{}:/usr/local/bin:/usr/bin:/bin",
+        home.join(".local/bin").display()
+    );
+    let ran = |mode: &str| {
+        let out = run_at_home(&env, mode, &home, &path, &ws, "black");
+        String::from_utf8_lossy(&out.stdout).contains("black-ran")
+    };
+    assert!(
+        ran("read-only"),
+        "control: the tool does not run before the flood"
+    );
+    let flood = run_at_home(
+        &env,
+        "workspace-write",
+        &home,
+        &path,
+        &ws,
+        "mkdir $(seq -f d%g 1 2100) && echo flooded",
+    );
+    assert!(
+        String::from_utf8_lossy(&flood.stdout).contains("flooded"),
+        "the flood failed: {}",
+        show(&flood)
+    );
+    let mut failures = vec![];
+    for mode in ["read-only", "workspace-write", "read-only"] {
+        if !ran(mode) {
+            failures.push(format!(
+                "{mode}: the $PATH tool ~/.local/bin/black is gone (its target in \
+                 ~/.local/share hidden unread)"
+            ));
+        }
+    }
+    assert_none(failures);
+}
+
+/// Attack: make every call scan the home afresh. The scan's cache is refused when its tree
+/// holds more than 2001 directories; a workspace in a dot-entry with 2100 directories gives
+/// it more than that, so each later call — read-only ones too — walks the home whole again
+/// (up to 2000 directories and 20,000 entries) instead of one `stat` per directory: three
+/// times slower per call here, and much more on a home over NFS. Should fail: the README's
+/// cached scan ("revalidated at each call by one stat per directory read") holds whatever a
+/// workspace holds.
+#[test]
+fn redteam_round6_a_flooded_workspace_does_not_defeat_the_scan_cache() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let home = env.root.join("home");
+    let ws = home.join(".dotfiles");
+    std::fs::create_dir_all(&ws).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(home.join(".config/app")).unwrap_or_else(|e| panic!("{e}"));
+    chmod(&home, 0o755);
+    let path = "/usr/local/bin:/usr/bin:/bin";
+    let flood = run_at_home(
+        &env,
+        "workspace-write",
+        &home,
+        path,
+        &ws,
+        "mkdir $(seq -f d%g 1 2100) && echo flooded",
+    );
+    assert!(
+        String::from_utf8_lossy(&flood.stdout).contains("flooded"),
+        "the flood failed: {}",
+        show(&flood)
+    );
+    // Settle the scan (the directories' times are recorded once they are 2 s old).
+    std::thread::sleep(Duration::from_millis(2100));
+    let sources: Vec<String> = (0..3)
+        .map(|_| {
+            scan_of(&env, &home, path)["source"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    assert!(
+        sources[1..].iter().all(|s| s != "walked"),
+        "the home is scanned whole at every call: sources {sources:?}"
+    );
+}
+
+/// Breakage: a `$PATH` directory named through a symbolic link (`$HOME` itself one, as on
+/// Fedora's atomic desktops where `/home` links to `/var/home`, or a `..` in the entry) is
+/// not recognised as needed: the scan's paths are canonical, `$PATH`'s are taken as written,
+/// so the 0700 `~/.fly` holding `~/.fly/bin` is hidden whole and `flyctl` is "not found".
+/// Named by its canonical path it runs (the control). Should fail: "never … one holding …
+/// a `$PATH` directory".
+#[test]
+fn redteam_round6_a_path_directory_named_through_a_link_still_counts() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let real = env.root.join("real-home");
+    let linked = env.root.join("home");
+    std::fs::create_dir_all(real.join(".fly/bin")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(real.join("proj")).unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink(&real, &linked).unwrap_or_else(|e| panic!("{e}"));
+    chmod(&real, 0o755);
+    put(&real, ".fly/bin/flyctl", "#!/bin/sh\necho fly-ran\n", 0o755);
+    chmod(&real.join(".fly"), 0o700);
+    let ran = |home: &Path, bin: &Path| {
+        let path = format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display());
+        let out = run_at_home(&env, "read-only", home, &path, &real.join("proj"), "flyctl");
+        String::from_utf8_lossy(&out.stdout).contains("fly-ran")
+    };
+    assert!(
+        ran(&real, &real.join(".fly/bin")),
+        "control: the tool does not run by its canonical path"
+    );
+    let mut failures = vec![];
+    for bin in [linked.join(".fly/bin"), real.join("proj/../.fly/bin")] {
+        if !ran(&linked, &bin) {
+            failures.push(format!("PATH={}: flyctl not found", bin.display()));
+        }
+    }
+    assert_none(failures);
+}
