@@ -958,3 +958,103 @@ fn redteam_round6_a_path_directory_named_through_a_link_still_counts() {
     }
     assert_none(failures);
 }
+
+/// `sandgate` behind `sh -c 'ulimit …; exec "$@"'`: the caller's resource limits, as a
+/// CI job's or a shell's `ulimit` sets them.
+fn with_ulimits(limits: &str, sandgate: &Command) -> Command {
+    let mut wrapper = Command::new("/bin/sh");
+    wrapper.args(["-c", &format!("{limits}; exec \"$@\""), "sh"]);
+    behind(wrapper, sandgate)
+}
+
+/// Attack: kill sandgate with its own write. The caller limits file sizes (`ulimit -f`, as
+/// build sandboxes and CI jobs do to stop a runaway log); the command writes past it to its
+/// regular-file stdout. Before this round the command's own write got `SIGXFSZ`; now
+/// sandgate writes the file, so sandgate gets the signal and dies of it mid-call — before it
+/// puts the caller's files and terminal back. The command meanwhile took a `flock` on its
+/// stdin (the caller's description): it stays locked, as would a terminal left in raw mode.
+/// Should fail: sandgate outlives the command's output, and the lock is dropped.
+#[test]
+fn redteam_round6_output_past_the_file_size_limit_does_not_kill_sandgate() {
+    if !require_full_enforcement() {
+        return;
+    }
+    use std::os::unix::process::ExitStatusExt;
+    let env = TestEnv::new();
+    let input = env.outside.join("input.txt");
+    std::fs::write(&input, "input\n").unwrap_or_else(|e| panic!("{e}"));
+    let payload =
+        "import fcntl, sys\nfcntl.flock(0, fcntl.LOCK_EX)\nsys.stdout.write('x' * 2000000)\n";
+    let mut failures = vec![];
+    for mode in ["read-only", "workspace-write"] {
+        let log = env.outside.join(format!("{mode}.log"));
+        let kept = File::open(&input).unwrap_or_else(|e| panic!("{e}"));
+        let mut sandgate = env.sandgate(mode);
+        sandgate.args(["--", "python3", "-c", payload]);
+        let out = output(
+            with_ulimits("ulimit -c 0; ulimit -f 1024", &sandgate)
+                .stdin(Stdio::from(clone_of(&kept)))
+                .stdout(Stdio::from(append_to(&log))),
+        );
+        let free = host_can_lock(&input);
+        drop(kept);
+        if out.status.signal() == Some(libc::SIGXFSZ) {
+            failures.push(format!(
+                "{mode}: sandgate itself died of SIGXFSZ writing the command's output: {}",
+                show(&out)
+            ));
+        }
+        if !free {
+            failures.push(format!(
+                "{mode}: the command's lock on the caller's stdin outlived the call"
+            ));
+        }
+    }
+    assert_none(failures);
+}
+
+/// Attack: read a withheld variable out of sandgate's own memory. sandgate stays dumpable
+/// while the command runs; with the caller's core files enabled (`ulimit -c unlimited`, a
+/// developer's shell) and a file size limit, the command's output past the limit kills
+/// sandgate with `SIGXFSZ`, whose core file the kernel writes where `core_pattern` says —
+/// `core`, in sandgate's working directory, the workspace, as the call's uid. The next
+/// sandboxed call reads it: it holds sandgate's environment, `DEPLOY_TOKEN` (withheld from
+/// the command by name) included. (Where `core_pattern` pipes to a collector, no file
+/// appears and the test has nothing to find.) Should fail: what sandgate withholds never
+/// reaches a sandboxed process.
+#[test]
+fn redteam_round6_sandgates_core_file_does_not_give_away_withheld_variables() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let token = "deploy-token-4b1d8e";
+    let log = env.outside.join("core.log");
+    let mut sandgate = env.sandgate("workspace-write");
+    sandgate.env("DEPLOY_TOKEN", token).args([
+        "--",
+        "/bin/sh",
+        "-c",
+        "echo \"[$DEPLOY_TOKEN]\" >&2; head -c 21000000 /dev/zero",
+    ]);
+    let out = output(
+        with_ulimits("ulimit -c unlimited; ulimit -f 40000", &sandgate)
+            .stdout(Stdio::from(append_to(&log))),
+    );
+    let _ = std::fs::remove_file(&log);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("[]"),
+        "control: the variable was not withheld from the command: {}",
+        show(&out)
+    );
+    let read = env.sh(
+        "workspace-write",
+        "for f in core*; do [ -f \"$f\" ] && grep -a -o 'DEPLOY_TOKEN=[a-z0-9-]*' \"$f\"; done; true",
+    );
+    let found = String::from_utf8_lossy(&read.stdout).into_owned();
+    assert!(
+        !found.contains(token),
+        "a sandboxed call read the withheld DEPLOY_TOKEN from sandgate's core file in the \
+         workspace: {found:?}"
+    );
+}
