@@ -1058,3 +1058,69 @@ fn redteam_round6_sandgates_core_file_does_not_give_away_withheld_variables() {
          workspace: {found:?}"
     );
 }
+
+/// Attack: make the rule hide git's configuration. A workspace kept in a dot-entry
+/// (`~/.dotfiles`) makes 2100 directories and 18,000 files: more directories than the
+/// scan's cache may hold, so every later call scans the home afresh, and more entries than
+/// a scan reads, so each scan spends them on the workspace (read among the home's
+/// dot-entries) before it reads the directories of `~/.config`. `~/.config/git` — and every
+/// other tool's configuration there — is hidden whole, unread, at every call. Inside, git no longer knows the user (`user.name`,
+/// `user.email` from `~/.config/git/config`), nor their aliases, signing or `safe.directory`
+/// settings: commits made in the sandbox fail or carry another identity. Should fail: a
+/// workspace's content does not decide what the rule hides outside it, and git's
+/// configuration, which holds no secret, reads.
+#[test]
+fn redteam_round6_a_flooded_workspace_does_not_hide_gits_configuration() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let home = env.root.join("home");
+    let ws = home.join(".dotfiles");
+    std::fs::create_dir_all(&ws).unwrap_or_else(|e| panic!("{e}"));
+    chmod(&home, 0o755);
+    put(
+        &home,
+        ".config/git/config",
+        "[user]\n\tname = Flood Victim\n\temail = victim@example.org\n",
+        0o644,
+    );
+    let path = "/usr/local/bin:/usr/bin:/bin";
+    let name = |mode: &str| {
+        let out = run_at_home(
+            &env,
+            mode,
+            &home,
+            path,
+            &ws,
+            "git config --global user.name; true",
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    assert_eq!(
+        name("read-only"),
+        "Flood Victim",
+        "control: before the flood"
+    );
+    let flood = run_at_home(
+        &env,
+        "workspace-write",
+        &home,
+        path,
+        &ws,
+        "mkdir $(seq -f d%g 1 2100) && seq -f f%g 1 18000 | xargs touch && echo flooded",
+    );
+    assert!(
+        String::from_utf8_lossy(&flood.stdout).contains("flooded"),
+        "the flood failed: {}",
+        show(&flood)
+    );
+    let mut failures = vec![];
+    for mode in ["read-only", "workspace-write", "read-only"] {
+        let got = name(mode);
+        if got != "Flood Victim" {
+            failures.push(format!("{mode}: git's user.name inside is {got:?}"));
+        }
+    }
+    assert_none(failures);
+}
