@@ -721,7 +721,8 @@ fn readable(
         .collect()
 }
 
-/// The cache file of the hidden-files scan of `home`, as `doctor --json` names it.
+/// The hidden-files scan of `home` as `doctor --json` reports it (its cache file, its
+/// source, whether a bound truncated it).
 fn scan_of(env: &TestEnv, home: &Path, path: &str) -> serde_json::Value {
     let mut cmd = Command::new(sandgate());
     env.isolate(&mut cmd);
@@ -750,8 +751,10 @@ fn scan_of(env: &TestEnv, home: &Path, path: &str) -> serde_json::Value {
 /// holds `~/.local/bin` and the 0700 `~/.fly` holds `~/.fly/bin`, both on `$PATH`, so both
 /// stay, and since they were never read nothing in them is hidden at all:
 /// `~/.local/share/app/token` (0600), `~/.fly/token` (0600) and `~/.fly/config.yml` (0644 in
-/// a closed directory) read. A sibling that holds nothing needed (`~/.vault`) does go
-/// whole, unread. Should fail: "what was not read is not shown".
+/// a closed directory) read, at the call right after the flood (a refresh of the cached
+/// scan) and after the scan is renewed whole. A sibling that holds nothing needed
+/// (`~/.vault`) goes whole, unread, as it should. Should fail: "what was not read is not
+/// shown".
 #[test]
 fn redteam_round6_a_flood_does_not_uncover_a_directory_the_call_needs() {
     if !require_full_enforcement() {
