@@ -75,12 +75,12 @@ fn main() {
     let caller = sandgate::secret_scan::Caller::current();
     time("hidden-files rule: scans from the cache", 2_000, || {
         for root in &roots {
-            black_box(sandgate::secret_scan::snapshot(root, &caller));
+            black_box(sandgate::secret_scan::snapshot(root, &caller, &[]));
         }
     });
     time("hidden-files rule: full scans", 50, || {
         for root in &roots {
-            black_box(sandgate::secret_scan::walk(root, &caller));
+            black_box(sandgate::secret_scan::walk(root, &caller, &[]));
         }
     });
     time("seccomp programs (notifying + refusing)", 2_000, || {

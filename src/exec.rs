@@ -269,6 +269,9 @@ pub fn run(mut launch: Launch<'_>) -> Result<Outcome, ExecError> {
     drop(err_w);
     drop(theirs);
     relay.started();
+    // The command has its own limits and dispositions; from here on these are sandgate's.
+    let _ = sys::no_core_files();
+    sys::ignore_file_size_signal();
     let (listener, proxy_listener) = from_the_child(
         ours.as_fd(),
         launch.sandbox.has_proxy(),
@@ -320,7 +323,7 @@ pub fn run(mut launch: Launch<'_>) -> Result<Outcome, ExecError> {
         running.hand_over(&waited);
     }
     // Single-threaded again (the supervisor's threads are joined): the relay may fork.
-    relay.finish();
+    relay.finish(ended.kept || clone_flags.is_none());
     Ok(ended.outcome)
 }
 

@@ -942,13 +942,27 @@ pub fn signal_thread<T>(handle: &std::thread::JoinHandle<T>, signo: libc::c_int)
 /// Makes sure this process leaves no core file: `RLIMIT_CORE` 0, and not dumpable (which
 /// also keeps a `core_pattern` pipe helper from being started).
 pub fn no_core_dumps() -> io::Result<()> {
+    no_core_files()?;
+    nix::sys::prctl::set_dumpable(false).map_err(io::Error::from)
+}
+
+/// `RLIMIT_CORE` 0 for this process (and what it forks later): should it crash, its memory
+/// (the environment with the variables it withholds from the command) is not written to a
+/// core file in its working directory — a workspace the sandbox can read.
+pub fn no_core_files() -> io::Result<()> {
     let zero = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
     };
     // SAFETY: the kernel reads one rlimit from the live local.
-    check(unsafe { libc::setrlimit(libc::RLIMIT_CORE, &zero) }.into())?;
-    nix::sys::prctl::set_dumpable(false).map_err(io::Error::from)
+    check(unsafe { libc::setrlimit(libc::RLIMIT_CORE, &zero) }.into()).map(drop)
+}
+
+/// Ignores SIGXFSZ: a write past the caller's file size limit (`ulimit -f`) then fails with
+/// `EFBIG` instead of killing sandgate, which writes the command's output files itself.
+pub fn ignore_file_size_signal() {
+    // SAFETY: installing SIG_IGN involves no handler code.
+    unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
 }
 
 /// Restores the default action of signal `signo` (not possible for SIGKILL and SIGSTOP,

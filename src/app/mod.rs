@@ -386,7 +386,17 @@ fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Ou
     // The hidden-files rule's scans: not for full access, and not inside a sandbox, whose
     // own masks already cover this view (a nested call can make none).
     let scans = if confined && env.parent.is_none() {
-        secret_scans(mode, &env)?
+        let needed: Vec<PathBuf> = [&workspace, &env.cwd]
+            .into_iter()
+            .cloned()
+            .chain(
+                args.writable_roots
+                    .iter()
+                    .chain(&args.unhide)
+                    .map(|p| env.cwd.join(p)),
+            )
+            .collect();
+        secret_scans(mode, &env, &needed)?
     } else {
         vec![]
     };
@@ -733,14 +743,27 @@ fn launch<'a>(
     }
 }
 
-/// What the hidden-files rule's scans find for a call under `mode` (see `secret_scan`).
-pub(crate) fn secret_scans(mode: Mode, env: &Env) -> Result<Vec<secret_scan::Snapshot>, Error> {
+/// What the hidden-files rule's scans find for a call under `mode` (see `secret_scan`);
+/// `needed` are paths the call must see besides `$PATH` and the XDG base directories,
+/// whose way the scans read whatever their bounds.
+pub(crate) fn secret_scans(
+    mode: Mode,
+    env: &Env,
+    needed: &[PathBuf],
+) -> Result<Vec<secret_scan::Snapshot>, Error> {
     let roots =
         policy::secrets::rule_roots(mode, &env.homes, &env.xdg, nix::unistd::geteuid().is_root())?;
     let caller = secret_scan::Caller::current();
+    // Canonical, as the scans name what they find.
+    let anchors: Vec<PathBuf> = needed
+        .iter()
+        .chain(&env.path)
+        .chain(&env.xdg)
+        .filter_map(|p| std::fs::canonicalize(p).ok())
+        .collect();
     Ok(roots
         .iter()
-        .filter_map(|root| secret_scan::snapshot(root, &caller))
+        .filter_map(|root| secret_scan::snapshot(root, &caller, &anchors))
         .collect())
 }
 
@@ -750,7 +773,7 @@ pub(crate) fn hidden_report(mode: Mode) -> serde_json::Value {
     let report = || -> Result<serde_json::Value, Error> {
         let env = gather_env()?;
         let layers = Layers::load()?;
-        let scans = secret_scans(mode, &env)?;
+        let scans = secret_scans(mode, &env, &[])?;
         let caller = secret_scan::Caller::current();
         let scanned: Vec<serde_json::Value> = scans
             .iter()

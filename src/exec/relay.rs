@@ -45,12 +45,12 @@ pub(super) struct Relay {
 }
 
 struct Stream {
-    /// The pipe's read end, non-blocking.
-    from: OwnedFd,
+    /// The pipe's read end, non-blocking; closed at the pipe's end or once the file
+    /// refused a write (the command's next write then fails with `EPIPE`, as it would
+    /// have failed on the file).
+    from: Option<OwnedFd>,
     /// The caller's file (a duplicate of sandgate's fd).
     to: OwnedFd,
-    /// Neither the end of the pipe nor a failed write seen yet.
-    open: bool,
 }
 
 impl Relay {
@@ -70,10 +70,13 @@ impl Relay {
             if !regular {
                 continue;
             }
+            // One pipe for both when they are one file: the order the command wrote in
+            // stays (written through the first's description, which `>>log 2>>log`
+            // opens the same way).
             let shared = relay
                 .streams
                 .iter()
-                .position(|s| sys::same_open_file(s.to.as_raw_fd(), file.as_raw_fd()));
+                .position(|s| same_file(s.to.as_fd(), file.as_fd()));
             if let Some(i) = shared {
                 relay.ends[i].1.push(fd);
                 continue;
@@ -82,9 +85,8 @@ impl Relay {
             // The read end only: the command's end stays blocking, as a file was.
             nix::fcntl::fcntl(from.as_fd(), FcntlArg::F_SETFL(OFlag::O_NONBLOCK))?;
             relay.streams.push(Stream {
-                from,
+                from: Some(from),
                 to: file,
-                open: true,
             });
             relay.ends.push((write, vec![fd]));
         }
@@ -121,36 +123,43 @@ impl Relay {
     pub fn waiting(&self) -> impl Iterator<Item = BorrowedFd<'_>> {
         self.streams
             .iter()
-            .filter(|s| s.open)
-            .map(|s| s.from.as_fd())
+            .filter_map(|s| s.from.as_ref())
+            .map(AsFd::as_fd)
     }
 
     /// Copies what the pipes hold now, a bounded amount per stream.
     pub fn pump(&mut self) {
         let mut buf = vec![0u8; CHUNK];
-        for stream in self.streams.iter_mut().filter(|s| s.open) {
+        for stream in &mut self.streams {
             stream.copy(&mut buf, Some(CHUNKS_PER_ROUND));
         }
     }
 
-    /// Once the command has ended: copies everything the pipes hold. Processes that still
-    /// hold a pipe are left to a detached process of sandgate's, which copies on until
-    /// the last of them is gone; sandgate must be single-threaded by then (see
-    /// [`sys::fork`]). Failing that, they find the pipe closed (`EPIPE`).
-    pub fn finish(mut self) {
+    /// Once the command has ended: copies everything the pipes hold. When processes of the
+    /// call may still hold a pipe (`outlived`: it kept them, or had no PID namespace to end
+    /// them), a detached process of sandgate's copies on until the last of them is gone;
+    /// sandgate must be single-threaded by then (see [`sys::fork`]). Otherwise, and should
+    /// the fork fail, whoever still holds a pipe (a process of another call it was passed
+    /// to) finds it closed (`EPIPE`).
+    pub fn finish(mut self, outlived: bool) {
         let mut buf = vec![0u8; CHUNK];
-        for stream in self.streams.iter_mut().filter(|s| s.open) {
+        for stream in &mut self.streams {
             stream.copy(&mut buf, None);
         }
-        self.streams.retain(|s| s.open);
-        if self.streams.is_empty() {
+        self.streams.retain(|s| s.from.is_some());
+        if self.streams.is_empty() || !outlived {
             return;
         }
         if let Ok(0) = sys::fork() {
             let keep: Vec<RawFd> = self
                 .streams
                 .iter()
-                .flat_map(|s| [s.from.as_raw_fd(), s.to.as_raw_fd()])
+                .flat_map(|s| {
+                    s.from
+                        .iter()
+                        .map(AsRawFd::as_raw_fd)
+                        .chain([s.to.as_raw_fd()])
+                })
                 .collect();
             sys::close_all_fds_except(&keep);
             loop {
@@ -166,7 +175,7 @@ impl Relay {
                     Err(_) => break,
                 }
                 drop(ready);
-                for stream in self.streams.iter_mut().filter(|s| s.open) {
+                for stream in &mut self.streams {
                     stream.copy(&mut buf, None);
                 }
             }
@@ -175,25 +184,38 @@ impl Relay {
     }
 }
 
+/// Whether `a` and `b` are the same file (or the same open file description of it).
+fn same_file(a: BorrowedFd<'_>, b: BorrowedFd<'_>) -> bool {
+    if sys::same_open_file(a.as_raw_fd(), b.as_raw_fd()) {
+        return true;
+    }
+    match (nix::sys::stat::fstat(a), nix::sys::stat::fstat(b)) {
+        (Ok(a), Ok(b)) => (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino),
+        _ => false,
+    }
+}
+
 impl Stream {
     /// Copies from the pipe to the file until the pipe is empty (or, with `limit`, that
-    /// many chunks were copied); closes the stream at the pipe's end or when the file
-    /// refuses a write (the command then finds its pipe closed, as it would have found
-    /// the file full).
+    /// many chunks were copied); closes the pipe at its end or when the file refuses a
+    /// write.
     fn copy(&mut self, buf: &mut [u8], limit: Option<usize>) {
         let mut rounds = 0;
-        while limit.is_none_or(|l| rounds < l) {
+        while let Some(from) = self
+            .from
+            .as_ref()
+            .filter(|_| limit.is_none_or(|l| rounds < l))
+        {
             rounds += 1;
-            match nix::unistd::read(self.from.as_fd(), buf) {
-                Ok(0) => return self.open = false,
-                Ok(n) => {
-                    if sys::write_all(self.to.as_fd(), &buf[..n]).is_err() {
-                        return self.open = false;
-                    }
-                }
-                Err(nix::errno::Errno::EINTR) => {}
+            let copied = match nix::unistd::read(from.as_fd(), buf) {
+                Ok(0) => false,
+                Ok(n) => sys::write_all(self.to.as_fd(), &buf[..n]).is_ok(),
+                Err(nix::errno::Errno::EINTR) => true,
                 Err(nix::errno::Errno::EAGAIN) => return,
-                Err(_) => return self.open = false,
+                Err(_) => false,
+            };
+            if !copied {
+                self.from = None;
             }
         }
     }

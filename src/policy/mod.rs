@@ -628,7 +628,13 @@ fn hidden_paths(
     let keep_whole: Vec<PathBuf> = std::iter::once(workspace.to_path_buf())
         .chain(writable_roots.iter().cloned())
         .chain(caches.iter().map(|c| c.path.clone()))
-        .chain(env.path.iter().cloned())
+        // Canonical, as the rule's scans name what they found: a `$PATH` entry written
+        // through a link (a symlinked home) or with `..` must count all the same.
+        .chain(
+            env.path
+                .iter()
+                .map(|d| std::fs::canonicalize(d).unwrap_or_else(|_| d.clone())),
+        )
         .collect();
     let listed = secrets::listed(
         secrets::profile_entries(&spec.hidden_paths, placeholders),

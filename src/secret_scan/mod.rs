@@ -217,38 +217,47 @@ pub enum Source {
 /// The snapshot of `root` for `caller`: the cached one, checked and brought up to date,
 /// or a fresh scan; the result is cached again when it changed. A cache that cannot be
 /// used is not an error: the scan is then made without it.
-pub fn snapshot(root: &Root, caller: &Caller) -> Option<Snapshot> {
+///
+/// `anchors` are paths the call must see (the workspace, writable roots, `$PATH`
+/// directories, paths shown again; canonical), which the rule therefore cannot hide
+/// whole: the directories on the way to each, and each itself, are read whatever the
+/// bounds (see [`Scan::reach`]). So are those on the way to the trees the scan skips (the
+/// caches, which the call mounts).
+pub fn snapshot(root: &Root, caller: &Caller, anchors: &[PathBuf]) -> Option<Snapshot> {
     let now = now_ns();
     let cached = store::load(root, caller);
-    let snapshot = match cached {
+    let anchors: Vec<&PathBuf> = anchors.iter().chain(&root.skip).collect();
+    let mut snapshot = match cached {
         Some(mut old) if now - old.walked < MAX_AGE_NS => {
             let mut scan = Scan::new(root, caller, old.tree.count());
             match scan.refresh(&mut old.tree, &root.path, 0) {
-                Kept::Same if !scan.changed => {
-                    old.source = Source::Cached;
-                    return Some(old);
-                }
                 Kept::Same => {
+                    scan.reach(&mut old.tree, &anchors);
+                    if !scan.changed {
+                        old.source = Source::Cached;
+                        return Some(old);
+                    }
                     old.truncated |= scan.truncated;
                     old.source = Source::Refreshed;
                     old
                 }
-                Kept::Gone => walk(root, caller)?,
+                Kept::Gone => walk(root, caller, &anchors)?,
             }
         }
-        _ => walk(root, caller)?,
+        _ => walk(root, caller, &anchors)?,
     };
-    let mut snapshot = snapshot;
     limit_watched(&mut snapshot.tree);
     store::save(&snapshot, caller);
     Some(snapshot)
 }
 
-/// Scans `root` whole; `None` when the root itself cannot be read as a directory.
-pub fn walk(root: &Root, caller: &Caller) -> Option<Snapshot> {
+/// Scans `root` whole, and the way to each of `anchors` (see [`snapshot`]); `None` when the
+/// root itself cannot be read as a directory.
+pub fn walk(root: &Root, caller: &Caller, anchors: &[&PathBuf]) -> Option<Snapshot> {
     let mut scan = Scan::new(root, caller, 0);
     let st = nix::sys::stat::lstat(&root.path).ok()?;
-    let tree = scan.subtree(&root.path, OsString::new(), &st, 0)?;
+    let mut tree = scan.subtree(&root.path, OsString::new(), &st, 0)?;
+    scan.reach(&mut tree, anchors);
     Some(Snapshot {
         root: root.clone(),
         walked: scan.now,
@@ -430,6 +439,68 @@ impl<'a> Scan<'a> {
             public
         } else {
             vec![]
+        }
+    }
+
+    /// Reads the directories on the way from the root to each of `anchors`, and each
+    /// itself, that the bounds left unread, without counting them against the bounds (but
+    /// with a budget of the bounds' size for each). The rule hides an unread directory
+    /// whole, unless it holds a path the call must see: such a directory must be known,
+    /// or whatever lies beside that path would read. What they hold beside the way is
+    /// recorded unread, and hidden whole. A tree made to use up the bounds (thousands of
+    /// directories in a workspace) thus cannot uncover what lies beside a needed path.
+    fn reach(&mut self, tree: &mut Node, anchors: &[&PathBuf]) {
+        for anchor in anchors {
+            let Ok(inside) = anchor.strip_prefix(&self.root.path) else {
+                continue;
+            };
+            let mut names = inside.iter();
+            let mut node = &mut *tree;
+            let mut path = self.root.path.clone();
+            for depth in 0.. {
+                if node.unread {
+                    self.read_exempt(node, &path, depth);
+                }
+                let Some(name) = names.next() else {
+                    break;
+                };
+                let Some(i) = node.children.iter().position(|c| c.name == name) else {
+                    break;
+                };
+                node = &mut node.children[i];
+                path.push(name);
+            }
+        }
+    }
+
+    /// Reads the directory `node` at `path` outside the scan's bounds (see [`Scan::reach`]).
+    fn read_exempt(&mut self, node: &mut Node, path: &Path, depth: usize) {
+        let spent = (self.dirs, self.entries, self.truncated);
+        (self.dirs, self.entries) = (0, 0);
+        let listing = self.read(path, depth);
+        let partial = self.out_of_budget();
+        (self.dirs, self.entries, self.truncated) = spent;
+        let Some(listing) = listing else {
+            return;
+        };
+        self.changed = true;
+        node.files = listing.files;
+        node.secret = listing.secret;
+        node.public = self.kept_public(node.closed, listing.public);
+        node.closed_below = listing.closed_below;
+        node.unread = listing.partial || partial;
+        node.watched = listing.watched;
+        for (name, st) in listing.dirs {
+            if !node
+                .children
+                .iter()
+                .any(|c| c.name == name && c.ino == st.st_ino)
+            {
+                let child = path.join(&name);
+                let mut fresh = self.node(name, &st, &child);
+                fresh.unread = true;
+                node.children.push(fresh);
+            }
         }
     }
 

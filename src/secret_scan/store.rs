@@ -18,7 +18,7 @@ use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
 use sha2::{Digest, Sha256};
 
-use super::{Caller, Node, Root, Snapshot, Source, Watched, MAX_DEPTH, MAX_DIRS};
+use super::{Caller, Node, Root, Snapshot, Source, Watched, MAX_DEPTH, MAX_ENTRIES};
 
 /// Bumped whenever the format or the scan's rules change: an older file is then ignored.
 const FORMAT: &[u8] = b"sandgate-hidden-scan 2\n";
@@ -236,7 +236,9 @@ impl Reader<'_> {
 
     fn node(&mut self, depth: usize) -> Option<Node> {
         self.nodes += 1;
-        if depth > MAX_DEPTH || self.nodes > MAX_DIRS + 1 {
+        // Every node but the root is an entry of a directory read: directories the
+        // bounds left unread are recorded too.
+        if depth > MAX_DEPTH || self.nodes > MAX_ENTRIES + 1 {
             return None;
         }
         let name = self.name()?;

@@ -65,7 +65,7 @@ fn owner_only_files_in_dot_entries_and_the_home_are_found_and_nothing_else() -> 
         ("top-level", 0o600),
     ])?;
     std::os::unix::fs::symlink(home.join(".foo"), home.join(".link"))?;
-    let snapshot = walk(&root(&home, &[".cache/skipped"]), &me())
+    let snapshot = walk(&root(&home, &[".cache/skipped"]), &me(), &[])
         .ok_or_else(|| std::io::Error::other("no snapshot"))?;
     assert_eq!(
         secrets(&snapshot),
@@ -86,7 +86,7 @@ fn owner_only_files_in_dot_entries_and_the_home_are_found_and_nothing_else() -> 
 fn a_cache_round_trips_and_anything_else_is_refused() -> std::io::Result<()> {
     let (_dir, home) = home(&[(".foo/token", 0o600), (".foo/readme", 0o644)])?;
     let root = root(&home, &[]);
-    let snapshot = walk(&root, &me()).ok_or_else(|| std::io::Error::other("no snapshot"))?;
+    let snapshot = walk(&root, &me(), &[]).ok_or_else(|| std::io::Error::other("no snapshot"))?;
     let bytes = store::encode(&snapshot);
     let mut decoded =
         store::decode(&bytes, &root).ok_or_else(|| std::io::Error::other("no decode"))?;
@@ -112,10 +112,12 @@ fn the_cache_sees_new_removed_and_chmodded_files_at_the_next_call() -> std::io::
     let (_dir, home) = home(&[(".foo/readme", 0o644), (".config/app/settings", 0o644)])?;
     let root = root(&home, &[]);
     let caller = me();
-    let first = snapshot(&root, &caller).ok_or_else(|| std::io::Error::other("no snapshot"))?;
+    let first =
+        snapshot(&root, &caller, &[]).ok_or_else(|| std::io::Error::other("no snapshot"))?;
     assert!(secrets(&first).is_empty());
     // Times within the racy window are recorded as changed: the next call reads again.
-    let again = snapshot(&root, &caller).ok_or_else(|| std::io::Error::other("no snapshot"))?;
+    let again =
+        snapshot(&root, &caller, &[]).ok_or_else(|| std::io::Error::other("no snapshot"))?;
     assert_eq!(again.source, Source::Refreshed);
     // A new owner-only file, a file made owner-only, a new directory with one.
     write(&home.join(".foo/new-token"), 0o600)?;
@@ -124,7 +126,7 @@ fn the_cache_sees_new_removed_and_chmodded_files_at_the_next_call() -> std::io::
         std::fs::Permissions::from_mode(0o600),
     )?;
     write(&home.join(".config/other/deep/key"), 0o600)?;
-    let next = snapshot(&root, &caller).ok_or_else(|| std::io::Error::other("no snapshot"))?;
+    let next = snapshot(&root, &caller, &[]).ok_or_else(|| std::io::Error::other("no snapshot"))?;
     assert_eq!(next.source, Source::Refreshed);
     assert_eq!(
         secrets(&next),
@@ -137,10 +139,10 @@ fn the_cache_sees_new_removed_and_chmodded_files_at_the_next_call() -> std::io::
     // Removed again, and a directory gone.
     std::fs::remove_file(home.join(".foo/new-token"))?;
     std::fs::remove_dir_all(home.join(".config/other"))?;
-    let last = snapshot(&root, &caller).ok_or_else(|| std::io::Error::other("no snapshot"))?;
+    let last = snapshot(&root, &caller, &[]).ok_or_else(|| std::io::Error::other("no snapshot"))?;
     assert_eq!(secrets(&last), [".config/app/settings"]);
     // The refreshed snapshot is what a full walk finds.
-    let walked = walk(&root, &caller).ok_or_else(|| std::io::Error::other("no snapshot"))?;
+    let walked = walk(&root, &caller, &[]).ok_or_else(|| std::io::Error::other("no snapshot"))?;
     assert_eq!(secrets(&walked), secrets(&last));
     Ok(())
 }
@@ -150,11 +152,13 @@ fn settled_times_let_an_unchanged_tree_come_from_the_cache() -> std::io::Result<
     let (_dir, home) = home(&[(".foo/token", 0o600)])?;
     let root = root(&home, &[]);
     let caller = me();
-    let mut snapshot = walk(&root, &caller).ok_or_else(|| std::io::Error::other("no snapshot"))?;
+    let mut snapshot =
+        walk(&root, &caller, &[]).ok_or_else(|| std::io::Error::other("no snapshot"))?;
     // As if the scan had run long after the tree last changed.
     set_times(&mut snapshot.tree, &home);
     store::save(&snapshot, &caller);
-    let cached = super::snapshot(&root, &caller).ok_or_else(|| std::io::Error::other("none"))?;
+    let cached =
+        super::snapshot(&root, &caller, &[]).ok_or_else(|| std::io::Error::other("none"))?;
     assert_eq!(cached.source, Source::Cached);
     assert_eq!(secrets(&cached), [".foo/token"]);
     Ok(())
@@ -191,7 +195,7 @@ fn system_files_others_may_not_read_and_closed_directories() -> std::io::Result<
         skip: vec![],
         xdg: vec![],
     };
-    let snapshot = walk(&root, &me()).ok_or_else(|| std::io::Error::other("no snapshot"))?;
+    let snapshot = walk(&root, &me(), &[]).ok_or_else(|| std::io::Error::other("no snapshot"))?;
     assert_eq!(secrets(&snapshot), ["shadow"]);
     let private = &snapshot.tree.children[0].children[0];
     assert!(private.closed && private.children.is_empty() && private.files == 0);
@@ -219,7 +223,8 @@ fn a_home_directory_only_its_owner_may_enter_is_closed_but_still_read() -> std::
     ] {
         std::fs::set_permissions(home.join(dir), std::fs::Permissions::from_mode(mode))?;
     }
-    let snapshot = walk(&root(&home, &[]), &me()).ok_or_else(|| std::io::Error::other("none"))?;
+    let snapshot =
+        walk(&root(&home, &[]), &me(), &[]).ok_or_else(|| std::io::Error::other("none"))?;
     let mut closed = vec![];
     snapshot.tree.visit(Path::new(""), &mut |node, path| {
         if node.closed {
@@ -240,7 +245,8 @@ fn a_closed_directory_at_the_last_level_is_named_by_its_parent() -> std::io::Res
         home.join(".a/b/c/d/e"),
         std::fs::Permissions::from_mode(0o700),
     )?;
-    let snapshot = walk(&root(&home, &[]), &me()).ok_or_else(|| std::io::Error::other("none"))?;
+    let snapshot =
+        walk(&root(&home, &[]), &me(), &[]).ok_or_else(|| std::io::Error::other("none"))?;
     let mut below = vec![];
     snapshot.tree.visit(Path::new(""), &mut |node, path| {
         below.extend(
@@ -260,7 +266,7 @@ fn at_most_so_many_files_are_watched_however_many_share_a_time() -> std::io::Res
         write(&home.join(format!(".many/f{i}")), 0o644)?;
     }
     let mut snapshot =
-        walk(&root(&home, &[]), &me()).ok_or_else(|| std::io::Error::other("no snapshot"))?;
+        walk(&root(&home, &[]), &me(), &[]).ok_or_else(|| std::io::Error::other("no snapshot"))?;
     // As if they had all been written within one tick of the clock.
     for w in &mut snapshot.tree.children[0].watched {
         w.ctime = 42;
