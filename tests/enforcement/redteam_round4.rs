@@ -14,8 +14,6 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use nix::fcntl::{Flock, FlockArg};
-
 use crate::support::*;
 
 /// Starts `cmd` (a sandgate running `flock -x FILE sh -c 'echo held; sleep 5'`) and waits
@@ -36,12 +34,6 @@ fn start_holding(cmd: &mut Command) -> (Child, bool) {
         "the command did not start in time"
     );
     (child, held)
-}
-
-/// True when the host can take an exclusive `flock` on `file` at once.
-fn host_can_lock(file: &Path) -> bool {
-    let f = std::fs::File::open(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-    Flock::lock(f, FlockArg::LockExclusiveNonblock).is_ok()
 }
 
 fn end(mut child: Child) {
@@ -193,53 +185,9 @@ fn nonblock_on_pty(env: &TestEnv, mode: &str) -> String {
     on_pty_then(
         env,
         mode,
-        SET_NONBLOCK,
+        &["python3", "-c", SET_NONBLOCK],
         r#"python3 -c 'import fcntl, os; print("after:", "nonblocking" if fcntl.fcntl(0, fcntl.F_GETFL) & os.O_NONBLOCK else "blocking")'"#,
     )
-}
-
-/// Runs `sandgate --sandbox MODE -- python3 -c PAYLOAD` on a fresh 24x80 pty (the user's
-/// terminal: stdio and controlling terminal of a `setsid -c` session), then `after` (a
-/// shell command line, what the user runs next from the same terminal). Returns what the
-/// terminal showed.
-fn on_pty_then(env: &TestEnv, mode: &str, payload: &str, after: &str) -> String {
-    use std::io::Read;
-    use std::os::fd::OwnedFd;
-    let size = nix::pty::Winsize {
-        ws_row: 24,
-        ws_col: 80,
-        ws_xpixel: 0,
-        ws_ypixel: 0,
-    };
-    let pty = nix::pty::openpty(Some(&size), None).unwrap_or_else(|e| panic!("openpty: {e}"));
-    let slave = |fd: &OwnedFd| Stdio::from(fd.try_clone().unwrap_or_else(|e| panic!("{e}")));
-    let script = format!(r#""$@"; {after}"#);
-    let mut cmd = Command::new("setsid");
-    cmd.arg("-c")
-        .args(["/bin/sh", "-c", &script, "sh"])
-        .arg(sandgate())
-        .args(["--sandbox", mode, "--workspace"])
-        .arg(&env.ws)
-        .args(["--", "python3", "-c", payload]);
-    env.isolate(&mut cmd);
-    cmd.current_dir(&env.ws)
-        .stdin(slave(&pty.slave))
-        .stdout(slave(&pty.slave))
-        .stderr(slave(&pty.slave));
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
-    drop(cmd);
-    drop(pty.slave);
-    let mut master = std::fs::File::from(pty.master);
-    let mut out = Vec::new();
-    let mut buf = [0u8; 4096];
-    while let Ok(n) = master.read(&mut buf) {
-        if n == 0 {
-            break;
-        }
-        out.extend_from_slice(&buf[..n]);
-    }
-    let _ = child.wait();
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Attack: the sandboxed command sets `O_NONBLOCK` on its stdin — the user's terminal,
@@ -315,10 +263,10 @@ fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack('HHHH', 3, 7, 0, 0))\n\
 print('set', flush=True)\n";
     let after = "echo \"after: $(stty size)\"";
     // Control: without a sandbox the size stays changed (the payload is real).
-    let shown = on_pty_then(&env, "full-access", payload, after);
+    let shown = on_pty_then(&env, "full-access", &["python3", "-c", payload], after);
     assert!(shown.contains("after: 3 7"), "control: {shown:?}");
     for mode in ["read-only", "workspace-write"] {
-        let shown = on_pty_then(&env, mode, payload, after);
+        let shown = on_pty_then(&env, mode, &["python3", "-c", payload], after);
         assert!(shown.contains("after: "), "{mode}: {shown:?}");
         assert!(
             shown.contains("after: 24 80"),

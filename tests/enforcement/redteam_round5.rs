@@ -9,11 +9,8 @@
 //! failing test; one the README documents as a known limit is `#[ignore]`d with the
 //! README's words.
 
-use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-
-use nix::fcntl::{Flock, FlockArg};
 
 use crate::support::*;
 use crate::support::{put_with_mode as put, set_mode as chmod};
@@ -23,74 +20,6 @@ const SECRET: &str = "REDTEAM5-SECRET";
 // ---------------------------------------------------------------------------------------
 // 1. The terminal, and the caller's shared file descriptions.
 // ---------------------------------------------------------------------------------------
-
-/// Runs `sandgate --sandbox MODE -- ARGV...` on a fresh 24x80 pty (stdio and controlling
-/// terminal of a `setsid -c` session, as the user's terminal is), then `after` (a shell
-/// command line: what the user runs next from the same terminal). Returns what the
-/// terminal showed.
-fn on_pty_then(env: &TestEnv, mode: &str, argv: &[&str], after: &str) -> String {
-    use std::io::Read;
-    let size = nix::pty::Winsize {
-        ws_row: 24,
-        ws_col: 80,
-        ws_xpixel: 0,
-        ws_ypixel: 0,
-    };
-    let pty = nix::pty::openpty(Some(&size), None).unwrap_or_else(|e| panic!("openpty: {e}"));
-    let slave = |fd: &OwnedFd| Stdio::from(fd.try_clone().unwrap_or_else(|e| panic!("{e}")));
-    let script = format!(r#""$@"; {after}"#);
-    let mut cmd = Command::new("setsid");
-    cmd.arg("-c")
-        .args(["/bin/sh", "-c", &script, "sh"])
-        .arg(sandgate())
-        .args(["--sandbox", mode, "--workspace"])
-        .arg(&env.ws)
-        .arg("--")
-        .args(argv);
-    env.isolate(&mut cmd);
-    cmd.current_dir(&env.ws)
-        .stdin(slave(&pty.slave))
-        .stdout(slave(&pty.slave))
-        .stderr(slave(&pty.slave));
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
-    drop(cmd);
-    drop(pty.slave);
-    let mut master = std::fs::File::from(pty.master);
-    let mut out = Vec::new();
-    let mut buf = [0u8; 4096];
-    while let Ok(n) = master.read(&mut buf) {
-        if n == 0 {
-            break;
-        }
-        out.extend_from_slice(&buf[..n]);
-    }
-    let _ = child.wait();
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// True when a new open of `file` can take an exclusive `flock` at once.
-fn host_can_lock(file: &Path) -> bool {
-    let f = std::fs::File::open(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-    Flock::lock(f, FlockArg::LockExclusiveNonblock).is_ok()
-}
-
-/// Whether a host process can take a record lock (an open file description's, which
-/// conflicts with both kinds of record lock) on all of `file` at once.
-fn host_can_record_lock(file: &Path) -> bool {
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(file)
-        .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-    let whole = libc::flock {
-        l_type: libc::F_WRLCK as libc::c_short,
-        l_whence: libc::SEEK_SET as libc::c_short,
-        l_start: 0,
-        l_len: 0,
-        l_pid: 0,
-    };
-    nix::fcntl::fcntl(&f, nix::fcntl::FcntlArg::F_OFD_SETLK(&whole)).is_ok()
-}
 
 /// Attack: the command takes an exclusive `flock` on its stdout (`flock -x 1`) and exits.
 /// A `flock` belongs to the open file description, and the caller shares that description

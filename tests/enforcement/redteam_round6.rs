@@ -459,30 +459,6 @@ fn redteam_round6_a_flooding_command_still_meets_its_time_limit() {
 // 2. Locks on the caller's open files behind fds 0-2.
 // ---------------------------------------------------------------------------------------
 
-/// True when a new open of `file` can take an exclusive `flock` at once.
-fn host_can_lock(file: &Path) -> bool {
-    let f = File::open(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-    Flock::lock(f, FlockArg::LockExclusiveNonblock).is_ok()
-}
-
-/// Whether a host process can take a write record lock on all of `file` at once (which
-/// conflicts with any record lock, read or write, of another description or process).
-fn host_can_record_lock(file: &Path) -> bool {
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(file)
-        .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-    let whole = libc::flock {
-        l_type: libc::F_WRLCK as libc::c_short,
-        l_whence: libc::SEEK_SET as libc::c_short,
-        l_start: 0,
-        l_len: 0,
-        l_pid: 0,
-    };
-    nix::fcntl::fcntl(&f, nix::fcntl::FcntlArg::F_OFD_SETLK(&whole)).is_ok()
-}
-
 /// Python that takes a lock of `kind` on fd 0: `flock` or an open file description's
 /// record lock.
 fn lock_stdin(kind: &str) -> &'static str {

@@ -558,3 +558,73 @@ pub fn set_mode(path: &Path, mode: u32) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
 }
+
+/// Runs `sandgate --sandbox MODE -- ARGV...` on a fresh 24x80 pty (stdio and controlling
+/// terminal of a `setsid -c` session, as the user's terminal is), then `after` (a shell
+/// command line: what the user runs next from the same terminal). Returns what the
+/// terminal showed.
+pub fn on_pty_then(env: &TestEnv, mode: &str, argv: &[&str], after: &str) -> String {
+    use std::io::Read;
+    let size = nix::pty::Winsize {
+        ws_row: 24,
+        ws_col: 80,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    let pty = nix::pty::openpty(Some(&size), None).unwrap_or_else(|e| panic!("openpty: {e}"));
+    let slave = |fd: &std::os::fd::OwnedFd| {
+        std::process::Stdio::from(fd.try_clone().unwrap_or_else(|e| panic!("{e}")))
+    };
+    let script = format!(r#""$@"; {after}"#);
+    let mut cmd = Command::new("setsid");
+    cmd.arg("-c")
+        .args(["/bin/sh", "-c", &script, "sh"])
+        .arg(sandgate())
+        .args(["--sandbox", mode, "--workspace"])
+        .arg(&env.ws)
+        .arg("--")
+        .args(argv);
+    env.isolate(&mut cmd);
+    cmd.current_dir(&env.ws)
+        .stdin(slave(&pty.slave))
+        .stdout(slave(&pty.slave))
+        .stderr(slave(&pty.slave));
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
+    drop(cmd);
+    drop(pty.slave);
+    let mut master = std::fs::File::from(pty.master);
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = master.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+    let _ = child.wait();
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// True when a new open of `file` can take an exclusive `flock` at once.
+pub fn host_can_lock(file: &Path) -> bool {
+    let f = std::fs::File::open(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock).is_ok()
+}
+
+/// Whether a host process can take a record lock (an open file description's, which
+/// conflicts with both kinds of record lock) on all of `file` at once.
+pub fn host_can_record_lock(file: &Path) -> bool {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(file)
+        .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    let whole = libc::flock {
+        l_type: libc::F_WRLCK as libc::c_short,
+        l_whence: libc::SEEK_SET as libc::c_short,
+        l_start: 0,
+        l_len: 0,
+        l_pid: 0,
+    };
+    nix::fcntl::fcntl(&f, nix::fcntl::FcntlArg::F_OFD_SETLK(&whole)).is_ok()
+}
