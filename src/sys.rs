@@ -1186,6 +1186,18 @@ pub fn write_all(fd: BorrowedFd<'_>, mut data: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// How many bytes a pipe holds unread (`FIONREAD`); 0 when the kernel cannot say.
+pub fn bytes_to_read(pipe: BorrowedFd<'_>) -> usize {
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int through the pointer, which lives across the call.
+    let ret = unsafe { libc::ioctl(pipe.as_raw_fd(), libc::FIONREAD, &mut n) };
+    if ret < 0 {
+        0
+    } else {
+        usize::try_from(n).unwrap_or(0)
+    }
+}
+
 /// `dup2(from, onto)`, for a child between `fork` and `execve`: async-signal-safe.
 pub fn dup_onto(from: RawFd, onto: RawFd) -> io::Result<()> {
     // SAFETY: two fd numbers; `onto` is replaced in this process, which is what the child

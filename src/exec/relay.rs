@@ -30,9 +30,9 @@ const RELAYED: [RawFd; 2] = [1, 2];
 /// What is read from a pipe at once.
 const CHUNK: usize = 64 * 1024;
 
-/// At most this many chunks per stream and wake-up, so that a command writing without
-/// pause cannot keep sandgate from its signals and its time limit.
-const CHUNKS_PER_ROUND: usize = 16;
+/// At most this much per stream and wake-up, so that a command writing without pause
+/// cannot keep sandgate from its signals and its time limit.
+const PER_ROUND: usize = 16 * CHUNK;
 
 /// The pipes in place of the command's regular-file stdout and stderr.
 pub(super) struct Relay {
@@ -131,7 +131,7 @@ impl Relay {
     pub fn pump(&mut self) {
         let mut buf = vec![0u8; CHUNK];
         for stream in &mut self.streams {
-            stream.copy(&mut buf, Some(CHUNKS_PER_ROUND));
+            stream.copy(&mut buf, Some(PER_ROUND));
         }
     }
 
@@ -144,7 +144,14 @@ impl Relay {
     pub fn finish(mut self, outlived: bool) {
         let mut buf = vec![0u8; CHUNK];
         for stream in &mut self.streams {
-            stream.copy(&mut buf, None);
+            // What the pipe holds now, and no more: whoever still holds it (a kept
+            // process, or one of another call it was passed to) may write without pause.
+            let held = stream
+                .from
+                .as_ref()
+                .map_or(0, |f| sys::bytes_to_read(f.as_fd()));
+            // (At least one read: at the pipe's end it says so.)
+            stream.copy(&mut buf, Some(held.max(1)));
         }
         self.streams.retain(|s| s.from.is_some());
         if self.streams.is_empty() || !outlived {
@@ -197,19 +204,18 @@ fn same_file(a: BorrowedFd<'_>, b: BorrowedFd<'_>) -> bool {
 
 impl Stream {
     /// Copies from the pipe to the file until the pipe is empty (or, with `limit`, that
-    /// many chunks were copied); closes the pipe at its end or when the file refuses a
+    /// many bytes were copied); closes the pipe at its end or when the file refuses a
     /// write.
     fn copy(&mut self, buf: &mut [u8], limit: Option<usize>) {
-        let mut rounds = 0;
-        while let Some(from) = self
-            .from
-            .as_ref()
-            .filter(|_| limit.is_none_or(|l| rounds < l))
-        {
-            rounds += 1;
-            let copied = match nix::unistd::read(from.as_fd(), buf) {
+        let mut left = limit.unwrap_or(usize::MAX);
+        while let Some(from) = self.from.as_ref().filter(|_| left > 0) {
+            let want = left.min(buf.len());
+            let copied = match nix::unistd::read(from.as_fd(), &mut buf[..want]) {
                 Ok(0) => false,
-                Ok(n) => sys::write_all(self.to.as_fd(), &buf[..n]).is_ok(),
+                Ok(n) => {
+                    left -= n;
+                    sys::write_all(self.to.as_fd(), &buf[..n]).is_ok()
+                }
                 Err(nix::errno::Errno::EINTR) => true,
                 Err(nix::errno::Errno::EAGAIN) => return,
                 Err(_) => false,
