@@ -42,6 +42,8 @@ pub(super) struct Relay {
     ends: Vec<(OwnedFd, Vec<RawFd>)>,
     /// `(write end, target fd)` as raw numbers, for the child to `dup2` before `execve`.
     plan: Vec<(RawFd, RawFd)>,
+    /// What a read lands in (empty without streams).
+    buf: Vec<u8>,
 }
 
 struct Stream {
@@ -55,7 +57,7 @@ struct Stream {
 
 impl Relay {
     /// A pipe for each of sandgate's standard output fds that is a regular file (one for
-    /// both when they share the open file description, as `>log 2>&1` does).
+    /// both when they are one file, as with `>log 2>&1`).
     ///
     /// # Errors
     /// A pipe cannot be made.
@@ -95,6 +97,9 @@ impl Relay {
             .iter()
             .flat_map(|(write, fds)| fds.iter().map(|fd| (write.as_raw_fd(), *fd)))
             .collect();
+        if !relay.streams.is_empty() {
+            relay.buf = vec![0u8; CHUNK];
+        }
         Ok(relay)
     }
 
@@ -104,6 +109,7 @@ impl Relay {
             streams: vec![],
             ends: vec![],
             plan: vec![],
+            buf: vec![],
         }
     }
 
@@ -129,20 +135,19 @@ impl Relay {
 
     /// Copies what the pipes hold now, a bounded amount per stream.
     pub fn pump(&mut self) {
-        let mut buf = vec![0u8; CHUNK];
         for stream in &mut self.streams {
-            stream.copy(&mut buf, Some(PER_ROUND));
+            stream.copy(&mut self.buf, Some(PER_ROUND));
         }
     }
 
-    /// Once the command has ended: copies everything the pipes hold. When processes of the
+    /// Once the command has ended: copies what the pipes hold by then. When processes of the
     /// call may still hold a pipe (`outlived`: it kept them, or had no PID namespace to end
     /// them), a detached process of sandgate's copies on until the last of them is gone;
     /// sandgate must be single-threaded by then (see [`sys::fork`]). Otherwise, and should
     /// the fork fail, whoever still holds a pipe (a process of another call it was passed
     /// to) finds it closed (`EPIPE`).
     pub fn finish(mut self, outlived: bool) {
-        let mut buf = vec![0u8; CHUNK];
+        let mut buf = std::mem::take(&mut self.buf);
         for stream in &mut self.streams {
             // What the pipe holds now, and no more: whoever still holds it (a kept
             // process, or one of another call it was passed to) may write without pause.
@@ -169,6 +174,9 @@ impl Relay {
                 })
                 .collect();
             sys::close_all_fds_except(&keep);
+            // Like the processes it serves: its own session, and ended by any signal.
+            let _ = nix::unistd::setsid();
+            let _ = nix::sys::signal::SigSet::all().thread_unblock();
             loop {
                 let mut ready: Vec<PollFd> = self
                     .waiting()
