@@ -1186,6 +1186,14 @@ pub fn write_all(fd: BorrowedFd<'_>, mut data: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// `inotify_add_watch(2)` on the inotify instance `inotify`; the watch descriptor.
+pub fn inotify_add_watch(inotify: BorrowedFd<'_>, path: &CStr, mask: u32) -> io::Result<i32> {
+    // SAFETY: an fd, a NUL-terminated path that lives across the call and an integer; the
+    // kernel writes nothing back.
+    let wd = unsafe { libc::inotify_add_watch(inotify.as_raw_fd(), path.as_ptr(), mask) };
+    check(wd.into()).map(|_| wd)
+}
+
 /// How many bytes a pipe holds unread (`FIONREAD`); 0 when the kernel cannot say.
 pub fn bytes_to_read(pipe: BorrowedFd<'_>) -> usize {
     let mut n: libc::c_int = 0;

@@ -626,6 +626,7 @@ const PATH_CALLS: &[PathCall] = &[
     performed(SYS_SETXATTRAT, "setxattrat"),
     observed(SYS_REMOVEXATTRAT, "removexattrat"),
     observed(SYS_FILE_SETATTR, "file_setattr"),
+    performed(libc::SYS_inotify_add_watch, "inotify_add_watch"),
 ];
 
 /// The legacy path calls of x86_64.

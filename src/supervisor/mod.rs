@@ -42,6 +42,7 @@ mod place;
 mod procfs;
 mod resolve;
 mod seal;
+mod watch;
 mod workers;
 
 /// The marker message of a refusal by a seal rule with marker `op`, if it is one.

@@ -131,6 +131,12 @@ fn decode(call: &Call<'_>, nr: i64) -> Option<(&'static str, Vec<PathArg>)> {
             one("xattr", fd(0), a(1), nofollow(a(2)))
         }
         seccomp::SYS_FILE_SETATTR => one("xattr", fd(0), a(1), nofollow(a(4))),
+        libc::SYS_inotify_add_watch => one(
+            "watch",
+            cwd,
+            a(1),
+            a(2) & u64::from(libc::IN_DONT_FOLLOW) == 0,
+        ),
         _ => None,
     }
 }

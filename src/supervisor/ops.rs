@@ -73,6 +73,12 @@ pub enum Op {
         target: Target,
         times: u64,
     },
+    /// An `inotify_add_watch` on the caller's inotify instance `inotify`.
+    Watch {
+        inotify: i32,
+        at: PathArg,
+        mask: u32,
+    },
     /// The attribute's value lies at `value`, `size` bytes (for `setxattrat`, `args`
     /// points at its `struct xattr_args` instead).
     SetXattr {
@@ -242,6 +248,11 @@ impl Op {
                 target: a(0),
                 at: at(fd(1), a(2)),
             }),
+            libc::SYS_inotify_add_watch => Some(Op::Watch {
+                inotify: fd(0),
+                at: at(cwd, a(1)),
+                mask: a(2) as u32,
+            }),
             libc::SYS_fchmod => Some(Op::Chmod {
                 target: Target::Fd(fd(0)),
                 mode: a(1) as u32,
@@ -327,6 +338,18 @@ mod tests {
             })
         ));
         assert_eq!(Op::decode(libc::SYS_truncate, &[0; 6]), None);
+        // A watch: the caller's inotify fd, a path from its cwd, the mask.
+        assert_eq!(
+            Op::decode(libc::SYS_inotify_add_watch, &[5, 9, 0x100, 0, 0, 0]),
+            Some(Op::Watch {
+                inotify: 5,
+                at: PathArg {
+                    dirfd: libc::AT_FDCWD,
+                    ptr: 9
+                },
+                mask: 0x100
+            })
+        );
         // Times by a path (not followed with AT_SYMLINK_NOFOLLOW); on the caller's own
         // file (a NULL path) nothing is performed.
         let nofollow = libc::AT_SYMLINK_NOFOLLOW as u64;

@@ -70,6 +70,9 @@ pub fn handle(call: &Call<'_>, context: &Context, workers: &mut Workers) -> Hand
     if let Op::Chmod { .. } | Op::SetXattr { .. } | Op::Utimes { .. } = op {
         return super::attrs::handle(call, context, root, op);
     }
+    if let Op::Watch { inotify, at, mask } = op {
+        return super::watch::handle(call, context, root, inotify, at, mask);
+    }
     let job = Job {
         call,
         context,
@@ -84,7 +87,9 @@ pub fn handle(call: &Call<'_>, context: &Context, workers: &mut Workers) -> Hand
         Op::Link { from, to } => job.link(from, to),
         Op::Rename { from, to, flags } => job.rename(from, to, flags),
         Op::Unlink { at, dir } => job.unlink(at, dir),
-        Op::Chmod { .. } | Op::SetXattr { .. } | Op::Utimes { .. } => Err(Refused::Kernel),
+        Op::Chmod { .. } | Op::SetXattr { .. } | Op::Utimes { .. } | Op::Watch { .. } => {
+            Err(Refused::Kernel)
+        }
     };
     match handled {
         Ok(answer) => Handled::Answer(answer, None),

@@ -171,3 +171,76 @@ fn mknod_and_device_writes_are_refused_outside_and_allowed_on_dev_null() {
         "ok"
     );
 }
+
+/// An `inotify` watch is added where the sandbox may write (its events arrive) and refused
+/// elsewhere with a marker: in `read-only` the workspace needs `workspace-write`, a host
+/// directory full access. A host process's activity outside is never reported inside.
+#[test]
+fn inotify_watches_only_where_the_sandbox_may_write() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    std::fs::create_dir_all(env.ws.join("src")).unwrap_or_else(|e| panic!("{e}"));
+    env.put(
+        "watch.py",
+        r#"import ctypes, os, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.inotify_init1(0)
+refused = False
+for path in sys.argv[1:]:
+    wd = libc.inotify_add_watch(fd, path.encode(), 0x100)
+    print(path, "watched" if wd >= 0 else os.strerror(ctypes.get_errno()))
+    refused |= wd < 0
+    if wd >= 0:
+        open(os.path.join(path, "made"), "w").close()
+        w, mask = struct.unpack("iI", os.read(fd, 4096)[:8])
+        print(path, "event" if w == wd and mask == 0x100 else "no event")
+sys.exit(3 if refused else 0)
+"#,
+        0o644,
+    );
+    let outside = env.outside.display().to_string();
+    let out = output(
+        env.sandgate("workspace-write")
+            .args(["--", "python3", "watch.py", "src", &outside]),
+    );
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(text.contains("src watched\nsrc event"), "{}", show(&out));
+    assert!(
+        text.contains(&format!("{outside} Permission denied")),
+        "{}",
+        show(&out)
+    );
+    let out = output(
+        env.sandgate("read-only")
+            .args(["--", "python3", "watch.py", "src", &outside]),
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("src Permission denied"),
+        "{}",
+        show(&out)
+    );
+    if observing() {
+        let needed: Vec<(String, String)> = stderr_markers(&out)
+            .iter()
+            .filter(|m| m["op"] == "watch")
+            .map(|m| {
+                (
+                    m["path"].as_str().unwrap_or_default().to_owned(),
+                    m["needed"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect();
+        assert!(
+            needed
+                .iter()
+                .any(|(p, n)| p.ends_with("/src") && n == "workspace-write")
+                && needed
+                    .iter()
+                    .any(|(p, n)| p == &outside && n == "full-access"),
+            "{needed:?} {}",
+            show(&out)
+        );
+    }
+}

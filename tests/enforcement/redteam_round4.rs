@@ -801,7 +801,6 @@ fn redteam_a_projects_protected_file_is_not_rewritten_by_renaming_its_directory(
 /// out of sight"). Should fail: a host process opening a host file gives the sandbox no
 /// event. (Low severity: names and times only, no content.)
 #[test]
-#[ignore = "documented limit: inotify on a readable host directory sees host file activity"]
 fn redteam_host_file_activity_is_not_observed_from_inside() {
     let env = TestEnv::new();
     let dir = env.outside.join("watched");
