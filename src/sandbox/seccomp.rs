@@ -434,12 +434,16 @@ const PR_SCHED_CORE: u64 = 62;
 /// `prctl` options refused: see [`DENY_LIST`].
 const PRCTL_OPTIONS: [u64; 1] = [PR_SCHED_CORE];
 
-/// `fcntl` commands refused: `F_SETLEASE`. A read lease on a file the command owns (as
-/// root: every root-owned file, `/etc/hostname`) makes a host process's next open of it
-/// for writing wait for the lease-break time (45 s), or fail non-blocking; held by a process
-/// kept after the call, for as long as it runs. Leases are for file servers (Samba, NFS),
-/// not for what runs in a sandbox.
-const FCNTL_COMMANDS: [u64; 1] = [libc::F_SETLEASE as u64];
+/// `fcntl` commands refused:
+/// - `F_SETLEASE`. A read lease on a file the command owns (as root: every root-owned
+///   file, `/etc/hostname`) makes a host process's next open of it for writing wait for
+///   the lease-break time (45 s), or fail non-blocking; held by a process kept after the
+///   call, for as long as it runs. Leases are for file servers (Samba, NFS), not for what
+///   runs in a sandbox.
+/// - `F_NOTIFY` (dnotify, inotify's predecessor): on any directory the command may read,
+///   a signal for each file host processes access, create or change there. Watches go
+///   through the supervisor as `inotify` instead (see `supervisor::watch`).
+const FCNTL_COMMANDS: [u64; 2] = [libc::F_SETLEASE as u64, libc::F_NOTIFY as u64];
 
 /// Terminal requests refused, because they take over or redirect a terminal — the user's,
 /// which a sandboxed process shares (or, for a background process left by an earlier call,
@@ -1582,11 +1586,13 @@ mod tests {
     }
 
     #[test]
-    fn fcntl_refuses_leases_only() {
+    fn fcntl_refuses_leases_and_directory_notifications_only() {
         let p = refusing();
         let fcntl = |cmd: u64| run(&p, libc::SYS_fcntl, [0, cmd, 0, 0, 0, 0]);
-        assert_eq!(fcntl(libc::F_SETLEASE as u64), EPERM);
-        assert_eq!(fcntl(garbage(libc::F_SETLEASE as u64)), EPERM);
+        for refused in [libc::F_SETLEASE, libc::F_NOTIFY] {
+            assert_eq!(fcntl(refused as u64), EPERM);
+            assert_eq!(fcntl(garbage(refused as u64)), EPERM);
+        }
         for ok in [
             libc::F_GETFL,
             libc::F_SETFL,

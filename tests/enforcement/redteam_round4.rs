@@ -1073,3 +1073,27 @@ fn redteam_a_command_cannot_open_its_private_temp_to_others() {
         );
     }
 }
+
+/// Attack: the same through dnotify, inotify's predecessor: `fcntl(F_NOTIFY)` on a host
+/// directory the command may read delivers a signal for each file a host process creates
+/// or changes there (`DN_MULTISHOT`). Should fail: refused (`EPERM`) in both restricted
+/// profiles; `full-access` (the control) gets it.
+#[test]
+fn redteam_host_directory_changes_are_not_signalled_inside() {
+    let env = TestEnv::new();
+    let payload = format!(
+        "import fcntl, os\nfd = os.open('{}', os.O_RDONLY)\n\
+try:\n    fcntl.fcntl(fd, fcntl.F_NOTIFY, fcntl.DN_CREATE | fcntl.DN_MODIFY | fcntl.DN_MULTISHOT)\n    print('notified')\n\
+except OSError as e:\n    print('refused', e.errno)\n",
+        env.outside.display()
+    );
+    for (mode, expected) in [
+        ("full-access", "notified"),
+        ("read-only", "refused 1"),
+        ("workspace-write", "refused 1"),
+    ] {
+        let out = output(env.sandgate(mode).args(["--", "python3", "-c", &payload]));
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(said.contains(expected), "{mode}: {}", show(&out));
+    }
+}
