@@ -320,7 +320,7 @@ pub fn run(mut launch: Launch<'_>) -> Result<Outcome, ExecError> {
         keep(pid, launch.keep_background.as_ref());
     }
     if let Some(running) = running {
-        running.hand_over(&waited);
+        running.hand_over(&waited, &relay.held());
     }
     // Single-threaded again (the supervisor's threads are joined): the relay may fork.
     relay.finish(ended.kept || clone_flags.is_none());

@@ -125,6 +125,20 @@ impl Relay {
         self.ends.clear();
     }
 
+    /// Every fd the relay holds: a process forked to serve the call after sandgate
+    /// returns must not keep the caller's file or the pipes open.
+    pub fn held(&self) -> Vec<RawFd> {
+        self.streams
+            .iter()
+            .flat_map(|s| {
+                s.from
+                    .iter()
+                    .map(AsRawFd::as_raw_fd)
+                    .chain([s.to.as_raw_fd()])
+            })
+            .collect()
+    }
+
     /// The read ends still open, to wait on.
     pub fn waiting(&self) -> impl Iterator<Item = BorrowedFd<'_>> {
         self.streams
@@ -163,17 +177,7 @@ impl Relay {
             return;
         }
         if let Ok(0) = sys::fork() {
-            let keep: Vec<RawFd> = self
-                .streams
-                .iter()
-                .flat_map(|s| {
-                    s.from
-                        .iter()
-                        .map(AsRawFd::as_raw_fd)
-                        .chain([s.to.as_raw_fd()])
-                })
-                .collect();
-            sys::close_all_fds_except(&keep);
+            sys::close_all_fds_except(&self.held());
             // Like the processes it serves: its own session, and ended by any signal.
             let _ = nix::unistd::setsid();
             let _ = nix::sys::signal::SigSet::all().thread_unblock();

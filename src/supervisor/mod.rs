@@ -325,7 +325,10 @@ impl Running {
     /// while sandgate keeps waiting for the `waited` signals: on SIGTERM, SIGINT, SIGHUP
     /// or SIGQUIT it gives up and returns at once — the background processes then get
     /// ENOSYS from their notified calls, as the supervisor's death always answers.
-    pub fn hand_over(self, waited: &SigSet) {
+    ///
+    /// `not_inherited` are fds of sandgate's the detached process must not hold (the
+    /// caller's output files and their pipes): closed in it right after the fork.
+    pub fn hand_over(self, waited: &SigSet, not_inherited: &[std::os::fd::RawFd]) {
         self.stopping.store(true, Ordering::SeqCst);
         let _ = nix::unistd::write(&self.stop, b"x");
         let mut pause = Pause::new(waited);
@@ -352,6 +355,10 @@ impl Running {
         }
         // Every thread is joined: sandgate is single-threaded again and may fork.
         if let Ok(0) = sys::fork() {
+            for &fd in not_inherited {
+                // This process never uses them, and exits without dropping their owners.
+                let _ = nix::unistd::close(fd);
+            }
             let _ = nix::unistd::setsid();
             let _ = SigSet::all().thread_unblock();
             sys::stdio_to_dev_null();

@@ -8,18 +8,21 @@
 //! (the writable areas, its private `/tmp`), and nowhere else: `tail -f` of a host log
 //! falls back to polling, as it does wherever inotify is unavailable.
 //!
+//! A caller in a sandbox nested in this one is refused: its own, perhaps narrower, policy
+//! is not known here.
+//!
 //! The path is resolved once in the caller's view (`place`), and the watch is added by
 //! the supervisor to the caller's inotify instance (taken with `pidfd_getfd`) through the
 //! resolved object itself (`/proc/self/fd/N`): no path rewritten after the check is
 //! watched. The watch descriptor is the caller's answer, as the kernel would have given it.
 
 use std::ffi::{CString, OsStr};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 
 use nix::errno::Errno;
 use nix::fcntl::{openat, OFlag};
-use nix::sys::stat::Mode;
+use nix::sys::stat::{FileStat, Mode};
 
 use super::observe::{Acts, Verdict};
 use super::ops::PathArg;
@@ -67,6 +70,39 @@ impl From<Errno> for Failed {
     }
 }
 
+/// Whether the object `st` (`object`, in `dir`) is the sandbox's to watch: a file the
+/// sandbox may write, or a directory whose entries it may write (a frozen directory's
+/// included: its entries' data is writable). Never a device, a protected path, or a file
+/// bound on its own over a writable directory (a read-only island, an allowed socket):
+/// that one is judged by its own mount, not by the directory it sits in.
+fn judge(
+    context: &Context,
+    root: &Root,
+    dir: BorrowedFd<'_>,
+    object: BorrowedFd<'_>,
+    st: &FileStat,
+) -> Result<(), Failed> {
+    let id = (st.st_dev, st.st_ino);
+    let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
+    let special = matches!(st.st_mode & libc::S_IFMT, libc::S_IFCHR | libc::S_IFBLK);
+    if special || context.devices.contains(&id) || context.protected.contains(&id) {
+        return Err(Failed::Refused(SandboxMode::FullAccess));
+    }
+    let bound_alone = !is_dir
+        && !context.writable.contains(&id)
+        && sys::mount_id(object).ok() != sys::mount_id(dir).ok();
+    if bound_alone || context.islands.contains(&id) {
+        return Err(Failed::Refused(SandboxMode::FullAccess));
+    }
+    let judged = if is_dir { object } else { dir };
+    let judged_st = sys::statx(judged, b"", false).map_err(|_| Errno::EACCES)?;
+    match context.dir_verdict(judged, &judged_st, root, false) {
+        Some(Verdict::Allowed) => Ok(()),
+        Some(Verdict::Refused(needed)) => Err(Failed::Refused(needed)),
+        _ => Err(Failed::Refused(SandboxMode::FullAccess)),
+    }
+}
+
 fn watch(
     call: &Call<'_>,
     context: &Context,
@@ -99,18 +135,15 @@ fn watch(
         )?,
         None => place.dir.try_clone().map_err(|_| Errno::EMFILE)?,
     };
-    // A directory is judged as itself (the workspace's root lies in a read-only parent);
-    // anything else by the directory holding it.
-    let judged = if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
-        object.as_fd()
-    } else {
-        place.dir.as_fd()
-    };
-    let dir_st = sys::statx(judged, b"", false).map_err(|_| Errno::EACCES)?;
-    match context.dir_verdict(judged, &dir_st, root, true) {
-        Some(Verdict::Allowed) => {}
-        Some(Verdict::Refused(needed)) => return Err(Failed::Refused(needed)),
-        _ => return Err(Failed::Refused(SandboxMode::FullAccess)),
+    judge(context, root, place.dir.as_fd(), object.as_fd(), &st)?;
+    // A caller in a sandbox nested in this one (under more filters): its own policy, which
+    // may be narrower, is not known here.
+    let facts = context
+        .procs
+        .facts(call.tid().as_raw(), call.proc_alive.get())
+        .map_err(|_| Errno::ESRCH)?;
+    if facts.filters > context.filters {
+        return Err(Failed::Refused(SandboxMode::FullAccess));
     }
     let pidfd = super::pidfd_for(call.tid())?;
     let instance = sys::pidfd_getfd(pidfd.as_fd(), inotify).map_err(|_| Errno::EBADF)?;
