@@ -32,6 +32,7 @@ mod enforcement {
     mod redteam_round4;
     mod redteam_round5;
     mod redteam_round6;
+    mod redteam_round7;
     mod redteam_secrets;
     mod redteam_terminal;
     mod secrets;
