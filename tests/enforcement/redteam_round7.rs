@@ -304,6 +304,9 @@ fn redteam_round7_proc_and_fd_paths_lead_no_watch_to_a_host_directory() {
             env.sandgate(mode).args(["--", "/bin/sh", "-c", &script]),
             || host_activity(&outside),
         );
+        if mode == "workspace-write" && !watched(&out).iter().any(|l| l.starts_with("../src ")) {
+            failures.push(format!("control: no watch on the workspace: {}", show(&out)));
+        }
         let taken: Vec<String> = watched(&out)
             .into_iter()
             .filter(|l| !l.starts_with("../src ") && !l.starts_with(". "))
@@ -456,9 +459,10 @@ fn redteam_round7_racing_names_land_no_watch_on_a_host_directory() {
             let _ = std::fs::write(outside.join("x"), "host x again\n");
         },
     );
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
-        String::from_utf8_lossy(&out.stdout).contains("armed"),
-        "{}",
+        text.contains("armed") && !text.contains("taken 0"),
+        "control: the race took no watch at all: {}",
         show(&out)
     );
     assert!(
