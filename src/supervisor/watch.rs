@@ -88,7 +88,11 @@ fn judge(
     if special || context.devices.contains(&id) || context.protected.contains(&id) {
         return Err(Failed::Refused(SandboxMode::FullAccess));
     }
+    // (An entry of a frozen directory is bound on its own too, writable again.)
+    let in_frozen =
+        sys::statx(dir, b"", false).is_ok_and(|d| context.frozen.contains(&(d.dev, d.ino)));
     let bound_alone = !is_dir
+        && !in_frozen
         && !context.writable.contains(&id)
         && sys::mount_id(object).ok() != sys::mount_id(dir).ok();
     if bound_alone || context.islands.contains(&id) {
