@@ -1,7 +1,7 @@
 //! The terminal: it passes through so an
 //! interactive program works, and TIOCSTI cannot push keystrokes into it.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::process::{Command, Stdio};
 
@@ -95,19 +95,8 @@ impl Session {
         drop(cmd);
         drop(pty.slave);
         let master = std::fs::File::from(pty.master);
-        let mut reader = master.try_clone().unwrap_or_else(|e| panic!("{e}"));
-        let collector = std::thread::spawn(move || {
-            let mut out = Vec::new();
-            let mut buf = [0u8; 4096];
-            // EIO once every slave fd is closed.
-            while let Ok(n) = reader.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                out.extend_from_slice(&buf[..n]);
-            }
-            String::from_utf8_lossy(&out).into_owned()
-        });
+        let reader = master.try_clone().unwrap_or_else(|e| panic!("{e}"));
+        let collector = std::thread::spawn(move || read_pty(reader));
         Session {
             child,
             master,

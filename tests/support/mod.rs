@@ -564,7 +564,6 @@ pub fn set_mode(path: &Path, mode: u32) {
 /// command line: what the user runs next from the same terminal). Returns what the
 /// terminal showed.
 pub fn on_pty_then(env: &TestEnv, mode: &str, argv: &[&str], after: &str) -> String {
-    use std::io::Read;
     let size = nix::pty::Winsize {
         ws_row: 24,
         ws_col: 80,
@@ -592,7 +591,14 @@ pub fn on_pty_then(env: &TestEnv, mode: &str, argv: &[&str], after: &str) -> Str
     let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
     drop(cmd);
     drop(pty.slave);
-    let mut master = std::fs::File::from(pty.master);
+    let shown = read_pty(std::fs::File::from(pty.master));
+    let _ = child.wait();
+    shown
+}
+
+/// Everything a pty's master reads until every slave fd is closed (then the kernel
+/// answers EIO), as text.
+pub fn read_pty(mut master: impl std::io::Read) -> String {
     let mut out = Vec::new();
     let mut buf = [0u8; 4096];
     while let Ok(n) = master.read(&mut buf) {
@@ -601,7 +607,6 @@ pub fn on_pty_then(env: &TestEnv, mode: &str, argv: &[&str], after: &str) -> Str
         }
         out.extend_from_slice(&buf[..n]);
     }
-    let _ = child.wait();
     String::from_utf8_lossy(&out).into_owned()
 }
 
