@@ -523,6 +523,28 @@ pub fn fork() -> io::Result<libc::pid_t> {
     check(pid.into()).map(|p| p as libc::pid_t)
 }
 
+/// [`fork`] for a process that stays behind after sandgate returns: the child is in a
+/// session of its own (`setsid`) before the parent goes on, so nothing sandgate leaves
+/// running is ever in the caller's session or process group, not even for a moment (a
+/// `kill` of the caller's group, a terminal hang-up), and whoever sees sandgate return
+/// sees it so. Returns 0 in the child, as `fork` does.
+pub fn fork_detached() -> io::Result<libc::pid_t> {
+    let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    let pid = fork()?;
+    if pid == 0 {
+        drop(read_end);
+        // Cannot fail: a forked child leads no process group.
+        let _ = nix::unistd::setsid();
+        drop(write_end);
+        return Ok(0);
+    }
+    drop(write_end);
+    // End of file once the child has its session (or is gone); never data.
+    let mut byte = [0u8; 1];
+    while let Err(nix::errno::Errno::EINTR) = nix::unistd::read(&read_end, &mut byte) {}
+    Ok(pid)
+}
+
 /// `clone(2)` as a fork into new namespaces (`CLONE_NEW*` in `namespaces`): the child
 /// continues on a copy of this stack, as after `fork`, with `CLONE_NEWPID` as pid 1 of its
 /// own PID namespace. Refused, like [`fork`], unless this process has exactly one thread.

@@ -176,10 +176,9 @@ impl Relay {
         if self.streams.is_empty() || !outlived {
             return;
         }
-        if let Ok(0) = sys::fork() {
+        if let Ok(0) = sys::fork_detached() {
             sys::close_all_fds_except(&self.held());
             // Like the processes it serves: its own session, and ended by any signal.
-            let _ = nix::unistd::setsid();
             let _ = nix::sys::signal::SigSet::all().thread_unblock();
             loop {
                 let mut ready: Vec<PollFd> = self

@@ -354,12 +354,11 @@ impl Running {
             return;
         }
         // Every thread is joined: sandgate is single-threaded again and may fork.
-        if let Ok(0) = sys::fork() {
+        if let Ok(0) = sys::fork_detached() {
             for &fd in not_inherited {
                 // This process never uses them, and exits without dropping their owners.
                 let _ = nix::unistd::close(fd);
             }
-            let _ = nix::unistd::setsid();
             let _ = SigSet::all().thread_unblock();
             sys::stdio_to_dev_null();
             crate::output::let_go_of_stderr();
