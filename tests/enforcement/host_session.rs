@@ -431,9 +431,7 @@ fn a_root_raced_between_a_directory_and_a_symlink_never_becomes_the_links_target
         "too few attempts: {ran} ran, {refused} refused"
     );
     assert!(refused > 0, "the race was never seen ({ran} calls ran)");
-    let mut stop = std::process::Command::new(sandgate());
-    env.isolate(&mut stop);
-    let _ = output(stop.arg("stop").arg("--workspace").arg(&env.ws));
+    env.stop_kept();
     assert!(
         !secret.join("raced").exists(),
         "a call wrote through the swapped root ({ran} ran, {refused} refused)"

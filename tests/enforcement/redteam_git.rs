@@ -70,13 +70,6 @@ impl Repo {
         cmd.env("PROBE", probe());
         output(&mut cmd)
     }
-
-    /// Ends whatever a call kept running in this workspace.
-    fn stop_kept(&self) {
-        let mut cmd = Command::new(sandgate());
-        self.env.isolate(&mut cmd);
-        let _ = output(cmd.arg("stop").arg("--workspace").arg(&self.env.ws));
-    }
 }
 
 /// Returns true when `path` is a regular file with an execute bit.
@@ -201,7 +194,7 @@ fn redteam_second_supervisor_swaps_a_directory_for_configuration_during_a_rename
                  \"$PROBE\" rename-until .git/X .git/config 400000 4 fsmonitor; touch stop";
     let out = r.sh("workspace-write", &[], racer);
     let said = String::from_utf8_lossy(&out.stdout).into_owned();
-    r.stop_kept();
+    r.env.stop_kept();
     let mut failures = Vec::new();
     let config = std::fs::read_to_string(git.join("config")).unwrap_or_default();
     if config.contains("fsmonitor") {

@@ -443,9 +443,7 @@ fn redteam_a_kept_calls_proxy_and_supervisor_end_at_its_time_limit() {
     }
     let left = describe(&left);
     kill_marked(&mark);
-    let mut stop = Command::new(sandgate());
-    env.isolate(&mut stop);
-    let _ = output(stop.arg("stop").arg("--workspace").arg(&env.ws));
+    env.stop_kept();
     assert!(
         left.is_empty(),
         "still running 12 s after a 3 s limit:\n{}",

@@ -379,9 +379,7 @@ fn redteam_a_kept_lease_does_not_stop_a_later_call_from_logging() {
     later.arg("--denial-log").arg(&log).args(["--", "true"]);
     let later_out = output(&mut later);
     kill_marked(&mark);
-    let mut stop = Command::new(sandgate());
-    env.isolate(&mut stop);
-    let _ = output(stop.arg("stop").arg("--workspace").arg(&env.ws));
+    env.stop_kept();
     assert_status(&first_out, 0);
     assert_status(&later_out, 0);
 }
@@ -648,9 +646,7 @@ fn redteam_a_nested_keep_background_does_not_outlive_the_outer_call() {
     let mut ps = Command::new(sandgate());
     env.isolate(&mut ps);
     let listed = output(ps.args(["ps", "--workspace"]).arg(&env.ws));
-    let mut stop = Command::new(sandgate());
-    env.isolate(&mut stop);
-    let _ = output(stop.arg("stop").arg("--workspace").arg(&env.ws));
+    env.stop_kept();
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("started"),
         "control: the nested command did not run: {}",
@@ -696,9 +692,7 @@ fn redteam_a_kept_calls_helpers_do_not_hold_the_callers_pipes() {
     );
     let waited = start.elapsed();
     kill_marked(&mark);
-    let mut stop = Command::new(sandgate());
-    env.isolate(&mut stop);
-    let _ = output(stop.arg("stop").arg("--workspace").arg(&env.ws));
+    env.stop_kept();
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("started"),
         "{}",
@@ -1000,9 +994,7 @@ for _ in range(600):
     std::thread::sleep(Duration::from_millis(500));
     let later = escalate();
     kill_marked(&mark);
-    let mut stop = Command::new(sandgate());
-    env.isolate(&mut stop);
-    let _ = output(stop.arg("stop").arg("--workspace").arg(&env.ws));
+    env.stop_kept();
     assert_status(&kept, 0);
     assert_status(&later, 0);
 }

@@ -157,13 +157,6 @@ except OSError as e:
 // 2. The private temp's mode, put back by the next call.
 // ---------------------------------------------------------------------------------------
 
-/// Runs `sandgate stop --workspace WS` (the test's cleanup of a kept call).
-fn stop_kept(env: &TestEnv) {
-    let mut stop = Command::new(sandgate());
-    env.isolate(&mut stop);
-    let _ = output(stop.arg("stop").arg("--workspace").arg(&env.ws));
-}
-
 /// Attack: an earlier call keeps a process (`--keep-background`) that sets its `/tmp` —
 /// the private temp's directory on the host — to mode 0666 in a loop (no execute bit, so
 /// the kernel performs it directly, with no supervisor needed after the call). The next
@@ -200,7 +193,7 @@ fn redteam_a_kept_process_cannot_make_later_calls_refuse_the_private_temp() {
             }
         }
     }
-    stop_kept(&env);
+    env.stop_kept();
     kill_marked(&mark);
     assert!(
         String::from_utf8_lossy(&kept.stdout).contains("started"),

@@ -811,9 +811,7 @@ fn redteam_round7_a_full_enlarged_pipe_is_copied_whole() {
             ));
         }
     }
-    let mut stop = Command::new(sandgate());
-    env.isolate(&mut stop);
-    let _ = output(stop.arg("stop").arg("--workspace").arg(&env.ws));
+    env.stop_kept();
     kill_marked(&mark);
     assert_none(failures);
 }
@@ -902,9 +900,7 @@ fn redteam_round7_the_copier_ends_with_the_kept_writer_and_holds_nothing_else() 
             failures.push(format!("the copier {pid} is in the caller's session"));
         }
     }
-    let mut stop = Command::new(sandgate());
-    env.isolate(&mut stop);
-    let _ = output(stop.arg("stop").arg("--workspace").arg(&env.ws));
+    env.stop_kept();
     let until = Instant::now() + Duration::from_secs(5);
     while Instant::now() < until && !processes_marked(&mark).is_empty() {
         std::thread::sleep(Duration::from_millis(50));
@@ -1003,9 +999,7 @@ fn redteam_round7_no_process_of_sandgate_holds_the_log_once_nothing_writes_it() 
             format!("{pid} (seccomp listener: {listener}): {cmd}")
         })
         .collect();
-    let mut stop = Command::new(sandgate());
-    env.isolate(&mut stop);
-    let _ = output(stop.arg("stop").arg("--workspace").arg(&env.ws));
+    env.stop_kept();
     kill_marked(&mark);
     assert_eq!(status.code(), Some(0));
     assert!(

@@ -150,6 +150,13 @@ impl TestEnv {
         cmd
     }
 
+    /// Ends whatever a call kept running in this workspace (`sandgate stop`).
+    pub fn stop_kept(&self) {
+        let mut stop = Command::new(sandgate());
+        self.isolate(&mut stop);
+        let _ = output(stop.arg("stop").arg("--workspace").arg(&self.ws));
+    }
+
     /// Clears inherited SANDGATE_*, XDG_*, TMPDIR and CI, so the host cannot steer the
     /// call, and points configuration, the runtime directory and the audit log at this
     /// test's own files.
@@ -608,6 +615,18 @@ pub fn read_pty(mut master: impl std::io::Read) -> String {
         out.extend_from_slice(&buf[..n]);
     }
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Waits until `done` holds, polling, for at most `limit`; returns whether it did.
+pub fn wait_for(limit: std::time::Duration, mut done: impl FnMut() -> bool) -> bool {
+    let until = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < until {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    done()
 }
 
 /// True when a new open of `file` can take an exclusive `flock` at once.
