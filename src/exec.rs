@@ -34,6 +34,7 @@ use crate::network::hosts::HostRules;
 use crate::sandbox::{Applied, Prepared, Step};
 use crate::{kept, network, supervisor, sys};
 
+mod fresh;
 mod init;
 mod relay;
 pub(crate) mod tree;
@@ -209,11 +210,13 @@ pub fn run(mut launch: Launch<'_>) -> Result<Outcome, ExecError> {
         };
     }
     let mut relay = relay::Relay::for_regular_files()?;
+    let mut fresh = fresh::FreshStdio::open(&relay.relayed());
+    let stdio: Vec<(RawFd, RawFd)> = relay.plan().iter().chain(fresh.plan()).copied().collect();
     let program_to_run = Program {
         path: &path,
         argv: &argv_ptrs,
         env: &env_ptrs,
-        stdio: relay.plan(),
+        stdio: &stdio,
     };
 
     let (err_r, err_w) = pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
@@ -269,6 +272,7 @@ pub fn run(mut launch: Launch<'_>) -> Result<Outcome, ExecError> {
     drop(err_w);
     drop(theirs);
     relay.started();
+    fresh.started();
     // The command has its own limits and dispositions; from here on these are sandgate's.
     let _ = sys::no_core_files();
     sys::ignore_file_size_signal();
@@ -316,6 +320,7 @@ pub fn run(mut launch: Launch<'_>) -> Result<Outcome, ExecError> {
     if let (Some(proxy), Some(reporter)) = (&proxy, &reporter) {
         proxy.collect_refusals(reporter);
     }
+    fresh.finish();
     if ended.kept {
         keep(pid, launch.keep_background.as_ref());
     }

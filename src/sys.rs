@@ -495,6 +495,25 @@ extern "C" fn record_closed_std_fds() {
 #[link_section = ".init_array"]
 static RECORD_CLOSED_STD_FDS: extern "C" fn() = record_closed_std_fds;
 
+/// This process's open fds that `execve` passes on (no `FD_CLOEXEC`): what it inherited
+/// and keeps for the command. Empty when `/proc` cannot be read.
+pub fn inherited_fds() -> Vec<RawFd> {
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+        return vec![];
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<RawFd>().ok())
+        // SAFETY: F_GETFD on an fd number only reads this process's fd table.
+        .filter(|&fd| unsafe { libc::fcntl(fd, libc::F_GETFD) } == 0)
+        .collect()
+}
+
+/// Whether standard fd `fd` was closed when sandgate started (it holds the runtime's
+/// `/dev/null` now).
+pub fn closed_at_start(fd: RawFd) -> bool {
+    let closed = CLOSED_AT_START.load(std::sync::atomic::Ordering::Relaxed);
+    (0..3).contains(&fd) && closed & (1 << fd) != 0
+}
+
 /// Closes again the standard fds that were closed when sandgate started (the runtime put
 /// `/dev/null` there). Async-signal-safe.
 pub fn close_std_fds_closed_at_start() {

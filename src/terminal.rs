@@ -1,10 +1,11 @@
 //! The terminal, and the caller's standard streams, come back as the call found them.
 //!
-//! The command shares the open file descriptions behind stdin, stdout and stderr with
-//! whoever started sandgate (the user's shell, a CI runner's pipe, an agent's harness), so
-//! a status flag it sets there — `O_NONBLOCK`, or `O_APPEND` cleared — would stay set
-//! for them: their next read gets `EAGAIN`. Those flags are saved before and put back
-//! after, terminal or not.
+//! The command gets new open file descriptions of the objects behind stdin, stdout and
+//! stderr (`exec::fresh`), but one that cannot be opened again — a socket, another user's
+//! terminal — it shares with whoever started sandgate (the user's shell, a CI runner, an
+//! agent's harness), so a status flag it sets there — `O_NONBLOCK`, or `O_APPEND` cleared
+//! — would stay set for them: their next read gets `EAGAIN`. Those flags are saved before
+//! and put back after, terminal or not.
 //!
 //! A restricted command shares the user's terminal, and may change its modes: `stty -echo
 //! -isig` or raw mode left behind means a shell prompt that shows nothing typed and
@@ -69,10 +70,6 @@ pub struct Saved {
     terminal: Option<(Where, Termios)>,
     /// The status flags of the open file descriptions behind fds 0, 1 and 2.
     stdio: [Option<OFlag>; 3],
-    /// Which of those descriptions held no lock: a lock the command takes on one (`flock`,
-    /// or an open-file-description record lock) belongs to the description, which the
-    /// caller keeps open after the call — the user's terminal for the whole session.
-    unlocked: [bool; 3],
 }
 
 impl Saved {
@@ -88,7 +85,6 @@ impl Saved {
         Saved {
             terminal: Self::terminal(),
             stdio,
-            unlocked: [0, 1, 2].map(|fd| holds_no_lock(fd) == Some(true)),
         }
     }
 
@@ -108,15 +104,10 @@ impl Saved {
         Some((at, termios::tcgetattr(tty.as_fd()).ok()?))
     }
 
-    /// Puts the saved status flags back and drops the locks taken meanwhile, then the
-    /// terminal's modes and output, if sandgate is still in the terminal's foreground
-    /// process group. Once: later calls do nothing.
+    /// Puts the saved status flags back, then the terminal's modes and output, if
+    /// sandgate is still in the terminal's foreground process group. Once: later calls do
+    /// nothing.
     pub fn restore(&mut self) {
-        for (fd, unlocked) in (0..).zip(std::mem::take(&mut self.unlocked)) {
-            if let Some(dup) = sys::dup_if_open(fd).filter(|_| unlocked) {
-                sys::unlock_open_file(dup.as_fd());
-            }
-        }
         for (fd, saved) in (0..).zip(std::mem::take(&mut self.stdio)) {
             let (Some(saved), Some(dup)) = (saved, sys::dup_if_open(fd)) else {
                 continue;
@@ -152,14 +143,6 @@ impl Drop for Saved {
     fn drop(&mut self) {
         self.restore();
     }
-}
-
-/// Whether the open file description behind sandgate's `fd` holds no lock, as the kernel
-/// lists its locks in `/proc/self/fdinfo`; `None` when that cannot be read (the fd is
-/// closed, `/proc` is missing): such a description is left alone.
-fn holds_no_lock(fd: RawFd) -> Option<bool> {
-    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).ok()?;
-    Some(!info.lines().any(|line| line.starts_with("lock:")))
 }
 
 /// Whether sandgate is in the foreground process group of `fd`'s terminal; `None` when

@@ -6,10 +6,10 @@
 //! it for as long as the caller keeps it open — on a file outside every writable root,
 //! given only to be written to. So a restricted command gets a pipe in its place, and
 //! sandgate copies what comes through it to the file: all the command can do is add
-//! output. Terminals, pipes and sockets are passed as they are: they hold nothing written
-//! before, and what the command changes of their state sandgate puts back (`terminal`).
-//! Other inherited descriptors are passed as they are too: `9>lock` is how a script hands
-//! a lock file over on purpose.
+//! output; another inherited fd of the same file gets the same pipe. Terminals and pipes
+//! hold nothing written before: the command gets new descriptions of them (`fresh`).
+//! Other inherited descriptors are passed as they are: `9>lock` is how a script hands a
+//! lock file over on purpose.
 //!
 //! The copying runs in sandgate's wait loop (`wait`), so output keeps its order and the
 //! file holds everything once sandgate returns. Processes that outlive the command (a call
@@ -92,6 +92,20 @@ impl Relay {
             });
             relay.ends.push((write, vec![fd]));
         }
+        // Another inherited fd of the same file (`exec 3>>log; sandgate cmd >&3`) would
+        // hand the command the file after all: it gets the pipe too.
+        for fd in sys::inherited_fds().into_iter().filter(|fd| *fd > 2) {
+            let Some(file) = sys::dup_if_open(fd) else {
+                continue;
+            };
+            let shared = relay
+                .streams
+                .iter()
+                .position(|s| same_file(s.to.as_fd(), file.as_fd()));
+            if let Some(i) = shared {
+                relay.ends[i].1.push(fd);
+            }
+        }
         relay.plan = relay
             .ends
             .iter()
@@ -117,6 +131,11 @@ impl Relay {
     /// `dup2`.
     pub fn plan(&self) -> &[(RawFd, RawFd)] {
         &self.plan
+    }
+
+    /// The command's fds that get a pipe.
+    pub fn relayed(&self) -> Vec<RawFd> {
+        self.plan.iter().map(|&(_, onto)| onto).collect()
     }
 
     /// The command has been started: sandgate lets go of the write ends, so that the pipes

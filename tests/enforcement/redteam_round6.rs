@@ -1,8 +1,9 @@
 //! Red team, round 6: the three changes of this round — a regular file given as stdout or
 //! stderr reaching the command as a pipe that sandgate copies (`exec/relay.rs`), the locks
-//! a command takes on the caller's open files behind fds 0-2 dropped at the end
-//! (`terminal.rs`), and the hidden-files rule failing closed on what its bounds left unread
-//! and hiding the rest of a closed directory that holds a needed path.
+//! a command takes on the caller's open files behind fds 0-2 (since then: the command gets
+//! descriptions of its own, `exec/fresh.rs`), and the hidden-files rule failing closed on
+//! what its bounds left unread and hiding the rest of a closed directory that holds a
+//! needed path.
 //!
 //! Each test performs the attack as the sandboxed command (or the earlier call that
 //! prepares it) would, as whichever uid runs the suite, and asserts that it fails, with a
@@ -22,25 +23,6 @@ use crate::support::*;
 use crate::support::{put_with_mode as put, set_mode as chmod};
 
 const SECRET: &str = "REDTEAM6-SECRET";
-
-/// Runs `sandgate stop --workspace WS` (the test's cleanup of a kept call).
-fn stop_kept(env: &TestEnv) {
-    let mut stop = Command::new(sandgate());
-    env.isolate(&mut stop);
-    let _ = output(stop.arg("stop").arg("--workspace").arg(&env.ws));
-}
-
-/// Waits until `done` holds, polling, for at most `limit`; returns whether it did.
-fn wait_for(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
-    let until = Instant::now() + limit;
-    while Instant::now() < until {
-        if done() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    done()
-}
 
 /// Opens `path` for appending, as a shell's `>> path` does.
 fn append_to(path: &Path) -> File {
@@ -147,7 +129,7 @@ fn redteam_round6_a_call_that_keeps_nothing_leaves_no_copier_for_its_log() {
     let written = wait_for(Duration::from_secs(3), || env.ws.join("written").exists());
     std::thread::sleep(Duration::from_millis(300));
     let after = std::fs::read_to_string(&log).unwrap_or_default();
-    stop_kept(&env);
+    env.stop_kept();
     kill_marked(&listener_mark);
     kill_marked(&call_mark);
     assert!(
@@ -236,9 +218,9 @@ fn redteam_round6_stdout_and_stderr_to_one_file_keep_their_order() {
 /// hands sandgate the same open file description as fd 1 and fd 3; sandgate relays fd 1
 /// through a pipe but passes fd 3 as it is, so the command clears what the log held with
 /// `ftruncate(3)` and writes over it. Should fail: "a regular file as stdout or stderr
-/// never reaches the command at all" — here it does, through the inherited duplicate.
+/// never reaches the command at all". Holds: an inherited fd of the same file gets the
+/// same pipe.
 #[test]
-#[ignore = "documented limit: descriptors other than stdout and stderr are passed as they are"]
 fn redteam_round6_a_duplicate_of_the_log_does_not_reach_the_command() {
     if !require_full_enforcement() {
         return;
@@ -408,7 +390,7 @@ fn redteam_round6_a_kept_writer_does_not_hold_sandgate_up() {
     });
     stop.store(true, Ordering::Relaxed);
     let _ = truncating.join();
-    stop_kept(&env);
+    env.stop_kept();
     kill_marked(&mark);
     assert_eq!(status.code(), Some(0));
     assert!(
@@ -483,11 +465,10 @@ fn can_lock_as(kind: &str) -> fn(&Path) -> bool {
 /// script's `exec <input`) and exits. Nothing is kept running any more (`sandgate ps` lists
 /// nothing), yet the lock belongs to the description, which the caller still holds, so it
 /// stays — and the next call, which finds the description locked at its start, leaves it
-/// so. Should fail: the README's limit speaks of a lock held by a kept process "after the
-/// call too", and the round's change drops locks on these descriptions; a lock that
-/// outlives every process of the call is beyond what the call asked to keep.
+/// so. Should fail: a lock that outlives every process of the call is beyond what the
+/// call asked to keep. Holds: the command gets stdin opened anew, and the lock on its own
+/// description ends with the kept process.
 #[test]
-#[ignore = "documented limit: a kept process can lock the caller's stdio after the call"]
 fn redteam_round6_a_kept_process_lock_on_the_callers_stdin_outlives_it() {
     if !require_full_enforcement() {
         return;
@@ -528,7 +509,7 @@ fn redteam_round6_a_kept_process_lock_on_the_callers_stdin_outlives_it() {
         );
         let free_later = can_lock_as(kind)(&file);
         drop(kept);
-        stop_kept(&env);
+        env.stop_kept();
         assert_status(&later, 0);
         assert!(locked, "control: the kept process did not lock ({kind})");
         if !free || !free_later {
@@ -547,8 +528,8 @@ fn redteam_round6_a_kept_process_lock_on_the_callers_stdin_outlives_it() {
 /// records the description as locked and will leave it alone — and waits for A to end (A's
 /// sandgate drops A's lock, as it should); then B takes the lock itself and exits. Should
 /// fail: no process of either call is left, and the caller's description must be free.
+/// Holds: each call's command locks a description of its own.
 #[test]
-#[ignore = "documented limit: calls running side by side share the caller's stdio and its locks"]
 fn redteam_round6_a_lock_passed_between_two_calls_does_not_outlive_them() {
     if !require_full_enforcement() {
         return;
@@ -608,9 +589,9 @@ fn redteam_round6_a_lock_passed_between_two_calls_does_not_outlive_them() {
 /// itself (`flock 3`), as a script serialises its own steps on a file; sandgate, which found
 /// it unlocked at the start, unlocks it at the end — the caller's lock with it. A lock the
 /// caller held before the call is kept (the control). Should fail: sandgate may drop only
-/// what the command took.
+/// what the command took. Holds: the command's stdin is a description of its own, and
+/// sandgate leaves the caller's alone.
 #[test]
-#[ignore = "documented limit: a lock the caller takes on its stdio during the call is dropped with the command's"]
 fn redteam_round6_sandgate_does_not_drop_a_lock_the_caller_took_meanwhile() {
     if !require_full_enforcement() {
         return;

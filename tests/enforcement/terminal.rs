@@ -522,3 +522,121 @@ fn a_file_given_as_output_is_written_by_sandgate_in_order_and_complete() {
         );
     }
 }
+
+/// Python for a process the call keeps: it waits until sandgate has returned and put
+/// everything back, then sets `O_NONBLOCK` on its stdin and locks it (`flock`), marks that
+/// it did, and exits.
+const KEPT_MARKS_STDIN: &str = "import fcntl, os, time
+if os.fork() == 0:
+    time.sleep(0.5)
+    fcntl.fcntl(0, fcntl.F_SETFL, fcntl.fcntl(0, fcntl.F_GETFL) | os.O_NONBLOCK)
+    fcntl.flock(0, fcntl.LOCK_EX)
+    open('kept-done', 'w').close()
+    os._exit(0)
+";
+
+/// Attack: break the user's terminal from a process the call keeps, after sandgate has
+/// put the terminal back. The user's next program, reading the same terminal, must find it
+/// blocking and unlocked: the command's stdin was a description of its own, which ended
+/// with the kept process.
+#[test]
+fn a_kept_process_leaves_nothing_on_the_users_terminal() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let next = r#"sleep 1.5; python3 -c 'import fcntl, os
+print("flags:", "nonblocking" if fcntl.fcntl(0, fcntl.F_GETFL) & os.O_NONBLOCK else "blocking")
+try:
+    fcntl.flock(0, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    print("lock: free")
+except OSError:
+    print("lock: held")'"#;
+    let shown = Session::start(
+        &env,
+        "workspace-write",
+        &format!(r#""$@"; {next}"#),
+        &["python3", "-c", KEPT_MARKS_STDIN],
+    )
+    .finish();
+    env.stop_kept();
+    assert!(
+        env.ws.join("kept-done").exists(),
+        "control: the kept process did not change its stdin: {shown:?}"
+    );
+    assert!(shown.contains("flags: blocking"), "{shown:?}");
+    assert!(shown.contains("lock: free"), "{shown:?}");
+}
+
+/// Attack: the same on a CI runner's pipe: a kept process sets `O_NONBLOCK` on the pipe
+/// sandgate was given as stdin, after the call. The runner's description stays blocking
+/// (its next read would get `EAGAIN`), and unlocked.
+#[test]
+fn a_kept_process_leaves_nothing_on_the_callers_pipe() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let (read_end, write_end) = nix::unistd::pipe().unwrap_or_else(|e| panic!("{e}"));
+    let out = output(
+        env.sandgate("workspace-write")
+            .args(["--keep-background", "--", "python3", "-c", KEPT_MARKS_STDIN])
+            .stdin(Stdio::from(
+                read_end.try_clone().unwrap_or_else(|e| panic!("{e}")),
+            )),
+    );
+    let marked = wait_for(std::time::Duration::from_secs(5), || {
+        env.ws.join("kept-done").exists()
+    });
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let flags = nix::fcntl::fcntl(&read_end, nix::fcntl::FcntlArg::F_GETFL)
+        .map(nix::fcntl::OFlag::from_bits_truncate)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let free =
+        nix::fcntl::Flock::lock(read_end, nix::fcntl::FlockArg::LockExclusiveNonblock).is_ok();
+    drop(write_end);
+    env.stop_kept();
+    assert_status(&out, 0);
+    assert!(marked, "control: the kept process did not change its stdin");
+    assert!(
+        !flags.contains(nix::fcntl::OFlag::O_NONBLOCK),
+        "the caller's pipe was left non-blocking"
+    );
+    assert!(free, "the caller's pipe was left locked");
+}
+
+/// A file read as stdin keeps the caller's place in it, as when the two shared one
+/// description: the command reads on from where the caller stood, and the caller goes on
+/// from where the command stopped (`while read …; do sandgate …; done <list`).
+#[test]
+fn a_file_read_as_stdin_keeps_the_callers_place() {
+    if !require_full_enforcement() {
+        return;
+    }
+    use std::io::Read;
+    let env = TestEnv::new();
+    let list = env.outside.join("list");
+    std::fs::write(&list, "one\ntwo\nthree\n").unwrap_or_else(|e| panic!("{e}"));
+    let mut file = std::fs::File::open(&list).unwrap_or_else(|e| panic!("{e}"));
+    let mut first = [0u8; 4];
+    file.read_exact(&mut first)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let out = output(
+        env.sandgate("read-only")
+            .args(["--", "dd", "bs=1", "count=4", "status=none"])
+            .stdin(Stdio::from(
+                file.try_clone().unwrap_or_else(|e| panic!("{e}")),
+            )),
+    );
+    let mut rest = String::new();
+    file.read_to_string(&mut rest)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_status(&out, 0);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "two\n",
+        "{}",
+        show(&out)
+    );
+    assert_eq!(rest, "three\n");
+}
