@@ -379,17 +379,31 @@ impl Running {
 /// Makes the calling thread fit to perform for the sandbox:
 /// 1. a filesystem context of its own (`unshare(CLONE_FS)`), so that the umask it sets to
 ///    each caller's before a create is its alone, and sandgate's never applies on top;
-/// 2. no effective capability: the sandbox runs with sandgate's uid and groups and no
-///    capability at all, so the kernel's permission checks of what this thread does are
-///    then the caller's own (a root sandgate would otherwise lend CAP_DAC_OVERRIDE,
-///    CAP_FOWNER, …). The permitted set stays, for what sandgate itself needs of `/proc`.
-///    Threads it starts (the workers) inherit both.
+/// 2. no effective capability but `CAP_SYS_PTRACE`: the sandbox runs with sandgate's uid
+///    and groups and no capability at all, so the kernel's permission checks of what this
+///    thread does are then the caller's own (a root sandgate would otherwise lend
+///    CAP_DAC_OVERRIDE, CAP_FOWNER, …). `CAP_SYS_PTRACE` stays when sandgate has it (as
+///    root): no operation performed for the sandbox consults it (the paths it names are
+///    resolved without `/proc`'s magic links, `RESOLVE_NO_MAGICLINKS`), and
+///    without it a caller that made itself non-dumpable could not have its memory read,
+///    its descriptors taken or its `/proc` links followed — every call it makes would
+///    fail. (Not root, the supervisor owns the sandbox's user namespace and needs none.)
+///    The permitted set stays, for what sandgate itself needs of `/proc`. Threads it
+///    starts (the workers) inherit both.
 ///
 /// # Errors
 /// Either step failed: nothing may then be performed.
 fn act_for_the_sandbox() -> io::Result<()> {
+    use caps::{CapSet, Capability};
     nix::sched::unshare(nix::sched::CloneFlags::CLONE_FS)?;
-    caps::clear(None, caps::CapSet::Effective).map_err(|e| io::Error::other(e.to_string()))?;
+    let ptrace = caps::has_cap(None, CapSet::Effective, Capability::CAP_SYS_PTRACE)
+        .map_err(|e| io::Error::other(e.to_string()))?;
+    let effective = if ptrace {
+        std::iter::once(Capability::CAP_SYS_PTRACE).collect()
+    } else {
+        caps::CapsHashSet::new()
+    };
+    caps::set(None, CapSet::Effective, &effective).map_err(|e| io::Error::other(e.to_string()))?;
     Ok(())
 }
 

@@ -668,9 +668,9 @@ fn redteam_round7_a_file_the_command_may_write_in_a_frozen_home_can_be_watched()
 /// do, or any program whose binary is execute-only) gets `EPERM` for every call the
 /// supervisor performs — a watch in the workspace, and a plain write there too: the
 /// supervisor cannot read its memory or take its descriptors. Should hold: a watch and a
-/// write where the command may write.
+/// write where the command may write. Holds: as root, the supervisor keeps
+/// `CAP_SYS_PTRACE` (and no other capability).
 #[test]
-#[ignore = "documented limit: as root, a process that made itself non-dumpable cannot have its writes performed"]
 fn redteam_round7_a_non_dumpable_watcher_can_watch_the_workspace() {
     if !require_full_enforcement() {
         return;
@@ -698,6 +698,43 @@ except OSError as e:
         "a non-dumpable process can neither watch nor write in the workspace: {}",
         show(&out)
     );
+}
+
+/// Attack: borrow the supervisor's `CAP_SYS_PTRACE` (kept, as root, to read non-dumpable
+/// callers). The command asks for writes through the `/proc` entries of its
+/// non-dumpable init — its memory, its cwd and root as magic links, its descriptors —
+/// hoping the supervisor follows them with a capability the command lacks. Should fail:
+/// performed paths are resolved without magic links, and what is left to the kernel is
+/// judged with the command's own rights.
+#[test]
+fn redteam_round7_the_supervisors_ptrace_capability_lends_nothing() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let script = r#"import os
+for path in ["/proc/1/mem", "/proc/1/cwd/planted", "/proc/1/root/tmp/planted",
+             "/proc/1/fd/0", "/proc/1/fd/1", "/proc/1/fd/3", "/proc/1/environ"]:
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        os.close(fd)
+        print("opened", path, flush=True)
+    except OSError as e:
+        print("refused", path, e.strerror, flush=True)
+"#;
+    let out = output(
+        env.sandgate("workspace-write")
+            .args(["--", "python3", "-c", script]),
+    );
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_status(&out, 0);
+    assert!(text.contains("refused /proc/1/mem"), "{}", show(&out));
+    assert!(
+        !text.contains("opened"),
+        "a write through init's /proc entries was let through: {}",
+        show(&out)
+    );
+    assert!(!env.ws.join("planted").exists());
 }
 
 /// Attack (low): a nested call narrower than its parent. Inside a `workspace-write`
