@@ -55,6 +55,11 @@ pub enum Scope {
     /// caller's that nobody else may enter is taken whole, save the home itself and its
     /// XDG base directories.
     Home,
+    /// A directory one of a home's dot-entries links to (`~/.vault -> ~/Sync/vault`, a
+    /// `~/.config` kept in a dotfiles checkout): scanned as that dot-entry would be, so
+    /// what a tool keeps there is judged as if it lay in the home. Its own mode counts
+    /// (a closed one is taken whole) unless it stands for an XDG base directory (`Root::xdg`).
+    LinkedEntry,
     /// A system directory (`/etc`): a file counts when others may not read it and the
     /// caller may (by its owner or group bits: a sandbox has no capability to read more);
     /// a directory others may not enter and the caller may is taken whole.
@@ -62,10 +67,20 @@ pub enum Scope {
 }
 
 impl Scope {
+    /// The depth its root counts as, for the bounds and the rule: a linked dot-entry's is
+    /// that of a home's dot-entry.
+    pub fn root_depth(self) -> usize {
+        match self {
+            Scope::LinkedEntry => 1,
+            Scope::Home | Scope::System => 0,
+        }
+    }
+
     /// How the scope is named in reports.
     pub fn as_str(self) -> &'static str {
         match self {
             Scope::Home => "home",
+            Scope::LinkedEntry => "linked-entry",
             Scope::System => "system",
         }
     }
@@ -109,7 +124,9 @@ impl Caller {
     fn secret(&self, scope: Scope, st: &FileStat) -> bool {
         let mode = st.st_mode;
         match scope {
-            Scope::Home => st.st_uid == self.uid && mode & 0o400 != 0 && mode & 0o144 == 0,
+            Scope::Home | Scope::LinkedEntry => {
+                st.st_uid == self.uid && mode & 0o400 != 0 && mode & 0o144 == 0
+            }
             Scope::System => mode & 0o004 == 0 && self.may(st, 0o400, 0o040),
         }
     }
@@ -119,7 +136,7 @@ impl Caller {
     /// caller may.
     fn closed(&self, scope: Scope, st: &FileStat) -> bool {
         match scope {
-            Scope::Home => {
+            Scope::Home | Scope::LinkedEntry => {
                 st.st_uid == self.uid && st.st_mode & 0o100 != 0 && st.st_mode & 0o011 == 0
             }
             Scope::System => st.st_mode & 0o001 == 0 && self.may(st, 0o100, 0o010),
@@ -230,7 +247,7 @@ pub fn snapshot(root: &Root, caller: &Caller, anchors: &[PathBuf]) -> Option<Sna
     let mut snapshot = match cached {
         Some(mut old) if now - old.walked < MAX_AGE_NS => {
             let mut scan = Scan::new(root, caller, old.tree.count());
-            match scan.refresh(&mut old.tree, &root.path, 0) {
+            match scan.refresh(&mut old.tree, &root.path, root.scope.root_depth()) {
                 Kept::Same => {
                     scan.reach(&mut old.tree, &anchors);
                     if !scan.changed {
@@ -256,7 +273,7 @@ pub fn snapshot(root: &Root, caller: &Caller, anchors: &[PathBuf]) -> Option<Sna
 pub fn walk(root: &Root, caller: &Caller, anchors: &[&PathBuf]) -> Option<Snapshot> {
     let mut scan = Scan::new(root, caller, 0);
     let st = nix::sys::stat::lstat(&root.path).ok()?;
-    let mut tree = scan.subtree(&root.path, OsString::new(), &st, 0)?;
+    let mut tree = scan.subtree(&root.path, OsString::new(), &st, root.scope.root_depth())?;
     scan.reach(&mut tree, anchors);
     Some(Snapshot {
         root: root.clone(),
@@ -397,11 +414,11 @@ impl<'a> Scan<'a> {
     /// (`~/.config`, `~/.cache`, `~/.local` and the directories in it), which libraries
     /// create 0700 as a matter of course, holding what every tool reads.
     fn mode_says_nothing(&self, path: &Path) -> bool {
-        if self.root.scope == Scope::System {
-            return false;
-        }
         if self.root.xdg.iter().any(|d| d == path) {
             return true;
+        }
+        if self.root.scope != Scope::Home {
+            return false;
         }
         let Ok(inside) = path.strip_prefix(&self.root.path) else {
             return true;
@@ -435,7 +452,7 @@ impl<'a> Scan<'a> {
 
     /// The other files of a directory, kept for a closed home directory only.
     fn kept_public(&self, closed: bool, public: Vec<OsString>) -> Vec<OsString> {
-        if closed && self.root.scope == Scope::Home {
+        if closed && self.root.scope != Scope::System {
             public
         } else {
             vec![]
@@ -457,7 +474,7 @@ impl<'a> Scan<'a> {
             let mut names = inside.iter();
             let mut node = &mut *tree;
             let mut path = self.root.path.clone();
-            for depth in 0.. {
+            for depth in self.root.scope.root_depth().. {
                 if node.unread {
                     self.read_exempt(node, &path, depth);
                 }

@@ -21,7 +21,7 @@ use sha2::{Digest, Sha256};
 use super::{Caller, Node, Root, Snapshot, Source, Watched, MAX_DEPTH, MAX_ENTRIES};
 
 /// Bumped whenever the format or the scan's rules change: an older file is then ignored.
-const FORMAT: &[u8] = b"sandgate-hidden-scan 2\n";
+const FORMAT: &[u8] = b"sandgate-hidden-scan 3\n";
 /// A file larger than this is not one sandgate wrote.
 const MAX_BYTES: u64 = 16 << 20;
 

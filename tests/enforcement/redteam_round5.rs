@@ -487,11 +487,9 @@ fn redteam_a_directory_closed_after_a_call_is_hidden_at_the_next() {
 /// (`~/.vault -> ~/Sync/vault`, 0700, entries 0644; `~/.password-store`, which the
 /// profile lists, is hidden through its link), or the whole of
 /// `~/.config` linked to a dotfiles checkout (`~/.config -> ~/dotfiles/config`) holding
-/// `app/token` 0600. Should fail: they read as empty. The README: "The rule looks at files
-/// and directories, not through symbolic links", and it does not walk the home's other
-/// directories (`~/Sync`, `~/dotfiles`), so these read.
+/// `app/token` 0600. Should fail: they read as empty. Holds: a dot-entry that is a link
+/// is scanned where it leads, as a dot-entry.
 #[test]
-#[ignore = "documented limit: the rule looks at files and directories, not through symbolic links"]
 fn redteam_a_closed_directory_behind_a_dot_entry_link_is_hidden() {
     if !require_full_enforcement() {
         return;

@@ -523,3 +523,99 @@ fn a_workspace_inside_a_dot_entry_keeps_its_own_owner_only_files() {
     assert_status(&out, 0);
     assert_eq!(stdout(&out), format!("{SECRET}more\n\n"));
 }
+
+/// A dot-entry that is a link is judged where it leads, as a dot-entry: a `~/.config`
+/// kept in a dotfiles checkout still gives every tool its settings (an XDG base
+/// directory's mode says nothing, even through a link) while the owner-only token beside
+/// them reads as empty; a closed store linked from `~/.vault` is hidden whole. Links that
+/// lead nowhere, in a loop, to the home itself or above it change nothing and cost
+/// nothing.
+#[test]
+fn a_dot_entry_that_is_a_link_is_judged_where_it_leads() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let home = new_home(&env);
+    chmod(&home, 0o755);
+    put(
+        &home,
+        "dotfiles/config/app/settings.toml",
+        "SETTINGS",
+        0o644,
+    );
+    put(&home, "dotfiles/config/app/token", SECRET, 0o600);
+    chmod(&home.join("dotfiles/config"), 0o700);
+    put(&home, "Sync/vault/notes.txt", SECRET, 0o644);
+    chmod(&home.join("Sync/vault"), 0o700);
+    put(&home, "Sync/public.txt", "PUBLIC", 0o644);
+    let link = |target: &Path, name: &str| {
+        std::os::unix::fs::symlink(target, home.join(name)).unwrap_or_else(|e| panic!("{e}"))
+    };
+    link(&home.join("dotfiles/config"), ".config");
+    link(&home.join("Sync/vault"), ".vault");
+    link(&home.join("Sync"), ".sync");
+    link(Path::new("/"), ".root");
+    link(&home, ".home");
+    link(&home.join("nowhere"), ".dangling");
+    link(&home.join(".loop"), ".loop");
+    for mode in ["read-only", "workspace-write"] {
+        let out = run(
+            &env,
+            mode,
+            &home,
+            &[],
+            &cat_each(&[
+                ".config/app/settings.toml",
+                ".config/app/token",
+                ".vault/notes.txt",
+                ".sync/public.txt",
+                ".home/.sync/public.txt",
+            ]),
+        );
+        assert_each_reads(&out, mode, &[".config/app/settings.toml"], "SETTINGS");
+        assert_each_reads(&out, mode, &[".config/app/token"], "");
+        assert!(!stdout(&out).contains(SECRET), "{mode}: {}", show(&out));
+        assert_each_reads(
+            &out,
+            mode,
+            &[".sync/public.txt", ".home/.sync/public.txt"],
+            "PUBLIC",
+        );
+    }
+}
+
+/// Attack: hide the workspace's own files from it, or uncover a secret, through a
+/// dot-entry link to the workspace (`~/.proj -> ~/proj`, as a user links a project): the
+/// project's owner-only file stays the project's to read and write, while an owner-only
+/// file the home's scan finds elsewhere still reads as empty.
+#[test]
+fn a_dot_entry_linked_to_the_workspace_leaves_the_workspace_its_files() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let home = new_home(&env);
+    chmod(&home, 0o755);
+    let project = home.join("proj");
+    put(&project, "private.env", "PROJECT-OWN", 0o600);
+    put(&home, ".other/token", SECRET, 0o600);
+    std::os::unix::fs::symlink(&project, home.join(".proj")).unwrap_or_else(|e| panic!("{e}"));
+    let ws: &str = &project.to_string_lossy();
+    let out = sh_at(
+        &env,
+        "workspace-write",
+        &home,
+        &project,
+        &["--workspace", ws],
+        "cat private.env; echo; cat ~/.proj/private.env; echo; cat ~/.other/token; echo; echo more >> private.env",
+    );
+    assert_status(&out, 0);
+    assert_eq!(
+        stdout(&out),
+        "PROJECT-OWN\nPROJECT-OWN\n\n",
+        "{}",
+        show(&out)
+    );
+    assert_eq!(read(&project.join("private.env")), "PROJECT-OWNmore\n");
+}

@@ -12,7 +12,9 @@
 pub mod rule;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::profile::{self, CacheSpec, Placeholders, ProfileSpec, SecretEnvSpec};
@@ -159,6 +161,31 @@ pub fn rule_roots(
                 .collect(),
         })
         .collect();
+    let linked: Vec<secret_scan::Root> = homes
+        .iter()
+        .flat_map(|home| linked_entries(home))
+        .filter(|(_, target)| !skip.iter().any(|s| target.starts_with(s)))
+        .map(|(name, target)| secret_scan::Root {
+            skip: skip
+                .iter()
+                .filter(|p| p.starts_with(&target))
+                .cloned()
+                .collect(),
+            xdg: xdg
+                .iter()
+                .filter(|p| p.starts_with(&target))
+                .cloned()
+                .chain(xdg_stand_ins(&name, &target))
+                .collect(),
+            path: target,
+            scope: Scope::LinkedEntry,
+        })
+        .collect();
+    for root in linked {
+        if !roots.iter().any(|r| r.path == root.path) {
+            roots.push(root);
+        }
+    }
     if as_root {
         roots.extend(
             spec.secret_rule
@@ -174,6 +201,58 @@ pub fn rule_roots(
         );
     }
     Ok(roots)
+}
+
+/// At most this many of a home's dot-entries that are links are followed.
+const MAX_LINKED: usize = 16;
+
+/// The home's dot-entries that are symbolic links to a directory of the caller's outside
+/// what the home's own scan reads (a store moved to a synced folder, `~/.config` kept in a
+/// dotfiles checkout), with the directory each leads to (canonical). Not one that leads
+/// to the home or above it, nor into another dot-entry.
+fn linked_entries(home: &Path) -> Vec<(OsString, PathBuf)> {
+    let Ok(entries) = std::fs::read_dir(home) else {
+        return vec![];
+    };
+    let uid = nix::unistd::geteuid().as_raw();
+    let mut found: Vec<(OsString, PathBuf)> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().as_bytes().starts_with(b"."))
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_symlink()))
+        .filter_map(|e| Some((e.file_name(), std::fs::canonicalize(e.path()).ok()?)))
+        .filter(|(_, target)| {
+            std::fs::metadata(target).is_ok_and(|m| m.is_dir() && m.uid() == uid)
+                && !home.starts_with(target)
+                && !target
+                    .strip_prefix(home)
+                    .ok()
+                    .and_then(|inside| inside.iter().next())
+                    .is_some_and(|top| top.as_bytes().starts_with(b"."))
+        })
+        .collect();
+    found.sort();
+    found.truncate(MAX_LINKED);
+    found
+}
+
+/// The directories a linked dot-entry named `name` stands in for among a home's XDG base
+/// directories (`~/.config`, `~/.cache`, `~/.local` and the directories in `~/.local`),
+/// whose mode says nothing of what they hold.
+fn xdg_stand_ins(name: &OsStr, target: &Path) -> Vec<PathBuf> {
+    match name.as_bytes() {
+        b".config" | b".cache" => vec![target.to_path_buf()],
+        b".local" => std::iter::once(target.to_path_buf())
+            .chain(
+                std::fs::read_dir(target)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Result::ok)
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                    .map(|e| e.path()),
+            )
+            .collect(),
+        _ => vec![],
+    }
 }
 
 /// One hidden path as `doctor` shows it.

@@ -45,17 +45,23 @@ pub fn found(
         let walk = Walk {
             home: &snapshot.root.path,
             scope: snapshot.root.scope,
+            xdg: &snapshot.root.xdg,
             keep_whole,
             shown,
         };
-        walk.visit(&snapshot.tree, &snapshot.root.path, 0, false, &mut out);
+        let depth = snapshot.root.scope.root_depth();
+        walk.visit(&snapshot.tree, &snapshot.root.path, depth, false, &mut out);
     }
     out
 }
 
 struct Walk<'a> {
+    /// The scan's root: a home, or the directory a home's dot-entry links to.
     home: &'a Path,
     scope: Scope,
+    /// Directories never hidden whole for their mode or their secrets (see
+    /// `secret_scan::Root::xdg`).
+    xdg: &'a [PathBuf],
     keep_whole: &'a [PathBuf],
     shown: &'a [PathBuf],
 }
@@ -106,7 +112,7 @@ impl Walk<'_> {
             }
         }
         let why = match self.scope {
-            Scope::Home => Why::OwnerOnly,
+            Scope::Home | Scope::LinkedEntry => Why::OwnerOnly,
             Scope::System => Why::NotForOthers,
         };
         let enclosed = (enclosed || node.closed) && !self.within_needed(path);
@@ -148,8 +154,9 @@ impl Walk<'_> {
     /// Whether the home directory `path` at `depth` may be hidden whole (see the module
     /// docs); a system directory is hidden whole only when others may not enter it.
     fn may_collapse(&self, path: &Path, depth: usize) -> bool {
-        self.scope == Scope::Home
+        self.scope != Scope::System
             && depth >= 2
+            && !self.xdg.iter().any(|d| d == path)
             && !(depth == 2 && path.parent() == Some(&self.home.join(".local")))
     }
 }
@@ -201,6 +208,48 @@ mod tests {
             truncated: false,
             tree,
             source: Source::Walked,
+        }
+    }
+
+    fn linked_snapshot(tree: Node, xdg: bool) -> Snapshot {
+        let mut snapshot = home_snapshot(tree);
+        snapshot.root.path = "/elsewhere/vault".into();
+        snapshot.root.scope = Scope::LinkedEntry;
+        if xdg {
+            snapshot.root.xdg = vec!["/elsewhere/vault".into()];
+        }
+        snapshot
+    }
+
+    #[test]
+    fn a_linked_dot_entry_is_judged_as_a_dot_entry() {
+        let closed = || Node {
+            closed: true,
+            ..dir("", 3, &["key"], vec![dir("sub", 5, &["a", "b", "c", "d"], vec![])])
+        };
+        // Closed: hidden whole, as a closed dot-entry is.
+        let found_closed = found(&[linked_snapshot(closed(), false)], &[], &[]);
+        assert_eq!(
+            found_closed.into_iter().collect::<Vec<_>>(),
+            [("/elsewhere/vault".into(), Why::ClosedToOthers)]
+        );
+        // Standing in for an XDG base directory, or holding the workspace: never whole,
+        // its secrets one by one, and a store of them (two levels down) as one.
+        let open = || Node {
+            closed: false,
+            ..closed()
+        };
+        for (snapshot, keep) in [
+            (linked_snapshot(open(), true), vec![]),
+            (
+                linked_snapshot(closed(), false),
+                vec![PathBuf::from("/elsewhere/vault/ws")],
+            ),
+        ] {
+            let hidden: Vec<PathBuf> = found(&[snapshot], &keep, &[]).into_keys().collect();
+            assert!(hidden.contains(&"/elsewhere/vault/key".into()), "{hidden:?}");
+            assert!(hidden.contains(&"/elsewhere/vault/sub".into()), "{hidden:?}");
+            assert!(!hidden.contains(&"/elsewhere/vault".into()), "{hidden:?}");
         }
     }
 
