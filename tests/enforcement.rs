@@ -34,6 +34,7 @@ mod enforcement {
     mod redteam_round6;
     mod redteam_round7;
     mod redteam_secrets;
+    mod redteam_stdio;
     mod redteam_terminal;
     mod secrets;
     mod stall;
