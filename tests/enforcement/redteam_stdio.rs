@@ -491,3 +491,74 @@ fn redteam_another_descriptor_of_stdout_is_not_the_callers() {
         .collect(),
     );
 }
+
+/// Attack: stdin is a host file outside every writable root (`< ~/.bashrc`); hard-link it
+/// into the workspace through `/proc/self/fd/0` (or `/dev/stdin`), so that a later
+/// `workspace-write` call writes the host file through the workspace's name. Should fail
+/// (it does: the link is refused), and no name for the file appears in the workspace.
+#[test]
+fn redteam_a_file_read_as_stdin_cannot_be_linked_into_the_workspace() {
+    let env = TestEnv::new();
+    let file = env.outside.join("bashrc");
+    std::fs::write(&file, "host\n").unwrap_or_else(|e| panic!("{e}"));
+    let script = "import os
+for path, name in (('/proc/self/fd/0', 'x1'), ('/dev/stdin', 'x2')):
+    try:
+        os.link(path, name, follow_symlinks=True)
+        print(name, 'linked')
+    except OSError as e:
+        print(name, e)
+";
+    let out = output(
+        env.sandgate("workspace-write")
+            .args(["--", "python3", "-c", script])
+            .stdin(Stdio::from(
+                std::fs::File::open(&file).unwrap_or_else(|e| panic!("{e}")),
+            )),
+    );
+    let links = std::fs::metadata(&file)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .nlink();
+    assert_eq!(links, 1, "the host file was linked: {}", show(&out));
+    assert!(!env.ws.join("x1").exists() && !env.ws.join("x2").exists());
+}
+
+/// Attack: the caller opens a log read-write as stdin and sends stdout there too
+/// (`sandgate cmd <>build.log >&0`). stdout becomes a relay pipe, but "another inherited
+/// descriptor of the same file" gets the pipe only above fd 2: fd 0 is the file opened
+/// anew, read-write, and `ftruncate(0, 0)` wipes what the log held — which the README says
+/// a regular file given as output never lets the command do. (The caller did hand over
+/// fd 0 read-write: a weak case, kept so the claim's edge is on record.) Should fail: the
+/// log keeps what it held.
+#[test]
+fn redteam_stdin_opened_read_write_on_the_output_file_cannot_truncate_it() {
+    let env = TestEnv::new();
+    let log = env.outside.join("build.log");
+    for mode in ["read-only", "workspace-write"] {
+        std::fs::write(&log, "kept-line\n").unwrap_or_else(|e| panic!("{e}"));
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&log)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let out = output(
+            env.sandgate(mode)
+                .args([
+                    "--",
+                    "python3",
+                    "-c",
+                    "import os, sys\ntry:\n    os.ftruncate(0, 0); sys.stderr.write('truncated\\n')\nexcept OSError as e:\n    sys.stderr.write('%s\\n' % e)",
+                ])
+                .stdin(Stdio::from(
+                    file.try_clone().unwrap_or_else(|e| panic!("{e}")),
+                ))
+                .stdout(Stdio::from(file)),
+        );
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(
+            text.starts_with("kept-line\n"),
+            "{mode}: the log now holds {text:?}: {}",
+            show(&out)
+        );
+    }
+}
