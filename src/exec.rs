@@ -209,8 +209,9 @@ pub fn run(mut launch: Launch<'_>) -> Result<Outcome, ExecError> {
             Some(limit) => unconfined_with_time_limit(&program_to_run, program, limit),
         };
     }
-    let mut relay = relay::Relay::for_regular_files()?;
-    let mut fresh = fresh::FreshStdio::open(&relay.relayed());
+    let mut relay = relay::Relay::for_outputs()?;
+    let mut fresh = fresh::FreshStdio::open(&relay);
+    launch.sandbox = launch.sandbox.rehoming(fresh.rehoming());
     let stdio: Vec<(RawFd, RawFd)> = relay.plan().iter().chain(fresh.plan()).copied().collect();
     let program_to_run = Program {
         path: &path,
@@ -276,11 +277,18 @@ pub fn run(mut launch: Launch<'_>) -> Result<Outcome, ExecError> {
     // The command has its own limits and dispositions; from here on these are sandgate's.
     let _ = sys::no_core_files();
     sys::ignore_file_size_signal();
-    let (listener, proxy_listener) = from_the_child(
+    let FromTheChild {
+        listener,
+        proxy: proxy_listener,
+        stdin,
+    } = from_the_child(
         ours.as_fd(),
         launch.sandbox.has_proxy(),
         launch.supervision.as_mut(),
     )?;
+    if let Some(stdin) = stdin {
+        fresh.command_reads(stdin);
+    }
     if let Some((step, errno)) = read_failure(err_r)? {
         // The child exits right after reporting (init once its command did); reap it so
         // it does not linger.
@@ -540,33 +548,47 @@ fn hand_to_sandgate(sock: RawFd, applied: Applied) -> io::Result<()> {
             .map_err(io::Error::from)
     };
     let Applied {
-        listener: Some(listener),
+        listener,
         proxy,
         refused_caches,
-    } = applied
-    else {
-        // A proxy is only planned with a listener (see `Prepared::has_proxy`).
-        return send(&[0]);
-    };
-    let root = sys::open_path(c"/", libc::O_DIRECTORY)?;
-    send(&[1])?;
-    sys::send_fd(sys::borrow_raw(sock), listener.as_fd())?;
-    sys::send_fd(sys::borrow_raw(sock), root.as_fd())?;
-    if let Some(proxy) = &proxy {
-        sys::send_fd(sys::borrow_raw(sock), proxy.as_fd())?;
+        stdin,
+    } = applied;
+    // What follows: the listener and the rest (a proxy is only planned with a listener,
+    // see `Prepared::has_proxy`), then stdin.
+    let header = u8::from(listener.is_some()) | u8::from(stdin.is_some()) << 1;
+    send(&[header])?;
+    if let Some(listener) = listener {
+        let root = sys::open_path(c"/", libc::O_DIRECTORY)?;
+        sys::send_fd(sys::borrow_raw(sock), listener.as_fd())?;
+        sys::send_fd(sys::borrow_raw(sock), root.as_fd())?;
+        if let Some(proxy) = &proxy {
+            sys::send_fd(sys::borrow_raw(sock), proxy.as_fd())?;
+        }
+        send(&serde_json::to_vec(&refused_caches).map_err(io::Error::other)?)?;
     }
-    send(&serde_json::to_vec(&refused_caches).map_err(io::Error::other)?)
+    if let Some(stdin) = stdin {
+        sys::send_fd(sys::borrow_raw(sock), stdin.as_fd())?;
+    }
+    Ok(())
 }
 
-/// What the child sent with [`hand_to_sandgate`]: the seccomp listener and the sandbox's
-/// root, and the proxy's listener when `proxy_planned`; nothing when the child sent no
-/// listener or failed before it could (it then reports why through its error pipe).
-#[allow(clippy::type_complexity)]
+/// What the child sent with [`hand_to_sandgate`].
+struct FromTheChild {
+    /// The seccomp listener and the sandbox's root.
+    listener: Option<(OwnedFd, OwnedFd)>,
+    /// The proxy's listener, when one was planned.
+    proxy: Option<OwnedFd>,
+    /// The command's description of the file it reads as stdin (see `sandbox::rehome`).
+    stdin: Option<OwnedFd>,
+}
+
+/// Receives what the child sent with [`hand_to_sandgate`]; nothing when it failed before
+/// it could (it then reports why through its error pipe).
 fn from_the_child(
     channel: std::os::fd::BorrowedFd<'_>,
     proxy_planned: bool,
     setup: Option<&mut supervisor::Setup>,
-) -> io::Result<(Option<(OwnedFd, OwnedFd)>, Option<OwnedFd>)> {
+) -> io::Result<FromTheChild> {
     let mut header = [0u8; 1];
     let got = loop {
         match nix::sys::socket::recv(
@@ -578,17 +600,27 @@ fn from_the_child(
             other => break other?,
         }
     };
-    if got == 0 || header[0] == 0 {
-        return Ok((None, None));
-    }
-    let listener = sys::recv_fd(channel)?;
-    let root = sys::recv_fd(channel)?;
-    let proxy = match proxy_planned {
-        true => sys::recv_fd(channel)?,
-        false => None,
+    let mut from = FromTheChild {
+        listener: None,
+        proxy: None,
+        stdin: None,
     };
-    refused_caches(channel, setup);
-    Ok((listener.zip(root), proxy))
+    if got == 0 {
+        return Ok(from);
+    }
+    if header[0] & 1 != 0 {
+        let listener = sys::recv_fd(channel)?;
+        let root = sys::recv_fd(channel)?;
+        from.listener = listener.zip(root);
+        if proxy_planned {
+            from.proxy = sys::recv_fd(channel)?;
+        }
+        refused_caches(channel, setup);
+    }
+    if header[0] & 2 != 0 {
+        from.stdin = sys::recv_fd(channel)?;
+    }
+    Ok(from)
 }
 
 /// The last steps of a child that becomes the command: with sandgate as its `parent`,

@@ -14,6 +14,10 @@
 //! the caller's offset stands, and the caller's offset moves on by what the command read,
 //! as when the two shared the description (`while read …; do sandgate …; done <list`).
 //!
+//! These descriptions lie on the host's mounts: the child opens each that has a name again
+//! in the sandbox's view once its mounts are in place (`sandbox::rehome`), where a file
+//! outside the writable roots, a device or the terminal is on a read-only mount.
+//!
 //! What cannot be opened again is passed as it is: a socket, or an object the caller may
 //! not open (a terminal of another user's, after `su`). A lock the command takes on such a
 //! description is dropped when the call ends, if the description held none at its start.
@@ -25,6 +29,11 @@ use nix::fcntl::{FcntlArg, OFlag};
 use nix::sys::stat::{fstat, FileStat, Mode};
 use nix::unistd::{lseek, Whence};
 
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+
+use super::relay::Relay;
+use crate::sandbox::rehome::Rehome;
 use crate::sys;
 
 /// The status flags a new description takes over from the caller's.
@@ -52,20 +61,28 @@ struct Reading {
 }
 
 impl FreshStdio {
-    /// New descriptions for each of fds 0, 1 and 2 that is open, not in `relayed`, and can
-    /// be opened again.
-    pub fn open(relayed: &[RawFd]) -> FreshStdio {
+    /// New descriptions for each of fds 0, 1 and 2 that is open, not relayed, and can be
+    /// opened again; and for each other inherited fd of one of their descriptions
+    /// (`exec 3>&1`). Stdin that is a file the relay writes to (`<>log >&0`) is opened
+    /// for reading only: the command may not write that file but through the relay.
+    pub fn open(relay: &Relay) -> FreshStdio {
+        let relayed = relay.relayed();
         let mut stdio = FreshStdio {
             fresh: vec![],
             plan: vec![],
             reading: None,
             unlocked: vec![],
         };
+        let others: Vec<RawFd> = sys::inherited_fds()
+            .into_iter()
+            .filter(|fd| *fd > 2 && !relayed.contains(fd))
+            .collect();
         for fd in (0..3).filter(|fd| !relayed.contains(fd) && !sys::closed_at_start(*fd)) {
             let Some(callers) = sys::dup_if_open(fd) else {
                 continue;
             };
-            match reopen(fd, callers.as_fd()) {
+            let read_only = fd == 0 && relay.writes_to(callers.as_fd());
+            match reopen(fd, callers.as_fd(), read_only) {
                 Some((commands, st)) => {
                     if fd == 0 && st.st_mode & libc::S_IFMT == libc::S_IFREG {
                         if let Some(reading) = Reading::new(callers, &commands) {
@@ -73,6 +90,9 @@ impl FreshStdio {
                         }
                     }
                     stdio.plan.push((commands.as_raw_fd(), fd));
+                    for other in others.iter().filter(|o| sys::same_open_file(fd, **o)) {
+                        stdio.plan.push((commands.as_raw_fd(), *other));
+                    }
                     stdio.fresh.push((commands, fd));
                 }
                 None if holds_no_lock(fd) == Some(true) => stdio.unlocked.push(fd),
@@ -86,6 +106,43 @@ impl FreshStdio {
     /// `dup2`.
     pub fn plan(&self) -> &[(RawFd, RawFd)] {
         &self.plan
+    }
+
+    /// What the child opens again in its own view, in place of these descriptions (see
+    /// `sandbox::rehome`): each that has a name.
+    pub fn rehoming(&self) -> Vec<Rehome> {
+        self.fresh
+            .iter()
+            .filter_map(|(commands, _)| {
+                let fd = commands.as_raw_fd();
+                let name = std::fs::read_link(format!("/proc/self/fd/{fd}")).ok()?;
+                let name = name.as_os_str().as_bytes();
+                if !name.starts_with(b"/") || name.ends_with(b" (deleted)") {
+                    return None;
+                }
+                let st = fstat(commands.as_fd()).ok()?;
+                let regular = st.st_mode & libc::S_IFMT == libc::S_IFREG;
+                Some(Rehome {
+                    slot: fd,
+                    path: CString::new(name).ok()?,
+                    dev: st.st_dev,
+                    ino: st.st_ino,
+                    flags: nix::fcntl::fcntl(commands.as_fd(), FcntlArg::F_GETFL).ok()?,
+                    offset: match regular {
+                        true => Some(lseek(commands.as_fd(), 0, Whence::SeekCur).ok()?),
+                        false => None,
+                    },
+                })
+            })
+            .collect()
+    }
+
+    /// The command reads stdin through `commands`, the child's description of the file
+    /// (see `sandbox::rehome`), not sandgate's.
+    pub fn command_reads(&mut self, commands: OwnedFd) {
+        if let Some(reading) = &mut self.reading {
+            reading.commands = commands;
+        }
     }
 
     /// The command has been started: sandgate lets go of the new descriptions, so that
@@ -131,14 +188,17 @@ impl Reading {
 }
 
 /// `fd` (whose description `callers` is) opened again: the same object with the same
-/// access mode and status flags, in a description of its own. `None` for a socket, or
-/// when it cannot be opened again as the same object.
-fn reopen(fd: RawFd, callers: BorrowedFd<'_>) -> Option<(OwnedFd, FileStat)> {
+/// access mode (`read_only`: for reading only) and status flags, in a description of its
+/// own. `None` for a socket, or when it cannot be opened again as the same object.
+fn reopen(fd: RawFd, callers: BorrowedFd<'_>, read_only: bool) -> Option<(OwnedFd, FileStat)> {
     let was = fstat(callers).ok()?;
     if !opens_the_same(&was, callers) {
         return None;
     }
-    let flags = OFlag::from_bits_truncate(nix::fcntl::fcntl(callers, FcntlArg::F_GETFL).ok()?);
+    let mut flags = OFlag::from_bits_truncate(nix::fcntl::fcntl(callers, FcntlArg::F_GETFL).ok()?);
+    if read_only {
+        flags.remove(OFlag::O_ACCMODE | OFlag::O_APPEND);
+    }
     if flags.contains(OFlag::O_PATH) {
         return None;
     }
@@ -177,19 +237,22 @@ fn reopen(fd: RawFd, callers: BorrowedFd<'_>) -> Option<(OwnedFd, FileStat)> {
 /// Whether opening `st` (the file behind `callers`) again reaches the same object, with no
 /// effect of its own: files, directories, pipes, terminals and the memory devices
 /// (`/dev/null`, `/dev/zero`, …). Not a socket (it cannot be opened), and not a device
-/// whose opening does something: `/dev/ptmx` and `/dev/tty` lead to another terminal
-/// than the one the caller holds, a clone device makes a new instance, a tape rewinds.
+/// whose opening does something: `/dev/ptmx`, `/dev/tty`, `/dev/console` and `/dev/tty0`
+/// lead to another terminal than the one the caller holds, a clone device makes a new
+/// instance, a tape rewinds.
 fn opens_the_same(st: &FileStat, callers: BorrowedFd<'_>) -> bool {
     /// The memory devices' major number.
     const MEM_MAJOR: u32 = 1;
+    /// The virtual consoles' (minor 0: whichever is in front).
+    const TTY_MAJOR: u32 = 4;
     /// `/dev/tty`, `/dev/console` and `/dev/ptmx`.
     const TTYAUX_MAJOR: u32 = 5;
     match st.st_mode & libc::S_IFMT {
         libc::S_IFREG | libc::S_IFDIR | libc::S_IFIFO => true,
         libc::S_IFCHR => {
-            let major = libc::major(st.st_rdev);
-            major == MEM_MAJOR
-                || (major != TTYAUX_MAJOR && nix::unistd::isatty(callers).unwrap_or(false))
+            let (major, minor) = (libc::major(st.st_rdev), libc::minor(st.st_rdev));
+            let redirects = major == TTYAUX_MAJOR || (major == TTY_MAJOR && minor == 0);
+            major == MEM_MAJOR || (!redirects && nix::unistd::isatty(callers).unwrap_or(false))
         }
         _ => false,
     }

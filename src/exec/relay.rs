@@ -1,25 +1,31 @@
-//! A regular file given as stdout or stderr, written by sandgate rather than by the command.
+//! A regular file or a pipe given as stdout or stderr, written by sandgate rather than by
+//! the command.
 //!
 //! `sandgate … >> build.log` hands the command sandgate's own open file description of
 //! `build.log`, which the caller opened and keeps. Shared, it lets the command do more than
 //! write output: clear `O_APPEND` and write over what the file held, `ftruncate` it, lock
 //! it for as long as the caller keeps it open — on a file outside every writable root,
-//! given only to be written to. So a restricted command gets a pipe in its place, and
-//! sandgate copies what comes through it to the file: all the command can do is add
-//! output; another inherited fd of the same file gets the same pipe. Terminals and pipes
-//! hold nothing written before: the command gets new descriptions of them (`fresh`).
-//! Other inherited descriptors are passed as they are: `9>lock` is how a script hands a
-//! lock file over on purpose.
+//! given only to be written to. A pipe (a CI runner's log, an agent's harness, `| tee`)
+//! is no better: opened again through `/proc/self/fd/1`, for reading, it gives up what
+//! others wrote to it and its reader has not read yet, and later, to a process the call
+//! kept, what they write after the call. So a restricted command gets a pipe of sandgate's
+//! in their place, and sandgate copies what comes through it on: all the command can do is
+//! add output. Another inherited fd of the same file or pipe gets the same pipe.
+//! Terminals hold nothing written before: the command gets new descriptions of them
+//! (`fresh`). Other inherited descriptors are passed as they are: `9>lock` is how a
+//! script hands a lock file over on purpose.
 //!
 //! The copying runs in sandgate's wait loop (`wait`), so output keeps its order and the
-//! file holds everything once sandgate returns. Processes that outlive the command (a call
+//! file holds everything once sandgate returns. Into a pipe it moves with `splice`, never
+//! waiting for room during the call (a slow reader must not keep sandgate from its signals
+//! and its time limit): a full pipe is waited on with `poll` like everything else. Processes that outlive the command (a call
 //! that keeps them, or one without a PID namespace) may still hold the pipe: a detached
 //! process of sandgate's then copies on until the last of them is gone.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
-use nix::fcntl::{FcntlArg, OFlag};
+use nix::fcntl::{FcntlArg, OFlag, SpliceFFlags};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
 use crate::sys;
@@ -51,27 +57,32 @@ struct Stream {
     /// refused a write (the command's next write then fails with `EPIPE`, as it would
     /// have failed on the file).
     from: Option<OwnedFd>,
-    /// The caller's file (a duplicate of sandgate's fd).
+    /// The caller's file or pipe (a duplicate of sandgate's fd).
     to: OwnedFd,
+    /// `to` is a pipe (or FIFO).
+    to_pipe: bool,
+    /// `to` was full at the last copy: it is waited on until it has room.
+    stalled: bool,
 }
 
 impl Relay {
-    /// A pipe for each of sandgate's standard output fds that is a regular file (one for
-    /// both when they are one file, as with `>log 2>&1`).
+    /// A pipe for each of sandgate's standard output fds that is a regular file or a pipe
+    /// (one for both when they are one, as with `>log 2>&1`).
     ///
     /// # Errors
     /// A pipe cannot be made.
-    pub fn for_regular_files() -> io::Result<Relay> {
+    pub fn for_outputs() -> io::Result<Relay> {
         let mut relay = Relay::none();
         for fd in RELAYED {
             let Some(file) = sys::dup_if_open(fd) else {
                 continue;
             };
-            let regular = nix::sys::stat::fstat(file.as_fd())
-                .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFREG);
-            if !regular {
-                continue;
-            }
+            let kind = nix::sys::stat::fstat(file.as_fd()).map(|st| st.st_mode & libc::S_IFMT);
+            let to_pipe = match kind {
+                Ok(libc::S_IFREG) => false,
+                Ok(libc::S_IFIFO) => true,
+                _ => continue,
+            };
             // One pipe for both when they are one file: the order the command wrote in
             // stays (written through the first's description, which `>>log 2>>log`
             // opens the same way).
@@ -89,6 +100,8 @@ impl Relay {
             relay.streams.push(Stream {
                 from: Some(from),
                 to: file,
+                to_pipe,
+                stalled: false,
             });
             relay.ends.push((write, vec![fd]));
         }
@@ -133,6 +146,11 @@ impl Relay {
         &self.plan
     }
 
+    /// Whether `file` is one of the files the relay writes to.
+    pub fn writes_to(&self, file: BorrowedFd<'_>) -> bool {
+        self.streams.iter().any(|s| same_file(s.to.as_fd(), file))
+    }
+
     /// The command's fds that get a pipe.
     pub fn relayed(&self) -> Vec<RawFd> {
         self.plan.iter().map(|&(_, onto)| onto).collect()
@@ -158,18 +176,22 @@ impl Relay {
             .collect()
     }
 
-    /// The read ends still open, to wait on.
-    pub fn waiting(&self) -> impl Iterator<Item = BorrowedFd<'_>> {
-        self.streams
-            .iter()
-            .filter_map(|s| s.from.as_ref())
-            .map(AsFd::as_fd)
+    /// What to wait on: the read end of each stream still open, or the pipe it goes to
+    /// while that is full.
+    pub fn waiting(&self) -> impl Iterator<Item = PollFd<'_>> {
+        self.streams.iter().filter_map(|s| {
+            let from = s.from.as_ref()?;
+            Some(match s.stalled {
+                true => PollFd::new(s.to.as_fd(), PollFlags::POLLOUT),
+                false => PollFd::new(from.as_fd(), PollFlags::POLLIN),
+            })
+        })
     }
 
-    /// Copies what the pipes hold now, a bounded amount per stream.
+    /// Copies what the pipes hold now, a bounded amount per stream, without waiting.
     pub fn pump(&mut self) {
         for stream in &mut self.streams {
-            stream.copy(&mut self.buf, Some(PER_ROUND));
+            stream.copy(&mut self.buf, Some(PER_ROUND), false);
         }
     }
 
@@ -188,8 +210,11 @@ impl Relay {
                 .from
                 .as_ref()
                 .map_or(0, |f| sys::bytes_to_read(f.as_fd()));
-            // (At least one read: at the pipe's end it says so.)
-            stream.copy(&mut buf, Some(held.max(1)));
+            // Waiting for room in a pipe it goes to: the command's output must all get
+            // there, as when it wrote there itself and waited.
+            stream.copy(&mut buf, Some(held), true);
+            // And one read without waiting: at the pipe's end it says so.
+            stream.copy(&mut buf, Some(1), false);
         }
         self.streams.retain(|s| s.from.is_some());
         if self.streams.is_empty() || !outlived {
@@ -200,10 +225,7 @@ impl Relay {
             // Like the processes it serves: its own session, and ended by any signal.
             let _ = nix::sys::signal::SigSet::all().thread_unblock();
             loop {
-                let mut ready: Vec<PollFd> = self
-                    .waiting()
-                    .map(|fd| PollFd::new(fd, PollFlags::POLLIN))
-                    .collect();
+                let mut ready: Vec<PollFd> = self.waiting().collect();
                 if ready.is_empty() {
                     break;
                 }
@@ -213,7 +235,7 @@ impl Relay {
                 }
                 drop(ready);
                 for stream in &mut self.streams {
-                    stream.copy(&mut buf, None);
+                    stream.copy(&mut buf, None, false);
                 }
             }
             sys::exit_immediately(0);
@@ -235,8 +257,11 @@ fn same_file(a: BorrowedFd<'_>, b: BorrowedFd<'_>) -> bool {
 impl Stream {
     /// Copies from the pipe to the file until the pipe is empty (or, with `limit`, that
     /// many bytes were copied); closes the pipe at its end or when the file refuses a
-    /// write.
-    fn copy(&mut self, buf: &mut [u8], limit: Option<usize>) {
+    /// write. Into a pipe, `wait`: for room in it (never for more to copy).
+    fn copy(&mut self, buf: &mut [u8], limit: Option<usize>, wait: bool) {
+        if self.to_pipe {
+            return self.splice(limit, wait);
+        }
         let mut left = limit.unwrap_or(usize::MAX);
         while let Some(from) = self.from.as_ref().filter(|_| left > 0) {
             let want = left.min(buf.len());
@@ -252,6 +277,38 @@ impl Stream {
             };
             if !copied {
                 self.from = None;
+            }
+        }
+    }
+
+    /// [`Stream::copy`] into a pipe: moved with `splice`; without `wait`, a full pipe
+    /// leaves the stream `stalled`.
+    fn splice(&mut self, limit: Option<usize>, wait: bool) {
+        self.stalled = false;
+        let mut left = limit.unwrap_or(usize::MAX);
+        while let Some(from) = self.from.as_ref().filter(|_| left > 0) {
+            // Never more than the pipe holds when waiting: `splice` would wait for more.
+            let want = match wait {
+                true => left.min(sys::bytes_to_read(from.as_fd())),
+                false => left.min(CHUNK),
+            };
+            if want == 0 {
+                return;
+            }
+            let flags = match wait {
+                true => SpliceFFlags::SPLICE_F_MOVE,
+                false => SpliceFFlags::SPLICE_F_MOVE | SpliceFFlags::SPLICE_F_NONBLOCK,
+            };
+            match nix::fcntl::splice(from.as_fd(), None, self.to.as_fd(), None, want, flags) {
+                Ok(0) => self.from = None,
+                Ok(n) => left -= n,
+                Err(nix::errno::Errno::EINTR) => {}
+                Err(nix::errno::Errno::EAGAIN) => {
+                    // The pipe is empty, or the one it goes to is full.
+                    self.stalled = sys::bytes_to_read(from.as_fd()) > 0;
+                    return;
+                }
+                Err(_) => self.from = None,
             }
         }
     }

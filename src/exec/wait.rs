@@ -110,7 +110,7 @@ pub(super) fn until_ended(
         if let Some(channel) = &channel {
             fds.push(PollFd::new(channel.as_fd(), PollFlags::POLLIN));
         }
-        fds.extend(relay.waiting().map(|fd| PollFd::new(fd, PollFlags::POLLIN)));
+        fds.extend(relay.waiting());
         match poll(&mut fds, clock.poll_timeout()) {
             Ok(_) | Err(nix::errno::Errno::EINTR) => {}
             Err(e) => return Err(e.into()),

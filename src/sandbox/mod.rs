@@ -12,6 +12,7 @@ mod mask;
 pub mod mounts;
 pub mod private_temp;
 pub mod probe;
+pub mod rehome;
 mod remove_tree;
 pub mod seccomp;
 
@@ -114,6 +115,9 @@ struct Layers {
     close_on_exec: Vec<RawFd>,
     /// The call's cgroups, joined first (see [`Prepared::joining`]).
     cgroups: Option<crate::limits::cgroup::Join>,
+    /// The command's standard streams to open again in the child's view (see
+    /// [`Prepared::rehoming`]).
+    rehome: Vec<rehome::Rehome>,
 }
 
 /// Everything the child applies before `execve`; `None` for full access.
@@ -210,6 +214,7 @@ pub fn prepare(
         last_cap: last_cap(),
         close_on_exec: risky_inherited_sockets(),
         cgroups: None,
+        rehome: vec![],
     })))
 }
 
@@ -280,6 +285,15 @@ impl Prepared {
         self
     }
 
+    /// Has the child open the command's standard streams again in its own view once its
+    /// mounts are in place (see `rehome`); nothing without a mount namespace.
+    pub fn rehoming(mut self, streams: Vec<rehome::Rehome>) -> Prepared {
+        if let Some(layers) = &mut self.0 {
+            layers.rehome = streams;
+        }
+        self
+    }
+
     /// Returns true when the child will listen for the proxy.
     pub fn has_proxy(&self) -> bool {
         self.0.as_ref().is_some_and(|l| l.proxy)
@@ -335,6 +349,12 @@ impl Prepared {
         if layers.process_boundary {
             mounts::mount_proc().map_err(|e| (Step::ProcessBoundary, e))?;
         }
+        // In the child's view, with its rights still whole: found or not, the command's
+        // streams are the same objects (see `rehome`).
+        let stdin = match layers.mounts {
+            Some(_) => rehome::apply(&layers.rehome),
+            None => None,
+        };
         // A nested call: the enclosing sandbox's layers, as this view shows them (its own
         // landlock domain still bounds whatever is granted here).
         writable.extend(layers.parent_caches.iter().filter_map(|(path, dir)| {
@@ -374,6 +394,7 @@ impl Prepared {
             listener,
             proxy,
             refused_caches,
+            stdin,
         })
     }
 
@@ -395,6 +416,9 @@ pub struct Applied {
     /// The copy-on-write caches that stay read-only because the kernel refused their
     /// overlay.
     pub refused_caches: Vec<RefusedCache>,
+    /// The command's description of the regular file it reads as stdin, opened in the
+    /// child's view (see `rehome`), for sandgate to follow how far it reads.
+    pub stdin: Option<OwnedFd>,
 }
 
 /// Brings this (new) network namespace's loopback up and listens on the proxy's port.

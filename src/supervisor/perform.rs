@@ -462,10 +462,40 @@ impl Job<'_> {
         Answer::Sent
     }
 
+    /// The caller's non-regular file `held` (see [`Job::reopen`]) opened anew with `flags`,
+    /// when its own access mode allows them (`EACCES` otherwise). The open is this
+    /// thread's, so it never makes a terminal anyone's controlling terminal.
+    fn reopen_as_held(&self, held: &OwnedFd, flags: i32) -> Result<Answer, Refused> {
+        let has = nix::fcntl::fcntl(held, nix::fcntl::FcntlArg::F_GETFL)? & libc::O_ACCMODE;
+        let wants = flags & libc::O_ACCMODE;
+        let reads = |m: i32| m == libc::O_RDONLY || m == libc::O_RDWR;
+        let writes = |m: i32| m == libc::O_WRONLY || m == libc::O_RDWR;
+        if (reads(wants) && !reads(has)) || (writes(wants) && !writes(has)) {
+            return Err(Refused::Errno(Errno::EACCES));
+        }
+        // Not waiting in `open` (a FIFO waits there for its other end): the thread must not
+        // stall. A writer finds no reader at once (`ENXIO`) rather than waiting for one.
+        let opening = OFlag::from_bits_truncate(flags & (libc::O_ACCMODE | libc::O_DIRECTORY))
+            | OFlag::O_NOCTTY
+            | OFlag::O_CLOEXEC
+            | OFlag::O_NONBLOCK;
+        let file = nix::fcntl::open(
+            format!("/proc/self/fd/{}", held.as_raw_fd()).as_str(),
+            opening,
+            nix::sys::stat::Mode::empty(),
+        )?;
+        let status = OFlag::from_bits_truncate(flags & (libc::O_APPEND | libc::O_NONBLOCK));
+        nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_SETFL(status))?;
+        Ok(self.hand_over(file, flags))
+    }
+
     /// An open of `/dev/stdout`, `/proc/self/fd/N` and the like: the caller's file `fd`,
     /// opened anew. A regular file is found again by the name the kernel keeps for it and
-    /// opened there, checked like any other; anything else (a pipe, a terminal) is the
-    /// kernel's, whose landlock rules look at the file itself.
+    /// opened there, checked like any other. Anything else (a pipe, a terminal, a device)
+    /// is opened here, through the descriptor taken from the caller, and never for more
+    /// than that descriptor allows: the kernel would open a pipe's read end for writing
+    /// (the caller's stdin pipe, which a shell reads its script from after the call), and
+    /// landlock does not look at pipes.
     fn reopen(
         &self,
         at: PathArg,
@@ -478,7 +508,7 @@ impl Job<'_> {
         let file = sys::pidfd_getfd(pidfd.as_fd(), fd).map_err(|_| Refused::Kernel)?;
         let st = fstat(file.as_fd())?;
         if st.st_mode & libc::S_IFMT != libc::S_IFREG {
-            return Err(Refused::Kernel);
+            return self.reopen_as_held(&file, flags);
         }
         let Some(path) = self.call.proc_link(&format!("fd/{fd}")) else {
             return Err(Refused::Kernel);

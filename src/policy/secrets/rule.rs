@@ -225,7 +225,12 @@ mod tests {
     fn a_linked_dot_entry_is_judged_as_a_dot_entry() {
         let closed = || Node {
             closed: true,
-            ..dir("", 3, &["key"], vec![dir("sub", 5, &["a", "b", "c", "d"], vec![])])
+            ..dir(
+                "",
+                3,
+                &["key"],
+                vec![dir("sub", 5, &["a", "b", "c", "d"], vec![])],
+            )
         };
         // Closed: hidden whole, as a closed dot-entry is.
         let found_closed = found(&[linked_snapshot(closed(), false)], &[], &[]);
@@ -247,8 +252,14 @@ mod tests {
             ),
         ] {
             let hidden: Vec<PathBuf> = found(&[snapshot], &keep, &[]).into_keys().collect();
-            assert!(hidden.contains(&"/elsewhere/vault/key".into()), "{hidden:?}");
-            assert!(hidden.contains(&"/elsewhere/vault/sub".into()), "{hidden:?}");
+            assert!(
+                hidden.contains(&"/elsewhere/vault/key".into()),
+                "{hidden:?}"
+            );
+            assert!(
+                hidden.contains(&"/elsewhere/vault/sub".into()),
+                "{hidden:?}"
+            );
             assert!(!hidden.contains(&"/elsewhere/vault".into()), "{hidden:?}");
         }
     }
