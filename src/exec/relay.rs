@@ -17,10 +17,11 @@
 //!
 //! The copying runs in sandgate's wait loop (`wait`), so output keeps its order and the
 //! file holds everything once sandgate returns. Into a pipe it moves with `splice`, never
-//! waiting for room during the call (a slow reader must not keep sandgate from its signals
-//! and its time limit): a full pipe is waited on with `poll` like everything else. Processes that outlive the command (a call
-//! that keeps them, or one without a PID namespace) may still hold the pipe: a detached
-//! process of sandgate's then copies on until the last of them is gone.
+//! waiting for room during the call (a slow reader must not keep sandgate from its
+//! signals and its time limit): a full pipe is waited on with `poll` like everything
+//! else. Processes that outlive the command (a call that keeps them, or one without a PID
+//! namespace) may still hold the pipe: a detached process of sandgate's then copies on
+//! until the last of them is gone.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
@@ -86,11 +87,7 @@ impl Relay {
             // One pipe for both when they are one file: the order the command wrote in
             // stays (written through the first's description, which `>>log 2>>log`
             // opens the same way).
-            let shared = relay
-                .streams
-                .iter()
-                .position(|s| same_file(s.to.as_fd(), file.as_fd()));
-            if let Some(i) = shared {
+            if let Some(i) = relay.stream_to(file.as_fd()) {
                 relay.ends[i].1.push(fd);
                 continue;
             }
@@ -111,11 +108,7 @@ impl Relay {
             let Some(file) = sys::dup_if_open(fd) else {
                 continue;
             };
-            let shared = relay
-                .streams
-                .iter()
-                .position(|s| same_file(s.to.as_fd(), file.as_fd()));
-            if let Some(i) = shared {
+            if let Some(i) = relay.stream_to(file.as_fd()) {
                 relay.ends[i].1.push(fd);
             }
         }
@@ -148,7 +141,12 @@ impl Relay {
 
     /// Whether `file` is one of the files the relay writes to.
     pub fn writes_to(&self, file: BorrowedFd<'_>) -> bool {
-        self.streams.iter().any(|s| same_file(s.to.as_fd(), file))
+        self.stream_to(file).is_some()
+    }
+
+    /// The stream that writes to `file`, if any.
+    fn stream_to(&self, file: BorrowedFd<'_>) -> Option<usize> {
+        self.streams.iter().position(|s| same_file(s.to.as_fd(), file))
     }
 
     /// The command's fds that get a pipe.

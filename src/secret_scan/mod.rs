@@ -1,6 +1,7 @@
 //! The scan behind the hidden-files rule: which files under a home's dot-entries (and
-//! directly in the home) only their owner may read, and (as root) which files under `/etc` others may not read — found by
-//! their modes, not their names. `policy::secrets` decides from a scan what a call hides.
+//! directly in the home, and where a dot-entry that is a link leads) only their owner may
+//! read, and (as root) which files under `/etc` others may not read — found by their
+//! modes, not their names. `policy::secrets` decides from a scan what a call hides.
 //!
 //! sandgate runs before every command, so the scan is bounded and cached:
 //! - **Bounded.** Breadth first, shallow entries before deep ones, to [`MAX_DEPTH`] below
