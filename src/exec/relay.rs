@@ -146,7 +146,9 @@ impl Relay {
 
     /// The stream that writes to `file`, if any.
     fn stream_to(&self, file: BorrowedFd<'_>) -> Option<usize> {
-        self.streams.iter().position(|s| same_file(s.to.as_fd(), file))
+        self.streams
+            .iter()
+            .position(|s| same_file(s.to.as_fd(), file))
     }
 
     /// The command's fds that get a pipe.

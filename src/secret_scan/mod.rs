@@ -522,6 +522,18 @@ impl<'a> Scan<'a> {
         }
     }
 
+    /// Reads again the directory at `path`, which an earlier scan read: that spends
+    /// nothing of the bound on directories, which limits how far a scan reaches, not how
+    /// often it looks at what it reached. (Otherwise, once a flood elsewhere had spent it,
+    /// a directory whose times were too fresh to trust would be taken as unread, and
+    /// hidden whole: `~/.config/git` lost to a workspace full of directories.)
+    fn read_again(&mut self, path: &Path, depth: usize) -> Option<Listing> {
+        let dirs = std::mem::take(&mut self.dirs);
+        let listing = self.read(path, depth);
+        self.dirs = dirs;
+        listing
+    }
+
     /// Whether a bound has stopped the scan.
     fn out_of_budget(&self) -> bool {
         self.dirs >= MAX_DIRS || self.entries >= MAX_ENTRIES
@@ -649,8 +661,14 @@ impl<'a> Scan<'a> {
             *node = fresh;
             return Kept::Same;
         }
-        self.dirs = self.dirs.saturating_sub(1);
-        let Some(listing) = self.read(path, depth) else {
+        let listing = match node.unread {
+            true => {
+                self.dirs = self.dirs.saturating_sub(1);
+                self.read(path, depth)
+            }
+            false => self.read_again(path, depth),
+        };
+        let Some(listing) = listing else {
             fresh.unread = self.out_of_budget();
             *node = fresh;
             return Kept::Same;

@@ -275,3 +275,31 @@ fn at_most_so_many_files_are_watched_however_many_share_a_time() -> std::io::Res
     assert_eq!(snapshot.tree.children[0].watched.len(), MAX_WATCHED);
     Ok(())
 }
+
+#[test]
+fn a_directory_read_before_is_read_again_when_it_changed_whatever_the_bounds_spent(
+) -> std::io::Result<()> {
+    let (_dir, home) = home(&[(".config/git/config", 0o644)])?;
+    // A workspace in a dot-entry, flooded past the bounds.
+    for i in 0..(MAX_DIRS + 100) {
+        std::fs::create_dir_all(home.join(format!(".dotfiles/d{i}")))?;
+    }
+    let root = root(&home, &[]);
+    let ws = home.join(".dotfiles");
+    let mut snapshot = walk(&root, &me(), &[&ws]).ok_or_else(|| std::io::Error::other("none"))?;
+    assert!(snapshot.truncated);
+    // `.config/git` was read, but too soon after a change to trust its times.
+    let git = &mut snapshot.tree.children[0].children[0];
+    assert_eq!(git.name, "git");
+    assert!(!git.unread);
+    git.mtime = 0;
+    let caller = me();
+    let mut scan = Scan::new(&root, &caller, snapshot.tree.count());
+    assert_eq!(scan.refresh(&mut snapshot.tree, &home, 0), Kept::Same);
+    let git = &snapshot.tree.children[0].children[0];
+    assert!(
+        !git.unread,
+        "a directory known before is taken as unread once the bounds are spent"
+    );
+    Ok(())
+}
