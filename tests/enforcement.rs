@@ -33,6 +33,7 @@ mod enforcement {
     mod redteam_round5;
     mod redteam_round6;
     mod redteam_round7;
+    mod redteam_round9;
     mod redteam_secrets;
     mod redteam_stdio;
     mod redteam_terminal;
