@@ -389,3 +389,44 @@ fn redteam_round9_a_flooded_linked_dot_entry_costs_later_calls_nothing_of_the_ho
     }
     assert_none(failures);
 }
+
+/// Attack: a kept process writes without end (`yes &`) into stdout, a pipe whose reader
+/// stops after a few bytes (`| head -c 10`): the relay's copier must neither spin nor
+/// keep the writer alive, nor hold anything once the reader is gone. Should fail: the
+/// reader gets its bytes, and within a few seconds neither the kept writer nor a copier
+/// of sandgate's is left.
+#[test]
+fn redteam_round9_a_reader_that_closes_early_leaves_no_copier_or_writer_running() {
+    let env = TestEnv::new();
+    let mark = unique_mark("round9-early-close");
+    let mut child = env
+        .sandgate("read-only")
+        .arg("--keep-background")
+        .args(["--", "sh", "-c", &format!("yes {mark} & echo {mark}")])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut out = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+    let mut first = [0u8; 10];
+    let read = out.read_exact(&mut first);
+    drop(out);
+    let status = child.wait().unwrap_or_else(|e| panic!("{e}"));
+    let mut failures = vec![];
+    if read.is_err() || !status.success() {
+        failures.push(format!("the call: {status}, read: {read:?}"));
+    }
+    if !wait_for(Duration::from_secs(5), || {
+        processes_marked(&mark).into_iter().all(is_zombie)
+    }) {
+        let left: Vec<(i32, String)> = processes_marked(&mark)
+            .into_iter()
+            .map(|p| (p, comm(p)))
+            .collect();
+        failures.push(format!("still running after the reader closed: {left:?}"));
+    }
+    env.stop_kept();
+    kill_marked(&mark);
+    assert_none(failures);
+}
