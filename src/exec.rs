@@ -336,7 +336,11 @@ pub fn run(mut launch: Launch<'_>) -> Result<Outcome, ExecError> {
         running.hand_over(&waited, &relay.held());
     }
     // Single-threaded again (the supervisor's threads are joined): the relay may fork.
-    relay.finish(ended.kept || clone_flags.is_none());
+    let timed_out = matches!(ended.outcome, Outcome::TimedOut(_));
+    relay.finish(
+        ended.kept || clone_flags.is_none(),
+        (!timed_out).then_some(&waited),
+    );
     Ok(ended.outcome)
 }
 

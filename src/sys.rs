@@ -495,6 +495,16 @@ extern "C" fn record_closed_std_fds() {
 #[link_section = ".init_array"]
 static RECORD_CLOSED_STD_FDS: extern "C" fn() = record_closed_std_fds;
 
+/// `/proc/self/fd/FD`, written into `buf` without allocating (for a forked child);
+/// `None` when it does not fit.
+pub fn proc_fd_path(fd: RawFd, buf: &mut [u8; 32]) -> Option<&CStr> {
+    use std::io::Write;
+    let mut cursor = std::io::Cursor::new(&mut buf[..]);
+    write!(cursor, "/proc/self/fd/{fd}\0").ok()?;
+    let len = usize::try_from(cursor.position()).ok()?;
+    CStr::from_bytes_with_nul(&buf[..len]).ok()
+}
+
 /// This process's open fds that `execve` passes on (no `FD_CLOEXEC`): what it inherited
 /// and keeps for the command. Empty when `/proc` cannot be read.
 pub fn inherited_fds() -> Vec<RawFd> {
@@ -1442,6 +1452,16 @@ pub fn is_casefolded(dir: BorrowedFd<'_>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_proc_fd_path_is_written_in_place() {
+        let mut buf = [0u8; 32];
+        assert_eq!(proc_fd_path(7, &mut buf), Some(c"/proc/self/fd/7"));
+        assert_eq!(
+            proc_fd_path(i32::MAX, &mut buf),
+            Some(c"/proc/self/fd/2147483647")
+        );
+    }
 
     #[test]
     fn fork_is_refused_while_another_thread_runs() {

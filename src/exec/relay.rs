@@ -28,6 +28,8 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 use nix::fcntl::{FcntlArg, OFlag, SpliceFFlags};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::signal::SigSet;
+use nix::sys::signalfd::{SfdFlags, SignalFd};
 
 use crate::sys;
 
@@ -191,30 +193,66 @@ impl Relay {
     /// Copies what the pipes hold now, a bounded amount per stream, without waiting.
     pub fn pump(&mut self) {
         for stream in &mut self.streams {
-            stream.copy(&mut self.buf, Some(PER_ROUND), false);
+            stream.copy(&mut self.buf, Some(PER_ROUND));
         }
     }
 
-    /// Once the command has ended: copies what the pipes hold by then. When processes of the
-    /// call may still hold a pipe (`outlived`: it kept them, or had no PID namespace to end
-    /// them), a detached process of sandgate's copies on until the last of them is gone;
-    /// sandgate must be single-threaded by then (see [`sys::fork`]). Otherwise, and should
-    /// the fork fail, whoever still holds a pipe (a process of another call it was passed
-    /// to) finds it closed (`EPIPE`).
-    pub fn finish(mut self, outlived: bool) {
+    /// Once the command has ended: copies what the pipes hold by then — into a pipe that
+    /// is full, once its reader makes room, as the command would have waited to write
+    /// there; unless `waited` is `None` (the call ran out of time: what the command had
+    /// not got out by then is lost, as its own blocked write would have been), or one of
+    /// the `waited` signals comes meanwhile (the user gives up on a reader that does not
+    /// read). When processes of the call may still hold a pipe (`outlived`: it kept them,
+    /// or had no PID namespace to end them), a detached process of sandgate's copies on
+    /// until the last of them is gone; sandgate must be single-threaded by then (see
+    /// [`sys::fork`]). Otherwise, and should the fork fail, whoever still holds a pipe (a
+    /// process of another call it was passed to) finds it closed (`EPIPE`).
+    pub fn finish(mut self, outlived: bool, waited: Option<&SigSet>) {
         let mut buf = std::mem::take(&mut self.buf);
+        // What each pipe holds now, and no more: whoever still holds it (a kept process,
+        // or one of another call it was passed to) may write without pause.
+        let mut owed: Vec<usize> = self
+            .streams
+            .iter()
+            .map(|s| s.from.as_ref().map_or(0, |f| sys::bytes_to_read(f.as_fd())))
+            .collect();
+        let signals = waited.and_then(|set| {
+            SignalFd::with_flags(set, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC).ok()
+        });
+        loop {
+            for (stream, owed) in self.streams.iter_mut().zip(&mut owed) {
+                *owed -= stream.copy(&mut buf, Some(*owed)).min(*owed);
+            }
+            let Some(signals) = &signals else {
+                break;
+            };
+            let mut ready: Vec<PollFd> = self
+                .streams
+                .iter()
+                .zip(&owed)
+                .filter(|(s, owed)| **owed > 0 && s.stalled && s.from.is_some())
+                .map(|(s, _)| PollFd::new(s.to.as_fd(), PollFlags::POLLOUT))
+                .collect();
+            if ready.is_empty() {
+                break;
+            }
+            ready.push(PollFd::new(signals.as_fd(), PollFlags::POLLIN));
+            if let Err(e) = poll(&mut ready, PollTimeout::NONE) {
+                if e != nix::errno::Errno::EINTR {
+                    break;
+                }
+            }
+            if ready
+                .last()
+                .and_then(PollFd::revents)
+                .is_some_and(|r| !r.is_empty())
+            {
+                break;
+            }
+        }
+        // One read more, without waiting: at the pipe's end it says so.
         for stream in &mut self.streams {
-            // What the pipe holds now, and no more: whoever still holds it (a kept
-            // process, or one of another call it was passed to) may write without pause.
-            let held = stream
-                .from
-                .as_ref()
-                .map_or(0, |f| sys::bytes_to_read(f.as_fd()));
-            // Waiting for room in a pipe it goes to: the command's output must all get
-            // there, as when it wrote there itself and waited.
-            stream.copy(&mut buf, Some(held), true);
-            // And one read without waiting: at the pipe's end it says so.
-            stream.copy(&mut buf, Some(1), false);
+            stream.copy(&mut buf, Some(1));
         }
         self.streams.retain(|s| s.from.is_some());
         if self.streams.is_empty() || !outlived {
@@ -223,7 +261,7 @@ impl Relay {
         if let Ok(0) = sys::fork_detached() {
             sys::close_all_fds_except(&self.held());
             // Like the processes it serves: its own session, and ended by any signal.
-            let _ = nix::sys::signal::SigSet::all().thread_unblock();
+            let _ = SigSet::all().thread_unblock();
             loop {
                 let mut ready: Vec<PollFd> = self.waiting().collect();
                 if ready.is_empty() {
@@ -235,7 +273,7 @@ impl Relay {
                 }
                 drop(ready);
                 for stream in &mut self.streams {
-                    stream.copy(&mut buf, None, false);
+                    stream.copy(&mut buf, None);
                 }
             }
             sys::exit_immediately(0);
@@ -255,14 +293,16 @@ fn same_file(a: BorrowedFd<'_>, b: BorrowedFd<'_>) -> bool {
 }
 
 impl Stream {
-    /// Copies from the pipe to the file until the pipe is empty (or, with `limit`, that
-    /// many bytes were copied); closes the pipe at its end or when the file refuses a
-    /// write. Into a pipe, `wait`: for room in it (never for more to copy).
-    fn copy(&mut self, buf: &mut [u8], limit: Option<usize>, wait: bool) {
+    /// Copies from the pipe to where it goes until the pipe is empty (or, with `limit`,
+    /// that many bytes were copied), without waiting; returns how much it copied. Closes
+    /// the pipe at its end or when the file refuses a write; a pipe it goes to that is
+    /// full leaves the stream `stalled`.
+    fn copy(&mut self, buf: &mut [u8], limit: Option<usize>) -> usize {
         if self.to_pipe {
-            return self.splice(limit, wait);
+            return self.splice(limit);
         }
-        let mut left = limit.unwrap_or(usize::MAX);
+        let limit = limit.unwrap_or(usize::MAX);
+        let mut left = limit;
         while let Some(from) = self.from.as_ref().filter(|_| left > 0) {
             let want = left.min(buf.len());
             let copied = match nix::unistd::read(from.as_fd(), &mut buf[..want]) {
@@ -272,33 +312,25 @@ impl Stream {
                     sys::write_all(self.to.as_fd(), &buf[..n]).is_ok()
                 }
                 Err(nix::errno::Errno::EINTR) => true,
-                Err(nix::errno::Errno::EAGAIN) => return,
+                Err(nix::errno::Errno::EAGAIN) => break,
                 Err(_) => false,
             };
             if !copied {
                 self.from = None;
             }
         }
+        limit - left
     }
 
-    /// [`Stream::copy`] into a pipe: moved with `splice`; without `wait`, a full pipe
-    /// leaves the stream `stalled`.
-    fn splice(&mut self, limit: Option<usize>, wait: bool) {
+    /// [`Stream::copy`] into a pipe, with `splice`. (Never waiting in it: with a
+    /// non-blocking pipe at either end the kernel would not wait anyway.)
+    fn splice(&mut self, limit: Option<usize>) -> usize {
         self.stalled = false;
-        let mut left = limit.unwrap_or(usize::MAX);
+        let limit = limit.unwrap_or(usize::MAX);
+        let mut left = limit;
         while let Some(from) = self.from.as_ref().filter(|_| left > 0) {
-            // Never more than the pipe holds when waiting: `splice` would wait for more.
-            let want = match wait {
-                true => left.min(sys::bytes_to_read(from.as_fd())),
-                false => left.min(CHUNK),
-            };
-            if want == 0 {
-                return;
-            }
-            let flags = match wait {
-                true => SpliceFFlags::SPLICE_F_MOVE,
-                false => SpliceFFlags::SPLICE_F_MOVE | SpliceFFlags::SPLICE_F_NONBLOCK,
-            };
+            let flags = SpliceFFlags::SPLICE_F_MOVE | SpliceFFlags::SPLICE_F_NONBLOCK;
+            let want = left.min(CHUNK);
             match nix::fcntl::splice(from.as_fd(), None, self.to.as_fd(), None, want, flags) {
                 Ok(0) => self.from = None,
                 Ok(n) => left -= n,
@@ -306,10 +338,11 @@ impl Stream {
                 Err(nix::errno::Errno::EAGAIN) => {
                     // The pipe is empty, or the one it goes to is full.
                     self.stalled = sys::bytes_to_read(from.as_fd()) > 0;
-                    return;
+                    break;
                 }
                 Err(_) => self.from = None,
             }
         }
+        limit - left
     }
 }

@@ -115,9 +115,6 @@ struct Layers {
     close_on_exec: Vec<RawFd>,
     /// The call's cgroups, joined first (see [`Prepared::joining`]).
     cgroups: Option<crate::limits::cgroup::Join>,
-    /// The command's standard streams to open again in the child's view (see
-    /// [`Prepared::rehoming`]).
-    rehome: Vec<rehome::Rehome>,
 }
 
 /// Everything the child applies before `execve`; `None` for full access.
@@ -214,7 +211,6 @@ pub fn prepare(
         last_cap: last_cap(),
         close_on_exec: risky_inherited_sockets(),
         cgroups: None,
-        rehome: vec![],
     })))
 }
 
@@ -288,8 +284,8 @@ impl Prepared {
     /// Has the child open the command's standard streams again in its own view once its
     /// mounts are in place (see `rehome`); nothing without a mount namespace.
     pub fn rehoming(mut self, streams: Vec<rehome::Rehome>) -> Prepared {
-        if let Some(layers) = &mut self.0 {
-            layers.rehome = streams;
+        if let Some(mounts) = self.0.as_mut().and_then(|l| l.mounts.as_mut()) {
+            mounts.rehome = streams;
         }
         self
     }
@@ -337,24 +333,19 @@ impl Prepared {
             // Best effort: an fd that vanished needs no closing.
             let _ = sys::set_cloexec(*fd);
         }
-        let (mut writable, refused_caches) = match &layers.mounts {
+        let (mut writable, refused_caches, stdin) = match &layers.mounts {
             Some(mounts) => {
                 if !layers.process_boundary {
                     mounts.enter().map_err(|e| (Step::MountNamespace, e))?;
                 }
-                mounts.apply().map_err(|e| (Step::MountNamespace, e))?
+                let made = mounts.apply().map_err(|e| (Step::MountNamespace, e))?;
+                (made.writable, made.refused, made.stdin)
             }
-            None => (vec![], vec![]),
+            None => (vec![], vec![], None),
         };
         if layers.process_boundary {
             mounts::mount_proc().map_err(|e| (Step::ProcessBoundary, e))?;
         }
-        // In the child's view, with its rights still whole: found or not, the command's
-        // streams are the same objects (see `rehome`).
-        let stdin = match layers.mounts {
-            Some(_) => rehome::apply(&layers.rehome),
-            None => None,
-        };
         // A nested call: the enclosing sandbox's layers, as this view shows them (its own
         // landlock domain still bounds whatever is granted here).
         writable.extend(layers.parent_caches.iter().filter_map(|(path, dir)| {

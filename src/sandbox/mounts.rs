@@ -12,7 +12,9 @@
 //! child, in this order:
 //! 1. in new mount, IPC and network namespaces (with a user namespace when not root: the
 //!    child is cloned into them with a PID namespace, see `exec`, or `enter`s them) map our
-//!    own uid/gid; make every mount private, so nothing propagates back to the host. The
+//!    own uid/gid; make every mount private, so nothing propagates back to the host, and
+//!    open the command's standard streams again on this copy of the host's mounts
+//!    (`rehome`), which goes read-only in step 5 with everything under it. The
 //!    network namespace is what makes abstract socket names private (TCP is refused by
 //!    landlock and seccomp anyway);
 //! 2. open what must stay visible beneath `/tmp` or `/dev/shm` (the workspace, writable
@@ -163,6 +165,9 @@ pub struct MountPlan {
     /// Frozen directories (after the protected binds) and masks (last).
     freeze: super::freeze::Freeze,
     masks: super::mask::Masks,
+    /// The command's standard streams, opened again in this view before anything covers
+    /// them (see `rehome`).
+    pub(super) rehome: Vec<super::rehome::Rehome>,
 }
 
 /// Returns the uid/gid maps for a user namespace, or `None` when sandgate runs as root
@@ -301,6 +306,7 @@ impl MountPlan {
                 &r.protected.union(&r.sealed).cloned().collect(),
             )?,
             masks,
+            rehome: vec![],
         })
     }
 
@@ -325,7 +331,7 @@ impl MountPlan {
     /// [`MountPlan::namespaces`]; see the module docs for the order. Runs in a
     /// single-threaded child. Returns the copy-on-write caches it mounted (landlock lets
     /// the command write them) and those whose overlay the kernel refused.
-    pub fn apply(&self) -> io::Result<(Vec<Mounted>, Vec<Refused>)> {
+    pub fn apply(&self) -> io::Result<Made> {
         if let Some((uid_map, gid_map)) = &self.id_maps {
             sys::write_file(c"/proc/self/setgroups", b"deny")?;
             sys::write_file(c"/proc/self/uid_map", uid_map)?;
@@ -339,6 +345,10 @@ impl MountPlan {
             MsFlags::MS_REC | MsFlags::MS_PRIVATE,
             none,
         )?;
+        // First, while every name still leads where it does on the host (nothing covered,
+        // nothing hidden yet): the streams' new descriptions lie on this view's copies of
+        // the host's mounts, which go read-only below with the rest of the tree.
+        let stdin = super::rehome::apply(&self.rehome);
         let caches = self
             .caches
             .iter()
@@ -394,7 +404,11 @@ impl MountPlan {
         if let Some(cwd) = &self.cwd {
             nix::unistd::chdir(cwd.as_c_str())?;
         }
-        Ok((mounted, refused))
+        Ok(Made {
+            writable: mounted,
+            refused,
+            stdin,
+        })
     }
 
     /// Steps 2 and 3: covers `/tmp` and `/dev/shm` and puts back what stays visible.
@@ -631,6 +645,16 @@ fn read_only_host(path: &Path) -> bool {
         .unwrap_or(true)
 }
 
+/// What [`MountPlan::apply`] made.
+pub struct Made {
+    /// The copy-on-write caches mounted, for landlock.
+    pub writable: Vec<Mounted>,
+    /// Those whose overlay the kernel refused.
+    pub refused: Vec<Refused>,
+    /// The command's description of the file it reads as stdin (see `rehome::apply`).
+    pub stdin: Option<OwnedFd>,
+}
+
 impl MountPlan {
     /// A plan with no binds: exercises exactly the namespace, id-map and read-only steps.
     pub fn probe() -> MountPlan {
@@ -648,6 +672,7 @@ impl MountPlan {
             cwd: None,
             freeze: Default::default(),
             masks: Default::default(),
+            rehome: vec![],
         }
     }
 }

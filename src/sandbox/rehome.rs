@@ -6,17 +6,19 @@
 //! ownership — `fchmod`, `fchown`, `futimens`, `fsetxattr` — so the command could make
 //! the user's terminal readable by every local user (`chmod 666` on the pty), or change
 //! the mode, times and attributes of a file given as stdin, or of `/dev/null` as root.
-//! So, once the child's mounts are in place, each stream that has a name is opened again
-//! by that name in the child's view, and replaces the host's description when it is the
-//! same object: a terminal, device or file outside the writable roots then lies on a
-//! read-only mount, where the kernel refuses all of these. What has no name (a pipe) or
-//! is not found again as the same object (a hidden file, a name since replaced) keeps
-//! the description sandgate opened.
+//! So the child, as soon as it has its own mount namespace (a copy of the host's mounts)
+//! and before anything there is covered or hidden, opens each stream that has a name
+//! again by that name, and puts it in place of sandgate's description when it is the
+//! same object. The copy then goes read-only with the rest of the tree (`mounts`), so a
+//! terminal, a device or a file — in `/tmp` or a writable root too: the writable ones are
+//! binds made on top — lies on a read-only mount, where the kernel refuses all of these.
+//! What has no name (a pipe) or is not found again as the same object (a name since
+//! replaced) keeps the description sandgate opened.
 
 use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 
-use nix::fcntl::{FcntlArg, OFlag};
+use nix::fcntl::{openat2, FcntlArg, OFlag, OpenHow, ResolveFlag, AT_FDCWD};
 use nix::sys::stat::{fstat, Mode};
 use nix::unistd::{lseek, Whence};
 
@@ -60,19 +62,33 @@ pub fn apply(streams: &[Rehome]) -> Option<OwnedFd> {
     stdin
 }
 
-/// `stream` opened by its name, when that is still the same object.
+/// `stream` opened by its name, when that is still the same object. Found first as a
+/// bare handle (`O_PATH`, no link followed: the kernel's name holds none, and one swapped
+/// in since must not lead this open, made with the child's rights still whole, anywhere
+/// else) and checked, then opened through that handle, so that no other object is ever
+/// opened, not even for a moment (opening a device can have effects of its own).
 fn open_again(stream: &Rehome) -> Option<OwnedFd> {
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    let handle = openat2(AT_FDCWD, stream.path.as_c_str(), how).ok()?;
+    let st = fstat(handle.as_fd()).ok()?;
+    if (st.st_dev, st.st_ino) != (stream.dev, stream.ino) {
+        return None;
+    }
     let status = OFlag::from_bits_truncate(stream.flags);
     // Not waiting in `open` (a FIFO waits for its other end); the flags are set after.
     let opening = (status & (OFlag::O_ACCMODE | OFlag::O_SYNC | OFlag::O_DSYNC))
         | OFlag::O_NOCTTY
         | OFlag::O_CLOEXEC
         | OFlag::O_NONBLOCK;
-    let fd = nix::fcntl::open(stream.path.as_c_str(), opening, Mode::empty()).ok()?;
-    let st = fstat(fd.as_fd()).ok()?;
-    if (st.st_dev, st.st_ino) != (stream.dev, stream.ino) {
-        return None;
-    }
+    let mut name = [0u8; 32];
+    let fd = nix::fcntl::open(
+        sys::proc_fd_path(handle.as_raw_fd(), &mut name)?,
+        opening,
+        Mode::empty(),
+    )
+    .ok()?;
     let carried = status & (OFlag::O_APPEND | OFlag::O_NONBLOCK);
     nix::fcntl::fcntl(fd.as_fd(), FcntlArg::F_SETFL(carried)).ok()?;
     if let Some(offset) = stream.offset {
