@@ -95,7 +95,11 @@ fn redteam_round9_relayed_stdout_and_stderr_lose_nothing_when_the_command_ends_f
         }
         let status = child.wait().unwrap_or_else(|e| panic!("{e}"));
         let text = String::from_utf8_lossy(&text);
-        let lines: Vec<&str> = text.lines().collect();
+        // sandgate's own notes (`--no-observe` says it is on) go to the same pipe.
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.starts_with("sandgate"))
+            .collect();
         let in_order = lines
             .iter()
             .enumerate()
