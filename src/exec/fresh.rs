@@ -122,12 +122,18 @@ impl FreshStdio {
                 }
                 let st = fstat(commands.as_fd()).ok()?;
                 let regular = st.st_mode & libc::S_IFMT == libc::S_IFREG;
+                let flags = nix::fcntl::fcntl(commands.as_fd(), FcntlArg::F_GETFL).ok()?;
+                // A file open for writing holds its mount writable: the view could not be
+                // made read-only with it open (`EBUSY`). The caller gave it to be written.
+                if regular && flags & libc::O_ACCMODE != libc::O_RDONLY {
+                    return None;
+                }
                 Some(Rehome {
                     slot: fd,
                     path: CString::new(name).ok()?,
                     dev: st.st_dev,
                     ino: st.st_ino,
-                    flags: nix::fcntl::fcntl(commands.as_fd(), FcntlArg::F_GETFL).ok()?,
+                    flags,
                     offset: match regular {
                         true => Some(lseek(commands.as_fd(), 0, Whence::SeekCur).ok()?),
                         false => None,
@@ -197,6 +203,11 @@ fn reopen(fd: RawFd, callers: BorrowedFd<'_>, read_only: bool) -> Option<(OwnedF
     }
     let mut flags = OFlag::from_bits_truncate(nix::fcntl::fcntl(callers, FcntlArg::F_GETFL).ok()?);
     if read_only {
+        // Read-write becomes read-only; write-only never becomes readable (the relay
+        // gives stdin the pipe then).
+        if flags & OFlag::O_ACCMODE != OFlag::O_RDWR {
+            return None;
+        }
         flags.remove(OFlag::O_ACCMODE | OFlag::O_APPEND);
     }
     if flags.contains(OFlag::O_PATH) {

@@ -28,7 +28,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 use nix::fcntl::{FcntlArg, OFlag, SpliceFFlags};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use nix::sys::signal::SigSet;
+use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 
 use crate::sys;
@@ -104,12 +104,21 @@ impl Relay {
             });
             relay.ends.push((write, vec![fd]));
         }
-        // Another inherited fd of the same file (`exec 3>>log; sandgate cmd >&3`) would
-        // hand the command the file after all: it gets the pipe too.
-        for fd in sys::inherited_fds().into_iter().filter(|fd| *fd > 2) {
+        // Another inherited fd of the same file (`exec 3>>log; sandgate cmd >&3`), or stdin
+        // open on it for writing only (`0>&1`), would hand the command the file after all:
+        // it gets the pipe too.
+        for fd in sys::inherited_fds()
+            .into_iter()
+            .filter(|fd| *fd != 1 && *fd != 2)
+        {
             let Some(file) = sys::dup_if_open(fd) else {
                 continue;
             };
+            let write_only = nix::fcntl::fcntl(file.as_fd(), FcntlArg::F_GETFL)
+                .is_ok_and(|f| f & libc::O_ACCMODE == libc::O_WRONLY);
+            if fd == 0 && !write_only {
+                continue;
+            }
             if let Some(i) = relay.stream_to(file.as_fd()) {
                 relay.ends[i].1.push(fd);
             }
@@ -216,8 +225,21 @@ impl Relay {
             .iter()
             .map(|s| s.from.as_ref().map_or(0, |f| sys::bytes_to_read(f.as_fd())))
             .collect();
+        // Only a signal that asks sandgate to stop ends the wait (a resize, a child's end
+        // do not): those sandgate waits for are blocked, so they are read here.
         let signals = waited.and_then(|set| {
-            SignalFd::with_flags(set, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC).ok()
+            let mut give_up = SigSet::empty();
+            for signal in [
+                Signal::SIGINT,
+                Signal::SIGTERM,
+                Signal::SIGHUP,
+                Signal::SIGQUIT,
+            ] {
+                if set.contains(signal) {
+                    give_up.add(signal);
+                }
+            }
+            SignalFd::with_flags(&give_up, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC).ok()
         });
         loop {
             for (stream, owed) in self.streams.iter_mut().zip(&mut owed) {

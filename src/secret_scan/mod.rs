@@ -294,6 +294,8 @@ struct Scan<'a> {
     now: i64,
     dirs: usize,
     entries: usize,
+    /// Entries of directories read again (see [`Scan::read_again`]).
+    entries_again: usize,
     truncated: bool,
     /// A refresh found something different.
     changed: bool,
@@ -331,6 +333,7 @@ impl<'a> Scan<'a> {
             now: now_ns(),
             dirs,
             entries: 0,
+            entries_again: 0,
             truncated: false,
             changed: false,
         }
@@ -523,13 +526,16 @@ impl<'a> Scan<'a> {
     }
 
     /// Reads again the directory at `path`, which an earlier scan read: that spends
-    /// nothing of the bound on directories, which limits how far a scan reaches, not how
-    /// often it looks at what it reached. (Otherwise, once a flood elsewhere had spent it,
+    /// nothing of the bounds, which limit how far a scan reaches, not how often it looks
+    /// at what it reached (its entries count against an allowance of their own). (Otherwise, once a flood elsewhere had spent it,
     /// a directory whose times were too fresh to trust would be taken as unread, and
     /// hidden whole: `~/.config/git` lost to a workspace full of directories.)
     fn read_again(&mut self, path: &Path, depth: usize) -> Option<Listing> {
         let dirs = std::mem::take(&mut self.dirs);
+        // Entries read again are counted apart, against an allowance of the bound's size.
+        std::mem::swap(&mut self.entries, &mut self.entries_again);
         let listing = self.read(path, depth);
+        std::mem::swap(&mut self.entries, &mut self.entries_again);
         self.dirs = dirs;
         listing
     }

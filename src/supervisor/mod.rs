@@ -355,8 +355,11 @@ impl Running {
         }
         // Every thread is joined: sandgate is single-threaded again and may fork.
         if let Ok(0) = sys::fork_detached() {
-            for &fd in not_inherited {
-                // This process never uses them, and exits without dropping their owners.
+            // This process never uses them, and exits without dropping their owners: the
+            // relay's, and what sandgate's caller passed it (a `$(…)` around sandgate
+            // would wait on a pipe kept here).
+            let inherited = sys::inherited_fds().into_iter().filter(|fd| *fd > 2);
+            for fd in not_inherited.iter().copied().chain(inherited) {
                 let _ = nix::unistd::close(fd);
             }
             let _ = SigSet::all().thread_unblock();

@@ -466,7 +466,12 @@ impl Job<'_> {
     /// when its own access mode allows them (`EACCES` otherwise). The open is this
     /// thread's, so it never makes a terminal anyone's controlling terminal.
     fn reopen_as_held(&self, held: &OwnedFd, flags: i32) -> Result<Answer, Refused> {
-        let has = nix::fcntl::fcntl(held, nix::fcntl::FcntlArg::F_GETFL)? & libc::O_ACCMODE;
+        let status = nix::fcntl::fcntl(held, nix::fcntl::FcntlArg::F_GETFL)?;
+        // A bare handle (`O_PATH`) allows neither reading nor writing.
+        if status & libc::O_PATH != 0 {
+            return Err(Refused::Errno(Errno::EACCES));
+        }
+        let has = status & libc::O_ACCMODE;
         let wants = flags & libc::O_ACCMODE;
         let reads = |m: i32| m == libc::O_RDONLY || m == libc::O_RDWR;
         let writes = |m: i32| m == libc::O_WRONLY || m == libc::O_RDWR;

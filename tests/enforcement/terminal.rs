@@ -640,3 +640,68 @@ fn a_file_read_as_stdin_keeps_the_callers_place() {
     );
     assert_eq!(rest, "three\n");
 }
+
+/// A file given read-write as stdin (`<>data`) is the command's to read and write, and
+/// keeps the call from nothing: opened for writing, it is not opened again on the
+/// sandbox's read-only view (its mount could not go read-only with it open).
+#[test]
+fn a_file_given_read_write_as_stdin_is_read_and_written() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let data = env.outside.join("data");
+    std::fs::write(&data, "first\n").unwrap_or_else(|e| panic!("{e}"));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&data)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let out = output(
+        env.sandgate("read-only")
+            .args([
+                "--",
+                "sh",
+                "-c",
+                "read line; echo \"got $line\"; echo second >&0",
+            ])
+            .stdin(Stdio::from(file)),
+    );
+    assert_status(&out, 0);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "got first\n",
+        "{}",
+        show(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&data).unwrap_or_default(),
+        "first\nsecond\n"
+    );
+}
+
+/// Attack: read the caller's output pipe through stdin handed over write-only on it
+/// (`sandgate cmd 0>&1`, stdout a pipe): stdin is made a pipe of the relay's too, so the
+/// command can write there and read nothing of what others write to the caller's pipe.
+#[test]
+fn stdin_write_only_on_the_output_pipe_reads_nothing_of_it() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let script = "import os\ntry:\n    print('read', os.read(0, 100), flush=True)\nexcept OSError as e:\n    print('refused', e.strerror, flush=True)\nos.write(0, b'via stdin\\n')\n";
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", r#"echo before-the-call; "$@" 0>&1"#, "sh"])
+        .arg(sandgate());
+    env.isolate(&mut cmd);
+    cmd.current_dir(&env.ws)
+        .args(["--sandbox", "read-only", "--workspace"])
+        .arg(&env.ws)
+        .args(["--", "python3", "-c", script]);
+    let out = output(&mut cmd);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_status(&out, 0);
+    assert!(text.contains("refused"), "{}", show(&out));
+    assert!(text.contains("via stdin"), "{}", show(&out));
+    assert!(!text.contains("read b"), "{}", show(&out));
+}
