@@ -530,14 +530,16 @@ impl<'a> Scan<'a> {
     /// at what it reached (its entries count against an allowance of their own). (Otherwise, once a flood elsewhere had spent it,
     /// a directory whose times were too fresh to trust would be taken as unread, and
     /// hidden whole: `~/.config/git` lost to a workspace full of directories.)
-    fn read_again(&mut self, path: &Path, depth: usize) -> Option<Listing> {
+    /// Returns the listing, and whether that allowance is spent.
+    fn read_again(&mut self, path: &Path, depth: usize) -> (Option<Listing>, bool) {
         let dirs = std::mem::take(&mut self.dirs);
         // Entries read again are counted apart, against an allowance of the bound's size.
         std::mem::swap(&mut self.entries, &mut self.entries_again);
         let listing = self.read(path, depth);
+        let spent = self.out_of_budget();
         std::mem::swap(&mut self.entries, &mut self.entries_again);
         self.dirs = dirs;
-        listing
+        (listing, spent)
     }
 
     /// Whether a bound has stopped the scan.
@@ -667,15 +669,17 @@ impl<'a> Scan<'a> {
             *node = fresh;
             return Kept::Same;
         }
-        let listing = match node.unread {
+        let (listing, spent) = match node.unread {
             true => {
                 self.dirs = self.dirs.saturating_sub(1);
-                self.read(path, depth)
+                let listing = self.read(path, depth);
+                (listing, self.out_of_budget())
             }
             false => self.read_again(path, depth),
         };
         let Some(listing) = listing else {
-            fresh.unread = self.out_of_budget();
+            // Not read for a bound: unknown, so hidden whole (fail closed).
+            fresh.unread = spent;
             *node = fresh;
             return Kept::Same;
         };
