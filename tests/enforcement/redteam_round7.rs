@@ -875,21 +875,12 @@ fn redteam_round7_the_copier_ends_with_the_kept_writer_and_holds_nothing_else() 
     let mark = unique_mark("rt7-copier");
     let log = env.outside.join("ticks.log");
     std::fs::write(&log, "").unwrap_or_else(|e| panic!("{e}"));
-    let status = env
-        .sandgate("read-only")
-        .args(["--keep-background", "--", "/bin/sh", "-c"])
-        .arg("python3 ticker.py </dev/null & sleep 0.2")
-        .arg(&mark)
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(
-            std::fs::OpenOptions::new()
-                .append(true)
-                .open(&log)
-                .unwrap_or_else(|e| panic!("{e}")),
-        ))
-        .stderr(Stdio::null())
-        .status()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let status = kept_call_appending_to(
+        &env,
+        "python3 ticker.py </dev/null & sleep 0.2",
+        &mark,
+        &log,
+    );
     std::thread::sleep(Duration::from_millis(400));
     let my_sid = nix::unistd::getsid(None).map(|s| s.as_raw()).unwrap_or(-1);
     let mut failures = vec![];
@@ -962,6 +953,27 @@ fn redteam_round7_the_copier_ends_with_the_kept_writer_and_holds_nothing_else() 
     assert_none(failures);
 }
 
+/// Runs `script` (`$0` is `mark`) under read-only with `--keep-background`, its stdout
+/// appended to `log` as `>> log` does; returns once sandgate has.
+fn kept_call_appending_to(
+    env: &TestEnv,
+    script: &str,
+    mark: &str,
+    log: &Path,
+) -> std::process::ExitStatus {
+    let log = std::fs::OpenOptions::new()
+        .append(true)
+        .open(log)
+        .unwrap_or_else(|e| panic!("{e}"));
+    env.sandgate("read-only")
+        .args(["--keep-background", "--", "/bin/sh", "-c", script, mark])
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(log))
+        .stderr(Stdio::null())
+        .status()
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
 /// Whether process `pid` holds an fd whose target contains `what`.
 fn holders_of(pid: i32, what: &str) -> bool {
     std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|d| {
@@ -1009,21 +1021,12 @@ fn redteam_round7_no_process_of_sandgate_holds_the_log_once_nothing_writes_it() 
     let mark = unique_mark("rt7-held");
     let log = env.outside.join("held.log");
     std::fs::write(&log, "").unwrap_or_else(|e| panic!("{e}"));
-    let status = env
-        .sandgate("read-only")
-        .args(["--keep-background", "--", "/bin/sh", "-c"])
-        .arg("sleep 20 </dev/null >/dev/null 2>&1 & echo started")
-        .arg(&mark)
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(
-            std::fs::OpenOptions::new()
-                .append(true)
-                .open(&log)
-                .unwrap_or_else(|e| panic!("{e}")),
-        ))
-        .stderr(Stdio::null())
-        .status()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let status = kept_call_appending_to(
+        &env,
+        "sleep 20 </dev/null >/dev/null 2>&1 & echo started",
+        &mark,
+        &log,
+    );
     std::thread::sleep(Duration::from_millis(500));
     let holding = processes_holding(&log);
     let described: Vec<String> = holding
