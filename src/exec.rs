@@ -209,8 +209,10 @@ pub fn run(mut launch: Launch<'_>) -> Result<Outcome, ExecError> {
             Some(limit) => unconfined_with_time_limit(&program_to_run, program, limit),
         };
     }
-    let mut relay = relay::Relay::for_outputs()?;
-    let mut fresh = fresh::FreshStdio::open(&relay);
+    // Listed once, for both.
+    let inherited = sys::inherited_fds();
+    let mut relay = relay::Relay::for_outputs(&inherited)?;
+    let mut fresh = fresh::FreshStdio::open(&relay, &inherited);
     launch.sandbox = launch.sandbox.rehoming(fresh.rehoming());
     let stdio: Vec<(RawFd, RawFd)> = relay.plan().iter().chain(fresh.plan()).copied().collect();
     let program_to_run = Program {

@@ -65,7 +65,8 @@ impl FreshStdio {
     /// opened again; and for each other inherited fd of one of their descriptions
     /// (`exec 3>&1`). Stdin that is a file the relay writes to (`<>log >&0`) is opened
     /// for reading only: the command may not write that file but through the relay.
-    pub fn open(relay: &Relay) -> FreshStdio {
+    /// `inherited`: the fds sandgate passes on (`sys::inherited_fds`).
+    pub fn open(relay: &Relay, inherited: &[RawFd]) -> FreshStdio {
         let relayed = relay.relayed();
         let mut stdio = FreshStdio {
             fresh: vec![],
@@ -73,8 +74,9 @@ impl FreshStdio {
             reading: None,
             unlocked: vec![],
         };
-        let others: Vec<RawFd> = sys::inherited_fds()
-            .into_iter()
+        let others: Vec<RawFd> = inherited
+            .iter()
+            .copied()
             .filter(|fd| *fd > 2 && !relayed.contains(fd))
             .collect();
         for fd in (0..3).filter(|fd| !relayed.contains(fd) && !sys::closed_at_start(*fd)) {

@@ -72,9 +72,11 @@ impl Relay {
     /// A pipe for each of sandgate's standard output fds that is a regular file or a pipe
     /// (one for both when they are one, as with `>log 2>&1`).
     ///
+    /// `inherited`: the fds sandgate passes on (`sys::inherited_fds`).
+    ///
     /// # Errors
     /// A pipe cannot be made.
-    pub fn for_outputs() -> io::Result<Relay> {
+    pub fn for_outputs(inherited: &[RawFd]) -> io::Result<Relay> {
         let mut relay = Relay::none();
         for fd in RELAYED {
             let Some(file) = sys::dup_if_open(fd) else {
@@ -107,10 +109,7 @@ impl Relay {
         // Another inherited fd of the same file (`exec 3>>log; sandgate cmd >&3`), or stdin
         // open on it for writing only (`0>&1`), would hand the command the file after all:
         // it gets the pipe too.
-        for fd in sys::inherited_fds()
-            .into_iter()
-            .filter(|fd| *fd != 1 && *fd != 2)
-        {
+        for &fd in inherited.iter().filter(|fd| **fd != 1 && **fd != 2) {
             let Some(file) = sys::dup_if_open(fd) else {
                 continue;
             };
