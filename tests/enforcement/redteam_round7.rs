@@ -881,8 +881,12 @@ fn redteam_round7_the_copier_ends_with_the_kept_writer_and_holds_nothing_else() 
         &mark,
         &log,
     );
-    std::thread::sleep(Duration::from_millis(400));
-    let my_sid = nix::unistd::getsid(None).map(|s| s.as_raw()).unwrap_or(-1);
+    // Ticks from well after the call returned: the copier's.
+    let copied = wait_for(Duration::from_secs(10), || {
+        std::fs::read_to_string(&log).is_ok_and(|t| t.contains("tick 12"))
+    });
+    let my_sid = session_of(std::process::id() as i32);
+    assert!(my_sid.is_some(), "control: this test's own session");
     let mut failures = vec![];
     let copiers: Vec<i32> = processes_marked(&mark)
         .into_iter()
@@ -918,13 +922,7 @@ fn redteam_round7_the_copier_ends_with_the_kept_writer_and_holds_nothing_else() 
                 "the copier {pid} holds more than its pipe and log: {fds:?}"
             ));
         }
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let sid = stat
-            .rsplit(')')
-            .next()
-            .and_then(|rest| rest.split_whitespace().nth(4))
-            .and_then(|s| s.parse::<i32>().ok());
-        if sid == Some(my_sid) {
+        if session_of(*pid) == my_sid {
             failures.push(format!("the copier {pid} is in the caller's session"));
         }
     }
@@ -940,7 +938,7 @@ fn redteam_round7_the_copier_ends_with_the_kept_writer_and_holds_nothing_else() 
     if copiers.is_empty() {
         failures.push("control: no copier found for the kept writer".to_owned());
     }
-    if !text.contains("tick 3") {
+    if !copied {
         failures.push(format!(
             "the kept writer's output did not reach the log: {text:?}"
         ));

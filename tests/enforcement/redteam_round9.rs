@@ -239,13 +239,6 @@ fn redteam_round9_the_supervisors_ptrace_capability_opens_nothing_of_init() {
     assert_none(failures);
 }
 
-/// The session of `pid`, if it lives.
-fn session_of(pid: i32) -> Option<i32> {
-    nix::unistd::getsid(Some(nix::unistd::Pid::from_raw(pid)))
-        .ok()
-        .map(|p| p.as_raw())
-}
-
 /// The name the kernel shows for `pid`.
 fn comm(pid: i32) -> String {
     std::fs::read_to_string(format!("/proc/{pid}/comm"))

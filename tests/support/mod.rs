@@ -525,6 +525,15 @@ pub fn processes_marked(mark: &str) -> Vec<i32> {
         .collect()
 }
 
+/// The session of `pid`, if it lives, as `getsid` gives it: 0 for a session whose leader
+/// is outside this process's PID namespace (as under a CI runner's), so two processes in
+/// such a session still compare equal.
+pub fn session_of(pid: i32) -> Option<i32> {
+    nix::unistd::getsid(Some(nix::unistd::Pid::from_raw(pid)))
+        .ok()
+        .map(|p| p.as_raw())
+}
+
 /// Kills every process [`processes_marked`] finds: a test's own leftovers, by host pid.
 pub fn kill_marked(mark: &str) {
     for pid in processes_marked(mark) {
