@@ -24,4 +24,5 @@ pub mod secret_scan;
 pub mod shell;
 pub mod supervisor;
 mod sys;
+pub mod syscalls;
 pub mod terminal;

@@ -70,6 +70,7 @@ use nix::unistd::Pid;
 use crate::denial::{Denial, Operation, Reporter};
 use crate::policy::Mode;
 use crate::sys::{self, Answer};
+use crate::syscalls::Rule;
 use nix::sys::socket::SockaddrStorage;
 use resolve::{Creds, Inode};
 use workers::{Connect, Job, Target, Workers};
@@ -540,8 +541,9 @@ fn handle(
         last_read: RefCell::new(None),
         proc_alive: std::cell::Cell::new(false),
     };
-    let (answer, denial) = match i64::from(notif.data.nr) {
-        libc::SYS_connect => match mediate_connect(&call, context) {
+    let row = crate::syscalls::lookup(i64::from(notif.data.nr));
+    let (answer, denial) = match row.map(|row| row.rule) {
+        Some(Rule::Connect) => match mediate_connect(&call, context) {
             Ok(connect) => match workers.perform(listener, notif, Job::Connect(connect)) {
                 Some(answer) => (answer, None),
                 // A worker performs it and answers.
@@ -557,13 +559,13 @@ fn handle(
             ),
             Err(Refused::Kernel(errno)) => (Answer::Error(errno as i32), None),
         },
-        libc::SYS_umask => {
+        Some(Rule::Umask) => {
             // The new umask of the caller, for the files the supervisor creates for it.
             let umask = (call.arg(0) & 0o777) as u32;
             context.procs.umask_changed(call.tid().as_raw(), umask);
             (Answer::Continue, None)
         }
-        nr if observe::is_path_call(nr) => {
+        Some(Rule::Path(_)) => {
             // The interrupting signal of a hand-over must not cut a performed call short:
             // a file handed back with ADDFD would reach the caller as fd 0, and a
             // filesystem that lets a signal interrupt it (FUSE, NFS) would fail a rename
@@ -589,8 +591,8 @@ fn handle(
                 perform::Handled::Kernel => (Answer::Continue, None),
             }
         }
-        nr => {
-            let op = observe::deny_list_op(nr, &notif.data.args);
+        Some(Rule::Denied { .. } | Rule::Unreadable) | None => {
+            let op = row.map_or("syscall", |row| row.op(&notif.data.args));
             (
                 Answer::Error(crate::sandbox::seccomp::DENY_ERRNO),
                 Some(call.denial(op, None, None, Mode::FullAccess)),
@@ -737,7 +739,7 @@ impl Call<'_> {
                 addr,
                 host: None,
                 port: None,
-                syscall: observe::syscall_name(i64::from(self.notif.data.nr)),
+                syscall: crate::syscalls::name(i64::from(self.notif.data.nr)),
                 pid: self.notif.pid,
             },
             needed,

@@ -1,5 +1,5 @@
-//! Observation of filesystem calls and of the deny list: which calls the gate sends here,
-//! how their arguments name paths, and whether the profile refuses them.
+//! Observation of filesystem calls: whether the profile refuses the paths a call names
+//! (which calls come here, and where their paths lie, the table in `syscalls` says).
 //!
 //! The verdict is a prediction from the same facts the kernel uses — the target resolved in
 //! the caller's view, the writable roots, protected paths and device nodes, identified by
@@ -13,133 +13,8 @@ use super::resolve::{self, Inode, Root};
 use super::{Call, Context};
 use crate::denial::Denial;
 use crate::policy::Mode;
-use crate::sandbox::seccomp;
 use crate::sys;
-
-/// One path a call acts on.
-struct PathArg {
-    dirfd: i32,
-    ptr: u64,
-    follow: bool,
-}
-
-pub use crate::sandbox::seccomp::syscall_name;
-
-/// The marker `op` of a deny-list call, from the deny list itself; an `ioctl` by its
-/// request.
-pub fn deny_list_op(nr: i64, args: &[u64; 6]) -> &'static str {
-    match nr {
-        libc::SYS_ioctl => seccomp::ioctl_class(args[1]).op,
-        nr => seccomp::deny_list_entry(nr).map_or("syscall", |entry| entry.class.op),
-    }
-}
-
-/// Returns true for the path calls the gate sends here (to be performed or observed, not
-/// refused).
-pub fn is_path_call(nr: i64) -> bool {
-    seccomp::path_calls().any(|o| o.nr == nr) || nr == libc::SYS_utimensat
-}
-
-/// How a call's arguments name its paths; `None` when it names none (fd-only forms) or
-/// opens for reading only.
-fn decode(call: &Call<'_>, nr: i64) -> Option<(&'static str, Vec<PathArg>)> {
-    let a = |n| call.arg(n);
-    let fd = |n| a(n) as i32;
-    let cwd = libc::AT_FDCWD;
-    let nofollow = |flags: u64| flags & libc::AT_SYMLINK_NOFOLLOW as u64 == 0;
-    let one = |op, dirfd, ptr, follow| Some((op, vec![PathArg { dirfd, ptr, follow }]));
-    let two = |op, d1, p1, f1, d2, p2| {
-        Some((
-            op,
-            vec![
-                PathArg {
-                    dirfd: d1,
-                    ptr: p1,
-                    follow: f1,
-                },
-                PathArg {
-                    dirfd: d2,
-                    ptr: p2,
-                    follow: false,
-                },
-            ],
-        ))
-    };
-    let open = |dirfd, ptr, flags: u64| {
-        let flags = flags as i32;
-        if flags & (libc::O_WRONLY | libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC) == 0 {
-            return None;
-        }
-        let exclusive = flags & libc::O_CREAT != 0 && flags & libc::O_EXCL != 0;
-        one(
-            "open",
-            dirfd,
-            ptr,
-            flags & libc::O_NOFOLLOW == 0 && !exclusive,
-        )
-    };
-    #[cfg(target_arch = "x86_64")]
-    {
-        let legacy = match nr {
-            libc::SYS_open => open(cwd, a(0), a(1)),
-            libc::SYS_creat => open(
-                cwd,
-                a(0),
-                (libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC) as u64,
-            ),
-            libc::SYS_mkdir => one("create", cwd, a(0), false),
-            libc::SYS_mknod => one("mknod", cwd, a(0), false),
-            libc::SYS_unlink | libc::SYS_rmdir => one("remove", cwd, a(0), false),
-            libc::SYS_rename => two("rename", cwd, a(0), false, cwd, a(1)),
-            libc::SYS_link => two("link", cwd, a(0), false, cwd, a(1)),
-            libc::SYS_symlink => one("create", cwd, a(1), false),
-            libc::SYS_chmod => one("chmod", cwd, a(0), true),
-            libc::SYS_chown => one("chown", cwd, a(0), true),
-            libc::SYS_lchown => one("chown", cwd, a(0), false),
-            libc::SYS_utimes => one("utimes", cwd, a(0), true),
-            libc::SYS_futimesat => one("utimes", fd(0), a(1), true),
-            libc::SYS_utime => one("utimes", cwd, a(0), true),
-            _ => None,
-        };
-        if legacy.is_some() {
-            return legacy;
-        }
-    }
-    match nr {
-        libc::SYS_openat => open(fd(0), a(1), a(2)),
-        libc::SYS_mkdirat => one("create", fd(0), a(1), false),
-        libc::SYS_mknodat => one("mknod", fd(0), a(1), false),
-        libc::SYS_unlinkat => one("remove", fd(0), a(1), false),
-        libc::SYS_renameat | libc::SYS_renameat2 => two("rename", fd(0), a(1), false, fd(2), a(3)),
-        libc::SYS_linkat => two(
-            "link",
-            fd(0),
-            a(1),
-            a(4) & libc::AT_SYMLINK_FOLLOW as u64 != 0,
-            fd(2),
-            a(3),
-        ),
-        libc::SYS_symlinkat => one("create", fd(1), a(2), false),
-        libc::SYS_truncate => one("truncate", cwd, a(0), true),
-        libc::SYS_fchmodat => one("chmod", fd(0), a(1), true),
-        libc::SYS_fchmodat2 => one("chmod", fd(0), a(1), nofollow(a(3))),
-        libc::SYS_fchownat => one("chown", fd(0), a(1), nofollow(a(4))),
-        libc::SYS_utimensat => one("utimes", fd(0), a(1), nofollow(a(3))),
-        libc::SYS_setxattr | libc::SYS_removexattr => one("xattr", cwd, a(0), true),
-        libc::SYS_lsetxattr | libc::SYS_lremovexattr => one("xattr", cwd, a(0), false),
-        seccomp::SYS_SETXATTRAT | seccomp::SYS_REMOVEXATTRAT => {
-            one("xattr", fd(0), a(1), nofollow(a(2)))
-        }
-        seccomp::SYS_FILE_SETATTR => one("xattr", fd(0), a(1), nofollow(a(4))),
-        libc::SYS_inotify_add_watch => one(
-            "watch",
-            cwd,
-            a(1),
-            a(2) & u64::from(libc::IN_DONT_FOLLOW) == 0,
-        ),
-        _ => None,
-    }
-}
+use crate::syscalls::{self, Effect, PathAt};
 
 /// Returns the path as the caller named it, joined to its cwd or dirfd when relative.
 pub fn shown_path(call: &Call<'_>, dirfd: i32, path: &[u8]) -> String {
@@ -177,7 +52,7 @@ fn allowed_at_a_glance(
     call: &Call<'_>,
     context: &Context,
     root: &Root,
-    arg: &PathArg,
+    arg: &PathAt,
     path: &[u8],
 ) -> bool {
     use nix::fcntl::{openat2, AtFlags, OFlag, OpenHow, ResolveFlag};
@@ -286,8 +161,8 @@ fn refused(
     call: &Call<'_>,
     context: &Context,
     root: &Root,
-    op: &str,
-    arg: &PathArg,
+    effect: Effect,
+    arg: &PathAt,
     path: &[u8],
 ) -> Option<(String, Verdict, bool)> {
     // An absolute path needs no start directory: save the /proc lookup.
@@ -305,14 +180,13 @@ fn refused(
     let is_dir = |(_, st): &(std::os::fd::OwnedFd, nix::sys::stat::FileStat)| {
         st.st_mode & libc::S_IFMT == libc::S_IFDIR
     };
-    if op == "open" && target.object.as_ref().is_some_and(is_dir) {
+    if effect == Effect::Open && target.object.as_ref().is_some_and(is_dir) {
         // Opening a directory to write fails with EISDIR, whatever the profile.
         return None;
     }
-    let acts = match (op, object) {
-        ("open", Some(_)) | ("chmod" | "chown" | "utimes" | "xattr" | "truncate", _) => {
-            Acts::OnObject
-        }
+    let acts = match (effect, object) {
+        (Effect::Open, Some(_)) => Acts::OnObject,
+        (effect, _) if effect.acts_on_object() => Acts::OnObject,
         _ => Acts::OnName,
     };
     let verdict = context.chain_verdict(&target, root, object, acts)?;
@@ -528,21 +402,11 @@ impl VerdictCache {
     }
 }
 
-/// Returns true for an `O_CREAT|O_EXCL` open, which fails with EEXIST on an existing file.
-fn exclusive_create(call: &Call<'_>, nr: i64) -> bool {
-    let flags = match nr {
-        libc::SYS_openat => call.arg(2),
-        #[cfg(target_arch = "x86_64")]
-        libc::SYS_open => call.arg(1),
-        _ => return false,
-    } as i32;
-    flags & libc::O_CREAT != 0 && flags & libc::O_EXCL != 0
-}
-
 /// Checks one observed call; returns the denial to record, if the profile refuses it.
 pub fn check(call: &Call<'_>, context: &Context) -> Option<Denial> {
-    let nr = i64::from(call.notif.data.nr);
-    let (op, args) = decode(call, nr)?;
+    let registers = &call.notif.data.args;
+    let row = syscalls::path_call(i64::from(call.notif.data.nr))?;
+    let args = row.paths(registers);
     let root = context.root.as_ref()?;
     for arg in &args {
         let Ok(path) = call.read_cstr(arg.ptr) else {
@@ -552,19 +416,20 @@ pub fn check(call: &Call<'_>, context: &Context) -> Option<Denial> {
         if path.is_empty() || allowed_at_a_glance(call, context, root, arg, &path) {
             continue;
         }
-        if let Some((path, verdict, exists)) = refused(call, context, root, op, arg, &path) {
+        if let Some((path, verdict, exists)) = refused(call, context, root, row.effect, arg, &path)
+        {
             let needed = match verdict {
                 Verdict::Refused(needed) => needed,
                 Verdict::Protected | Verdict::GitMetadata | Verdict::Allowed => Mode::FullAccess,
             };
-            let op = match (op, exists) {
+            let op = match (row.effect, exists) {
                 _ if verdict == Verdict::GitMetadata => super::git::OP,
-                ("open", true) if exclusive_create(call, nr) => return None,
-                ("open", true) => "write",
-                ("open", false) => "create",
+                (Effect::Open, true) if row.exclusive_create(registers) => return None,
+                (Effect::Open, true) => "write",
+                (Effect::Open, false) => "create",
                 // Creating what exists fails with EEXIST before any write check.
-                ("create" | "mknod", true) => return None,
-                (op, _) => op,
+                (Effect::Create | Effect::Mknod, true) => return None,
+                (effect, _) => effect.op(),
             };
             let mut denial = call.denial(op, Some(path), None, needed);
             denial.protected = verdict == Verdict::Protected;

@@ -2,7 +2,7 @@
 //! its own: what each asks for, and where its paths and buffers lie in the caller's memory
 //! (copied once, when the call is decided, never read again).
 
-use crate::sandbox::seccomp::SYS_SETXATTRAT;
+use crate::syscalls::{OPEN_WRITES, SYS_SETXATTRAT};
 
 /// A path argument: relative to `dirfd` (or the caller's cwd, `AT_FDCWD`) when relative.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,9 +103,6 @@ pub enum Value {
     },
 }
 
-/// Open flags that make an open one the supervisor performs (as the filter's).
-pub const WRITES: i32 = libc::O_WRONLY | libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC;
-
 /// The bit that makes an open an `O_TMPFILE` one (its value's other bit is `O_DIRECTORY`).
 pub const TMPFILE: i32 = libc::O_TMPFILE & !libc::O_DIRECTORY;
 
@@ -119,7 +116,7 @@ impl Op {
         let at = |dirfd: i32, ptr: u64| PathArg { dirfd, ptr };
         let cwd = libc::AT_FDCWD;
         let open = |at: PathArg, flags: i32, mode: u64| {
-            let writes = flags & (WRITES | TMPFILE) != 0;
+            let writes = flags & (OPEN_WRITES | TMPFILE) != 0;
             (writes && flags & libc::O_PATH == 0).then_some(Op::Open {
                 at,
                 flags,
@@ -285,6 +282,53 @@ impl Op {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The paths an op acts on, in the order of its arguments.
+    fn paths_of(op: &Op) -> Vec<PathArg> {
+        let target = |t: &Target| match t {
+            Target::Path { at, .. } => Some(*at),
+            Target::Fd(_) => None,
+        };
+        match op {
+            Op::Open { at, .. }
+            | Op::Mkdir { at, .. }
+            | Op::Mknod { at, .. }
+            | Op::Symlink { at, .. }
+            | Op::Unlink { at, .. }
+            | Op::Watch { at, .. } => vec![*at],
+            Op::Rename { from, to, .. } => vec![*from, *to],
+            Op::Link { from, to } => target(from).into_iter().chain([*to]).collect(),
+            Op::Chmod { target: t, .. }
+            | Op::Utimes { target: t, .. }
+            | Op::SetXattr { target: t, .. } => target(t).into_iter().collect(),
+        }
+    }
+
+    /// Every call of the table the supervisor performs is decoded, and its paths are where
+    /// the table (and so the observer) finds them: a row without its decoding, or a
+    /// decoding that reads another argument, fails here.
+    #[test]
+    fn every_performed_call_of_the_table_is_decoded_where_the_table_says() {
+        use crate::syscalls::{self, testing::acting, Need, Rule};
+        for row in syscalls::all() {
+            let Rule::Path(call) = row.rule else { continue };
+            let args = acting(row);
+            let decoded = Op::decode(row.nr, &args);
+            let Some(op) = decoded else {
+                assert_eq!(call.need, Need::Observed, "{} is not decoded", row.name);
+                continue;
+            };
+            let found: Vec<PathArg> = call
+                .paths(&args)
+                .iter()
+                .map(|p| PathArg {
+                    dirfd: p.dirfd,
+                    ptr: p.ptr,
+                })
+                .collect();
+            assert_eq!(paths_of(&op), found, "{}", row.name);
+        }
+    }
 
     #[test]
     fn only_writing_opens_are_performed() {

@@ -152,10 +152,13 @@ fn deny_list(
     terminal: Terminal,
     sockets: Sockets,
 ) -> Result<BpfProgram, BuildError> {
-    let rules: BTreeMap<i64, Vec<SeccompRule>> = DENY_LIST
-        .iter()
-        .filter(|d| d.args != Args::WhileTerminal || terminal == Terminal::Reachable)
-        .map(|d| Ok((d.nr, rules(sockets.args_of(d), terminal)?)))
+    let rules: BTreeMap<i64, Vec<SeccompRule>> = syscalls::all()
+        .filter_map(|row| match row.rule {
+            Rule::Denied { args, .. } => Some((row.nr, args)),
+            _ => None,
+        })
+        .filter(|(_, args)| *args != Args::WhileTerminal || terminal == Terminal::Reachable)
+        .map(|(nr, args)| Ok((nr, rules(sockets.args_of(nr, args), terminal)?)))
         .collect::<Result<_, BuildError>>()?;
     let filter = SeccompFilter::new(rules, SeccompAction::Allow, action, TARGET)
         .map_err(|e| BuildError(e.to_string()))?;
@@ -225,7 +228,7 @@ struct Insn {
 
 /// Builds the gate that runs before the deny list: foreign architectures are killed, x32
 /// refused, `clone3` answered ENOSYS, `connect` given `connect`; with
-/// [`PathCalls::Performed`], `umask` and every call of [`path_calls`] the supervisor
+/// [`PathCalls::Performed`], `umask` and every path call of the table the supervisor
 /// performs go to it (write opens only; without observation, mode changes only with an
 /// execute bit), and with [`PathCalls::PerformedAndObserved`] every other path call too
 /// (read-only opens and `utimensat(fd, NULL, …)` never leave the kernel). Everything else
@@ -263,14 +266,21 @@ fn gate(connect: u32, paths: PathCalls) -> Vec<libc::sock_filter> {
             jf: To::Next,
         },
         jeq(libc::SYS_clone3 as u32, To::Enosys, To::Next),
-        // Its open flags and mode live in memory BPF cannot read (see `SET_ID_CALLS`);
+        // Its open flags and mode live in memory BPF cannot read (see `SET_ID_BITS`);
         // programs fall back to openat.
         jeq(libc::SYS_openat2 as u32, To::Enosys, To::Next),
         jeq(libc::SYS_connect as u32, To::Connect, To::Next),
     ];
-    for call in SET_ID_CALLS.iter().chain(SET_ID_CALLS_LEGACY) {
+    let set_id = syscalls::all().filter_map(|row| match row.rule {
+        Rule::Path(PathCall {
+            sets_mode: Some(SetsMode { mode, flags }),
+            ..
+        }) => Some((row.nr, mode, flags)),
+        _ => None,
+    });
+    for (nr, mode, flags) in set_id {
         let test_mode = [
-            ld(arg(call.mode, false)),
+            ld(arg(mode, false)),
             Insn {
                 code: BPF_JMP | BPF_JSET | BPF_K,
                 k: SET_ID_BITS,
@@ -279,15 +289,15 @@ fn gate(connect: u32, paths: PathCalls) -> Vec<libc::sock_filter> {
             },
             ld(NR),
         ];
-        match call.flags {
+        match flags {
             None => {
-                body.push(jeq(call.nr as u32, To::Next, To::Skip(3)));
+                body.push(jeq(nr as u32, To::Next, To::Skip(3)));
                 body.extend(test_mode);
             }
             // An open sets a mode only when it creates.
             Some(flags) => {
                 body.extend([
-                    jeq(call.nr as u32, To::Next, To::Skip(7)),
+                    jeq(nr as u32, To::Next, To::Skip(7)),
                     ld(arg(flags, false)),
                     Insn {
                         code: BPF_JMP | BPF_JSET | BPF_K,
@@ -320,8 +330,12 @@ fn gate(connect: u32, paths: PathCalls) -> Vec<libc::sock_filter> {
             jeq(0, To::Allow, To::Notify),
         ]);
     }
-    for call in path_calls() {
-        let tested = match paths.route(call) {
+    let path_calls = syscalls::all().filter_map(|row| match row.rule {
+        Rule::Path(call) => Some((row.nr, call)),
+        _ => None,
+    });
+    for (nr, call) in path_calls {
+        let tested = match paths.route(&call) {
             None => continue,
             Some(PathRoute::Always) => None,
             Some(PathRoute::WriteOpen(index)) => Some((index, WRITE_FLAGS)),
@@ -330,9 +344,9 @@ fn gate(connect: u32, paths: PathCalls) -> Vec<libc::sock_filter> {
             Some(PathRoute::WithPath(_)) => None,
         };
         match tested {
-            None => body.push(jeq(call.nr as u32, To::Notify, To::Next)),
+            None => body.push(jeq(nr as u32, To::Notify, To::Next)),
             Some((index, bits)) => body.extend([
-                jeq(call.nr as u32, To::Next, To::Skip(2)),
+                jeq(nr as u32, To::Next, To::Skip(2)),
                 ld(arg(index, false)),
                 Insn {
                     code: BPF_JMP | BPF_JSET | BPF_K,
