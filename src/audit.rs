@@ -117,7 +117,7 @@ impl AuditLog {
             "audit-{}.lock",
             &sha256_hex(self.path.as_os_str().as_encoded_bytes())[..16]
         );
-        let Ok(Some(base)) = crate::sandbox::private_temp::open_base(true) else {
+        let Ok(Some(base)) = crate::private_temp::open_base(true) else {
             return log.try_clone();
         };
         let fd = nix::fcntl::openat(

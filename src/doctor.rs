@@ -31,8 +31,9 @@ pub struct Hides {
 }
 
 impl Hides {
-    /// Reads the shipped profile of `mode`; full access hides nothing.
-    pub fn of(mode: Mode) -> Hides {
+    /// Reads the shipped profile of `mode`; full access hides nothing. `hidden`: what a
+    /// call outside any workspace hides under this caller's configuration.
+    pub fn of(mode: Mode, hidden: Value) -> Hides {
         let Ok(ProfileSpec::Restricted(spec)) = profile::shipped(mode) else {
             return Hides::default();
         };
@@ -54,7 +55,7 @@ impl Hides {
             persistent_paths: spec.persistent_paths,
             env: Some(spec.secret_env),
             homes,
-            hidden: crate::app::hidden_report(mode),
+            hidden,
         }
     }
 }
@@ -76,8 +77,17 @@ pub struct Report {
     pub limits: Value,
 }
 
-/// Builds the report by querying the kernel.
-pub fn report() -> Report {
+/// What the caller's configuration makes of a call, resolved by the caller of [`report`].
+pub struct Configured {
+    /// Per mode, every path a call outside any workspace hides (see [`Hides::hidden`]).
+    pub hidden: fn(Mode) -> Value,
+    pub answerer: Value,
+    pub hosts: Value,
+    pub limits: Value,
+}
+
+/// Builds the report by querying the kernel, with what the configuration makes of a call.
+pub fn report(configured: Configured) -> Report {
     let features = Features::detect();
     let uname = nix::sys::utsname::uname().ok();
     let field = |f: fn(&nix::sys::utsname::UtsName) -> &std::ffi::OsStr| {
@@ -106,7 +116,8 @@ pub fn report() -> Report {
                 .map(|g| (kebab(g), Value::Bool(!missing.contains(&g))))
                 .collect();
             let enforceable = !restricted || missing.is_empty();
-            let hides = serde_json::to_value(Hides::of(mode)).unwrap_or(Value::Null);
+            let hides = Hides::of(mode, (configured.hidden)(mode));
+            let hides = serde_json::to_value(hides).unwrap_or(Value::Null);
             (mode.as_str().to_owned(), json!({ "confined": restricted, "enforceable": enforceable, "guarantees": guarantees, "hides": hides }))
         })
         .collect();
@@ -117,9 +128,9 @@ pub fn report() -> Report {
         seccomp: json!({ "filter": features.seccomp, "user_notification": features.seccomp_user_notif }),
         namespaces: json!({ "user": user_ns, "mount": mount_ns, "pid": pid_ns }),
         profiles: Value::Object(profiles),
-        answerer: crate::app::answerers(),
-        hosts: crate::app::host_rules(),
-        limits: crate::app::limits_report(),
+        answerer: configured.answerer,
+        hosts: configured.hosts,
+        limits: configured.limits,
     }
 }
 

@@ -30,14 +30,14 @@ use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
 use nix::sys::wait::waitpid;
 use nix::unistd::{getpid, getppid, pipe2, Pid};
 
-use crate::network::hosts::HostRules;
+use crate::policy::host_rules::HostRules;
 use crate::sandbox::{Applied, Prepared, Step};
 use crate::{kept, network, supervisor, sys};
 
 mod fresh;
 mod init;
 mod relay;
-pub(crate) mod tree;
+
 mod wait;
 pub use wait::GRACE;
 

@@ -21,9 +21,9 @@ use nix::fcntl::{openat, OFlag};
 use nix::sys::stat::{fstat, Mode as Perm};
 use serde::{Deserialize, Serialize};
 
-use crate::exec::tree;
 use crate::policy::Mode;
-use crate::sandbox::private_temp::{self, TempError};
+use crate::private_temp::{self, TempError};
+use crate::process_table;
 use crate::sys;
 
 /// The longest record read: a command line of any sane length fits many times over.
@@ -88,8 +88,8 @@ impl Record {
     /// # Errors
     /// `pid` has no `/proc` entry.
     pub fn new(pid: libc::pid_t, call: &Call) -> Result<Record, KeptError> {
-        let entry =
-            tree::entry(pid).ok_or_else(|| std::io::Error::from_raw_os_error(libc::ESRCH))?;
+        let entry = process_table::entry(pid)
+            .ok_or_else(|| std::io::Error::from_raw_os_error(libc::ESRCH))?;
         Ok(Record {
             pid,
             start: entry.start,
@@ -126,17 +126,17 @@ impl Record {
 
     /// Whether the record's init is still the process running under its pid.
     fn is_live(&self) -> bool {
-        tree::entry(self.pid).is_some_and(|e| e.start == self.start && !e.zombie)
+        process_table::entry(self.pid).is_some_and(|e| e.start == self.start && !e.zombie)
     }
 
     /// The processes in the namespace now (init's descendants), parents first.
     pub fn processes(&self) -> Vec<Process> {
-        tree::descendants(&tree::table(), self.pid)
+        process_table::descendants(&process_table::table(), self.pid)
             .into_iter()
             .filter_map(|pid| {
                 Some(Process {
                     pid,
-                    command: tree::command_line(pid)?,
+                    command: process_table::command_line(pid)?,
                 })
             })
             .collect()

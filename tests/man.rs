@@ -242,7 +242,7 @@ fn files_names_the_paths_the_code_uses() {
                 .to_string(),
         );
     }
-    let base = sandgate::sandbox::private_temp::base();
+    let base = sandgate::private_temp::base();
     let base = base.display().to_string();
     let uid = nix::unistd::geteuid().to_string();
     let base = base

@@ -166,7 +166,7 @@ fn conclude(
 /// beyond the enclosing sandbox, so a question would promise what no answer can deliver.
 /// When the kernel cannot be asked, the request is refused (closed).
 fn nested(env: &Env) -> Option<Refusal> {
-    match super::kernel_confined() {
+    match crate::confinement::this_process() {
         Some(false) => None,
         Some(true) | None => Some(Refusal::Nested {
             parent: env.parent.as_ref().map(|p| p.mode),

@@ -16,7 +16,7 @@ use crate::doctor;
 use crate::error::{Error, EXIT_USAGE};
 use crate::exec::{self, ExecError, Launch, Outcome};
 use crate::logfile::{self, LogFileError};
-use crate::network::hosts::HostRules;
+use crate::policy::host_rules::HostRules;
 use crate::policy::{
     self, config, standing, Approval, Confinement, Env, Mode, MountSource, Parent, Plan,
     PolicyError, Request, Standing,
@@ -146,7 +146,12 @@ fn plain(args: Vec<OsString>, caller: Caller) -> ExitCode {
     };
     match cli.subcommand {
         Some(Sub::Doctor { json }) => {
-            let report = doctor::report();
+            let report = doctor::report(doctor::Configured {
+                hidden: hidden_report,
+                answerer: answerers(),
+                hosts: host_rules(),
+                limits: limits_report(),
+            });
             if json {
                 match serde_json::to_string_pretty(&report) {
                     Ok(text) => crate::out!("{text}"),
@@ -361,7 +366,7 @@ fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Ou
     if let Some(audit) = audit.as_ref().filter(|_| confined) {
         // Inside a sandbox the log is read-only by design: creating it would fail, and the
         // enclosing sandgate would report the attempt as a denial.
-        if kernel_confined() == Some(false) {
+        if crate::confinement::this_process() == Some(false) {
             if let Err(e @ AuditError::Open(LogFileError::Refused { .. })) = audit.ensure_exists() {
                 crate::say!("sandgate: warning: {e}");
             }
@@ -868,28 +873,11 @@ fn parent_sandbox() -> Option<Parent> {
     let mode = std::env::var(policy::PARENT_MODE_ENV).ok()?.parse().ok()?;
     let workspace = PathBuf::from(std::env::var_os(policy::PARENT_WORKSPACE_ENV)?);
     let confinement = std::env::var(policy::PARENT_CONFINEMENT_ENV).ok();
-    (kernel_confined() == Some(true)).then_some(Parent {
+    (crate::confinement::this_process() == Some(true)).then_some(Parent {
         mode,
         workspace,
         confinement,
     })
-}
-
-/// Whether this process runs under no_new_privs and a seccomp filter, as every restricted
-/// sandgate sandbox leaves its command — facts no process can undo for itself, unlike the
-/// environment hint. `None` when the kernel cannot be asked (no `/proc`), so each caller
-/// decides which way is closed.
-pub(crate) fn kernel_confined() -> Option<bool> {
-    if nix::sys::prctl::get_no_new_privs() == Ok(false) {
-        return Some(false);
-    }
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let has = |line: &str| {
-        status
-            .lines()
-            .any(|l| l.split_whitespace().eq(line.split_whitespace()))
-    };
-    Some(has("NoNewPrivs: 1") && has("Seccomp: 2"))
 }
 
 #[cfg(test)]

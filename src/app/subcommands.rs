@@ -10,7 +10,7 @@ use super::{finish, gather_env, Layers};
 use crate::cli;
 use crate::error::{EXIT_CONFIG, EXIT_INTERNAL, EXIT_USAGE};
 use crate::policy;
-use crate::sandbox::private_temp;
+use crate::private_temp;
 
 /// `sandgate install-links DIR`.
 pub(super) fn install_links(dir: &Path) -> ExitCode {
@@ -58,7 +58,7 @@ pub(super) fn presets(json: bool, knobs: &cli::Knobs, workspace: Option<&Path>) 
     } else {
         let mut text = render_presets(&table, &current);
         if !hosts.is_empty() {
-            let list = |l: &[crate::network::hosts::HostPattern]| {
+            let list = |l: &[crate::policy::host_rules::HostPattern]| {
                 l.iter()
                     .map(ToString::to_string)
                     .collect::<Vec<_>>()

@@ -458,7 +458,7 @@ impl Connector for UnixConnector {
     ) -> Result<Option<Self::Out>, ureq::Error> {
         let stream = connect_unix(&self.socket, details.timeout, &self.watch)?;
         if self.vet_server {
-            crate::approvals::vet_server(&stream).map_err(|why| {
+            crate::confinement::check_peer(&stream).map_err(|why| {
                 io::Error::other(format!(
                     "the approvals server at {} is not to be trusted: {why}",
                     self.socket.display()

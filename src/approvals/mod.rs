@@ -7,7 +7,6 @@
 mod board;
 mod client;
 mod notify;
-mod peer;
 mod serve;
 mod socket;
 mod watch;
@@ -27,14 +26,6 @@ pub use socket::default_path as default_socket;
 pub fn listening_default() -> Option<PathBuf> {
     let path = socket::default_path()?;
     socket::connect(&path).ok().map(|_| path)
-}
-
-/// Checks the process serving a connection to the default socket: the caller's own, and
-/// neither sandboxed nor supervising a sandbox. Only a sandboxed command could have put
-/// a server of its own where the caller's was, so this is checked on the connection the
-/// question actually goes over, not just when the socket was found.
-pub fn vet_server(stream: &impl std::os::fd::AsFd) -> Result<(), String> {
-    peer::check(stream)
 }
 
 /// Runs one `sandgate approvals …` action.

@@ -32,7 +32,7 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use super::board::{AnswerRefused, AskRefused, Board, Decision, Naming, Who};
-use super::{notify, peer, socket};
+use super::{notify, socket};
 
 /// The largest request body taken (a question, or an answer).
 const MAX_BODY: usize = 64 * 1024;
@@ -119,7 +119,7 @@ impl Shared {
 
 /// Runs the server until SIGINT or SIGTERM; the socket is removed on the way out.
 pub fn serve(options: Options) -> Result<(), ServeError> {
-    if crate::app::kernel_confined() != Some(false) {
+    if crate::confinement::this_process() != Some(false) {
         return Err(ServeError::Confined);
     }
     crate::sys::ignore_sigpipe();
@@ -196,7 +196,7 @@ async fn run(
                     pause_after_failed_accept().await;
                     continue;
                 };
-                if let Err(why) = peer::check(&stream) {
+                if let Err(why) = crate::confinement::check_peer(&stream) {
                     crate::say!("sandgate approvals: refused a connection on the socket: {why}");
                     continue;
                 }

@@ -158,6 +158,7 @@ pub fn connect(path: &Path) -> Result<UnixStream, SocketError> {
     check_private(parent(path), false).map_err(|e| not_listening(e.to_string()))?;
     check_private(path, true).map_err(|e| not_listening(e.to_string()))?;
     let stream = UnixStream::connect(path).map_err(|e| not_listening(e.to_string()))?;
-    super::peer::check(&stream).map_err(|why| not_listening(format!("its server: {why}")))?;
+    crate::confinement::check_peer(&stream)
+        .map_err(|why| not_listening(format!("its server: {why}")))?;
     Ok(stream)
 }

@@ -207,25 +207,48 @@ pub struct Denial {
     pub reason: Option<String>,
 }
 
-impl Denial {
-    /// A request sandgate's proxy refused. Only `full-access` (which has the host's
-    /// network) reaches the host without the proxy; a host that is merely not listed is
-    /// better allowed alone with `--allow-host`, which the marker says.
-    pub fn of_refused_host(refusal: &crate::network::proxy::Refusal) -> Denial {
-        Denial {
-            what: Operation {
-                op: NETWORK,
-                path: None,
-                addr: None,
-                host: Some(refusal.host.clone()),
-                port: Some(refusal.port),
-                syscall: "proxy",
-                pid: 0,
-            },
-            needed: Mode::FullAccess,
-            protected: !refusal.listable,
-            reason: Some(refusal.reason.clone()),
+/// What the supervisor's seal rules refuse whatever the mode allows — only full access
+/// may do it — each with its marker `op` and the marker's explanation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sealed {
+    GitConfig,
+    GitHook,
+    ProjectConfig,
+    GitMetadata,
+}
+
+impl Sealed {
+    const ALL: [Sealed; 4] = [
+        Sealed::GitConfig,
+        Sealed::GitHook,
+        Sealed::ProjectConfig,
+        Sealed::GitMetadata,
+    ];
+
+    /// The marker `op`.
+    pub fn op(self) -> &'static str {
+        match self {
+            Sealed::GitConfig => "git_config",
+            Sealed::GitHook => "git_hook",
+            Sealed::ProjectConfig => "project_config",
+            Sealed::GitMetadata => "git_metadata",
         }
+    }
+
+    /// Why only full access may do it: the marker's `message`, and the reason its retry
+    /// hint gives.
+    pub fn message(self) -> &'static str {
+        match self {
+            Sealed::GitConfig => "git configuration: a file named config or config.worktree is written only by renaming a checked file into place (git's own way), and may not add or change an entry that names a program; only full-access may write it otherwise",
+            Sealed::GitHook => "git hooks: nothing in a directory named hooks may become executable, and no link or symlink may be made there; only full-access may do it",
+            Sealed::ProjectConfig => "sandgate's project configuration: nothing named .sandgate, and nothing in a directory of that name, may be created or changed; only full-access may do it",
+            Sealed::GitMetadata => "protected git metadata: git on the host reads or runs it, so only full-access may change it",
+        }
+    }
+
+    /// The seal rule whose marker `op` is `op`.
+    pub fn of_op(op: &str) -> Option<Sealed> {
+        Sealed::ALL.into_iter().find(|s| s.op() == op)
     }
 }
 

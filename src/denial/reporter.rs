@@ -160,8 +160,8 @@ impl Reporter {
             (None, Some(host)) if !d.protected => Some(("--allow-host", host.clone())),
             _ => None,
         };
-        let protection = if let Some(rule) = crate::supervisor::seal_message(d.what.op) {
-            Some(rule)
+        let protection = if let Some(sealed) = super::Sealed::of_op(d.what.op) {
+            Some(sealed.message())
         } else if d.protected && host.is_some() {
             Some("a host the proxy refuses whatever is allowed: only full-access reaches it directly")
         } else if d.protected {

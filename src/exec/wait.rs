@@ -22,7 +22,8 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 
 use super::init::Report;
 use super::relay::Relay;
-use super::{tree, ExecError, Outcome};
+use super::{ExecError, Outcome};
+use crate::process_table;
 use crate::sys::{self, Reaped};
 
 /// How long a command that ran out of time has between SIGTERM and SIGKILL.
@@ -179,7 +180,7 @@ fn end_adopted(signals: &SignalFd) {
                 Ok(Reaped::NoChildren) | Err(_) => return,
             }
         }
-        for (pid, entry) in tree::table() {
+        for (pid, entry) in process_table::table() {
             if entry.parent == me && !entry.zombie {
                 let _ = sys::kill(pid, libc::SIGKILL);
             }

@@ -1,9 +1,8 @@
-//! Network access for sandboxes that list allowed hosts: the allowlist, the address ranges
-//! (and the machine's own addresses) that stay closed, and the proxy that is the sandbox's
-//! only way out.
+//! Network access for sandboxes that list allowed hosts: the address ranges (and the
+//! machine's own addresses) that stay closed, and the proxy that is the sandbox's only way
+//! out. Which hosts are allowed is policy (`policy::host_rules`).
 
 pub mod address;
-pub mod hosts;
 pub mod interfaces;
 pub mod process;
 pub mod proxy;

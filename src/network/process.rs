@@ -16,11 +16,11 @@ use std::io::{self, BufRead, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 
-use crate::denial::{Denial, Reporter};
+use crate::denial::Reporter;
 use crate::sys;
 
-use super::hosts::HostRules;
 use super::proxy::{self, Refusal};
+use crate::policy::host_rules::HostRules;
 
 /// sandgate's side of a running proxy.
 pub struct Proxy {
@@ -90,7 +90,7 @@ fn serve(
     let refusals = Mutex::new(std::fs::File::from(refusals));
     let refused = move |refusal: &Refusal| {
         if let Some(Ok(mut r)) = reporter.as_ref().map(|r| r.lock()) {
-            r.record(&Denial::of_refused_host(refusal));
+            r.record(&refusal.denial());
         }
         if let (Ok(mut pipe), Ok(line)) = (refusals.lock(), serde_json::to_string(refusal)) {
             // Non-blocking: with nobody reading (sandgate gone, or the pipe full) the line
@@ -119,7 +119,7 @@ impl Proxy {
         // Stops at the first read that would block: the pipe is non-blocking.
         for line in reader.lines().map_while(Result::ok) {
             if let Ok(refusal) = serde_json::from_str::<Refusal>(&line) {
-                reporter.record_logged_elsewhere(&Denial::of_refused_host(&refusal));
+                reporter.record_logged_elsewhere(&refusal.denial());
             }
         }
     }

@@ -20,8 +20,8 @@ use tokio::net::TcpStream;
 use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 
 use super::address::{closed, Closed};
-use super::hosts::{canonical_host, HostRules, Verdict};
 use super::interfaces;
+use crate::policy::host_rules::{canonical_host, HostRules, Verdict};
 
 /// How many client connections are served at once; more wait in the listen backlog. Each
 /// costs the proxy two fds (client and upstream): the bound keeps a sandboxed process from
@@ -44,6 +44,28 @@ pub struct Refusal {
     /// `denied_hosts` refuses it or it resolves only to closed addresses (private, documentation
     /// ranges, this machine's own).
     pub listable: bool,
+}
+
+impl Refusal {
+    /// A request sandgate's proxy refused. Only `full-access` (which has the host's
+    /// network) reaches the host without the proxy; a host that is merely not listed is
+    /// better allowed alone with `--allow-host`, which the marker says.
+    pub fn denial(&self) -> crate::denial::Denial {
+        crate::denial::Denial {
+            what: crate::denial::Operation {
+                op: crate::denial::NETWORK,
+                path: None,
+                addr: None,
+                host: Some(self.host.clone()),
+                port: Some(self.port),
+                syscall: "proxy",
+                pid: 0,
+            },
+            needed: crate::policy::Mode::FullAccess,
+            protected: !self.listable,
+            reason: Some(self.reason.clone()),
+        }
+    }
 }
 
 impl Refusal {

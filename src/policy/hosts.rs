@@ -3,7 +3,7 @@
 //! configuration deny, and a denial always wins. A project file may not allow hosts: it
 //! is written by whoever wrote the code being run.
 
-use crate::network::hosts::{self, HostRules};
+use super::host_rules::{self as hosts, HostRules};
 
 use super::config::{Managed, User};
 use super::PolicyError;

@@ -9,6 +9,7 @@ pub mod config;
 pub mod escalation;
 pub mod gitconfig;
 pub mod home;
+pub mod host_rules;
 pub mod hosts;
 pub mod lifetime;
 mod mode;
@@ -24,7 +25,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use crate::network::hosts::HostRules;
+use crate::policy::host_rules::HostRules;
 pub use escalation::{EscalationRequest, InvalidEscalation};
 pub use mode::Mode;
 pub use preset::Approval;

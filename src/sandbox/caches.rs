@@ -41,8 +41,8 @@ use nix::sys::stat::{fchmod, fstat, mkdirat, FileStat, Mode};
 use sha2::{Digest, Sha256};
 
 use super::mounts::{cstring, identity, Checked};
-use super::private_temp::{self, TempError};
 use crate::policy::caches::Cache;
+use crate::private_temp::{self, TempError};
 use crate::sys;
 
 /// One mount of caches, prepared in sandgate.
@@ -129,7 +129,7 @@ pub(super) fn build(workspace: &Path, caches: &[Cache]) -> Result<Vec<CacheMount
     }
     for ((home, mount), members) in groups {
         for (lower, members) in share_lower(home, mount, &layers.path, members) {
-            let Ok(lower_fd) = super::open_exact(&lower) else {
+            let Ok(lower_fd) = crate::no_symlinks::open(&lower) else {
                 continue;
             };
             let key = key_for(&lower);
@@ -179,7 +179,7 @@ fn share_lower(
 ) -> Vec<(PathBuf, Vec<(PathBuf, OwnedFd)>)> {
     let shared = home.filter(|home| {
         !layers.starts_with(home)
-            && super::open_exact(home)
+            && crate::no_symlinks::open(home)
                 .and_then(|fd| sys::mount_id(fd.as_fd()))
                 .is_ok_and(|m| m == mount)
     });
@@ -220,9 +220,9 @@ fn key_for(path: &Path) -> String {
 /// cannot be used (it changed since the policy looked, or cannot be created).
 fn host_object(cache: &Cache) -> Option<(OwnedFd, FileStat)> {
     let fd = if cache.exists {
-        super::open_exact(&cache.path).ok()?
+        crate::no_symlinks::open(&cache.path).ok()?
     } else {
-        let parent = super::open_exact(cache.path.parent()?).ok()?;
+        let parent = crate::no_symlinks::open(cache.path.parent()?).ok()?;
         let name = cache.path.file_name()?;
         let st = fstat(parent.as_fd()).ok()?;
         if st.st_uid != nix::unistd::geteuid().as_raw() {

@@ -104,7 +104,7 @@ pub fn prepare(r: &Restrictions, writes: Writes) -> Result<Prepared, LandlockErr
             AccessFs::from_read(NEWEST),
         ))?;
     for root in &r.writable_roots {
-        let fd = super::open_exact(root).map_err(LandlockError::Root)?;
+        let fd = crate::no_symlinks::open(root).map_err(LandlockError::Root)?;
         ruleset = ruleset.add_rule(PathBeneath::new(fd, rights_for(root, writes)))?;
     }
     for dev in &r.devices {

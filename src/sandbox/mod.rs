@@ -10,10 +10,8 @@ mod freeze;
 pub mod landlock;
 mod mask;
 pub mod mounts;
-pub mod private_temp;
 pub mod probe;
 pub mod rehome;
-mod remove_tree;
 pub mod seccomp;
 
 use std::io;
@@ -34,7 +32,7 @@ pub enum SandboxError {
     #[error("cannot prepare the mount namespace: {0}")]
     Mounts(io::Error),
     #[error(transparent)]
-    Temp(#[from] private_temp::TempError),
+    Temp(#[from] crate::private_temp::TempError),
 }
 
 /// The step of the child's setup that failed, reported to sandgate through a pipe.
@@ -135,7 +133,7 @@ pub fn prepare(
     let mounts = match (r.mounts, skip.contains(&Guarantee::MountNamespace)) {
         (MountSource::Own, false) => {
             let temp = match r.temp {
-                Temp::PerWorkspace => private_temp::open(&plan.workspace, true)?,
+                Temp::PerWorkspace => crate::private_temp::open(&plan.workspace, true)?,
                 Temp::PerCall => None,
             };
             let caches = caches::build(&plan.workspace, &r.caches)?;
@@ -212,35 +210,6 @@ pub fn prepare(
         close_on_exec: risky_inherited_sockets(),
         cgroups: None,
     })))
-}
-
-/// Opens a canonical `path` (`O_PATH`) only if no component of it is a symlink: it then
-/// opens as the object it named when it was resolved, not whatever a link swapped in since
-/// (by a process an earlier call left running) points to.
-///
-/// # Errors
-/// `ELOOP` when a component is a symlink now; any other open failure.
-pub(crate) fn open_exact(path: &std::path::Path) -> io::Result<OwnedFd> {
-    use nix::fcntl::{openat, openat2, OFlag, OpenHow, ResolveFlag, AT_FDCWD};
-    let how = OpenHow::new()
-        .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
-        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS);
-    match openat2(AT_FDCWD, path, how) {
-        // Inside a sandgate sandbox (a nested call) openat2 is refused: the same, by hand,
-        // one component at a time, none of them followed.
-        Err(nix::errno::Errno::ENOSYS) => {
-            let flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-            let mut cur = openat(AT_FDCWD, "/", flags, nix::sys::stat::Mode::empty())?;
-            for part in path.iter().skip(1) {
-                cur = openat(&cur, part, flags, nix::sys::stat::Mode::empty())?;
-                if nix::sys::stat::fstat(&cur)?.st_mode & libc::S_IFMT == libc::S_IFLNK {
-                    return Err(io::Error::from_raw_os_error(libc::ELOOP));
-                }
-            }
-            Ok(cur)
-        }
-        other => Ok(other?),
-    }
 }
 
 /// Reads the highest capability number the kernel knows.

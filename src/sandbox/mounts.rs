@@ -63,8 +63,8 @@ use nix::sys::stat::{fstat, mkdirat, Mode};
 use nix::unistd::{unlinkat, UnlinkatFlags};
 
 use super::caches::{CacheMount, Mounted, Refused};
-use super::private_temp::PrivateTemp;
 use crate::policy::{roots::COVERED, Restrictions, Temp};
+use crate::private_temp::PrivateTemp;
 use crate::sys;
 
 /// A file's identity: device and inode.
@@ -80,7 +80,7 @@ pub(super) struct Checked {
 impl Checked {
     /// Opens `path` in sandgate with no symlink anywhere in it and records what it names.
     pub(super) fn record(path: &Path) -> io::Result<Checked> {
-        let fd = super::open_exact(path)?;
+        let fd = crate::no_symlinks::open(path)?;
         Ok(Checked {
             path: cstring(path)?,
             id: identity(fd.as_fd())?,

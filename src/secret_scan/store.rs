@@ -48,12 +48,12 @@ pub fn name(root: &Root, caller: &Caller) -> String {
 
 /// Where the cache of `root` lies (whether or not it exists).
 pub fn path(root: &Root, caller: &Caller) -> PathBuf {
-    crate::sandbox::private_temp::base().join(name(root, caller))
+    crate::private_temp::base().join(name(root, caller))
 }
 
 /// The cached snapshot of `root`, when there is a usable one.
 pub fn load(root: &Root, caller: &Caller) -> Option<Snapshot> {
-    let base = crate::sandbox::private_temp::open_base(false).ok()??;
+    let base = crate::private_temp::open_base(false).ok()??;
     let fd = nix::fcntl::openat(
         &base.fd,
         name(root, caller).as_str(),
@@ -80,7 +80,7 @@ pub fn load(root: &Root, caller: &Caller) -> Option<Snapshot> {
 
 /// Writes `snapshot` as the cache of its root; a failure only costs the next call a scan.
 pub fn save(snapshot: &Snapshot, caller: &Caller) {
-    let Ok(Some(base)) = crate::sandbox::private_temp::open_base(true) else {
+    let Ok(Some(base)) = crate::private_temp::open_base(true) else {
         return;
     };
     let name = name(&snapshot.root, caller);

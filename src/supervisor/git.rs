@@ -33,9 +33,6 @@ use super::resolve::{self, Inode};
 use super::seal;
 use crate::policy::protected::{GIT_INFO, GIT_INFO_METADATA, GIT_METADATA};
 
-/// The marker `op` of a refused write to git metadata.
-pub const OP: &str = "git_metadata";
-
 /// How many directories of guarded git directories the supervisor keeps handles of.
 const MAX_REGIONS: usize = 256;
 
@@ -96,7 +93,7 @@ impl Regions {
     /// without following a symlink is left out: the kernel still refuses writes there.
     pub fn open(dirs: &[PathBuf]) -> Regions {
         let open = |path: &Path| {
-            let fd = crate::sandbox::open_exact(path).ok()?;
+            let fd = crate::no_symlinks::open(path).ok()?;
             let id = resolve::identity(&fstat(fd.as_fd()).ok()?);
             let name = path
                 .file_name()

@@ -45,11 +45,6 @@ mod seal;
 mod watch;
 mod workers;
 
-/// The marker message of a refusal by a seal rule with marker `op`, if it is one.
-pub fn seal_message(op: &str) -> Option<&'static str> {
-    seal::message_of(op)
-}
-
 use std::cell::RefCell;
 use std::collections::HashSet;
 use std::io::{self, IoSliceMut};

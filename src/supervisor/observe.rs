@@ -11,7 +11,7 @@ use std::os::fd::AsFd;
 
 use super::resolve::{self, Inode, Root};
 use super::{Call, Context};
-use crate::denial::Denial;
+use crate::denial::{Denial, Sealed};
 use crate::policy::Mode;
 use crate::sys;
 use crate::syscalls::{self, Effect, PathAt};
@@ -423,7 +423,7 @@ pub fn check(call: &Call<'_>, context: &Context) -> Option<Denial> {
                 Verdict::Protected | Verdict::GitMetadata | Verdict::Allowed => Mode::FullAccess,
             };
             let op = match (row.effect, exists) {
-                _ if verdict == Verdict::GitMetadata => super::git::OP,
+                _ if verdict == Verdict::GitMetadata => Sealed::GitMetadata.op(),
                 (Effect::Open, true) if row.exclusive_create(registers) => return None,
                 (Effect::Open, true) => "write",
                 (Effect::Open, false) => "create",

@@ -33,6 +33,8 @@
 //!
 //! Everything here is pure: the supervisor resolves, this decides.
 
+use crate::denial::Sealed;
+
 /// What a name is to the rules.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Name {
@@ -67,40 +69,29 @@ pub enum Seal {
 }
 
 impl Seal {
+    /// The refusal as markers give it: a name outside ASCII in a directory that folds case
+    /// is reported as a write to git metadata (it could fold onto one).
+    fn sealed(self) -> Sealed {
+        match self {
+            Seal::GitConfig => Sealed::GitConfig,
+            Seal::GitHook => Sealed::GitHook,
+            Seal::ProjectConfig => Sealed::ProjectConfig,
+            Seal::GitMetadata | Seal::Unfoldable => Sealed::GitMetadata,
+        }
+    }
+
     /// The marker `op`.
     pub fn op(self) -> &'static str {
-        match self {
-            Seal::GitConfig => "git_config",
-            Seal::GitHook => "git_hook",
-            Seal::ProjectConfig => "project_config",
-            Seal::GitMetadata | Seal::Unfoldable => crate::supervisor::git::OP,
-        }
+        self.sealed().op()
     }
 
     /// The marker's `message`: why only full access may do it.
     pub fn message(self) -> &'static str {
         match self {
-            Seal::GitConfig => "git configuration: a file named config or config.worktree is written only by renaming a checked file into place (git's own way), and may not add or change an entry that names a program; only full-access may write it otherwise",
-            Seal::GitHook => "git hooks: nothing in a directory named hooks may become executable, and no link or symlink may be made there; only full-access may do it",
-            Seal::ProjectConfig => "sandgate's project configuration: nothing named .sandgate, and nothing in a directory of that name, may be created or changed; only full-access may do it",
-            Seal::GitMetadata => "protected git metadata: git on the host reads or runs it, so only full-access may change it",
             Seal::Unfoldable => "a directory that folds case takes only ASCII names from the sandbox (other characters could fold onto git's or sandgate's names); only full-access may create this one",
+            seal => seal.sealed().message(),
         }
     }
-}
-
-/// The marker message of a refusal by `op`, for the retry hint; `None` for an `op` no seal
-/// rule gives.
-pub fn message_of(op: &str) -> Option<&'static str> {
-    [
-        Seal::GitConfig,
-        Seal::GitHook,
-        Seal::ProjectConfig,
-        Seal::GitMetadata,
-    ]
-    .into_iter()
-    .find(|s| s.op() == op)
-    .map(Seal::message)
 }
 
 /// The configuration names, compared as [`Name`] says.

@@ -10,7 +10,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::network::hosts::parse_entries;
+use crate::policy::host_rules::parse_entries;
 
 const BODY: &str = "hello from upstream";
 const WAIT: Duration = Duration::from_secs(10);

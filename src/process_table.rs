@@ -1,5 +1,5 @@
 //! The host's process table, read from `/proc`: who is whose parent, and what each runs.
-//! Used to end a process tree without a PID namespace (`wait`), and to show what a kept
+//! Used to end a process tree without a PID namespace (`exec::wait`), and to show what a kept
 //! namespace holds (`kept`).
 
 use std::collections::HashMap;

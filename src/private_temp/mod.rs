@@ -16,6 +16,8 @@
 //! guessing. The mode of the second level does not count: the first keeps everyone else
 //! out, and a sandboxed command may `chmod` its own `/tmp` (the next call puts 0700 back).
 
+mod remove_tree;
+
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -240,7 +242,7 @@ fn check(st_mode: u32, uid: u32, level: Level, me: u32) -> Result<(), String> {
 
 /// Removes the private temp of `workspace` and its cache layers; returns whether there was
 /// either. Nothing a sandboxed process planted there, or swaps in while this runs, is
-/// followed (see [`super::remove_tree`]).
+/// followed (see [`remove_tree`]).
 ///
 /// # Errors
 /// As [`open`], or a removal that failed.
@@ -257,7 +259,7 @@ pub fn clean(workspace: &Path) -> Result<bool, TempError> {
             Mode::empty(),
         )
         .map_err(std::io::Error::from)
-        .and_then(|readable| super::remove_tree::empty(readable.as_fd()))
+        .and_then(|readable| remove_tree::empty(readable.as_fd()))
         .and_then(|()| std::fs::remove_dir(&dir.path));
         removed.map_err(|e| error(&dir.path, e.to_string()))?;
         found = true;

@@ -1,6 +1,9 @@
-//! Who is on the other end of a connection to the server's socket. Only the caller's own
-//! processes outside any sandbox may ask or answer: a sandboxed command that reached the
-//! socket (one placed beneath a workspace, say) must not answer its own question.
+//! Whether a process runs confined by a sandgate sandbox: this one ([`this_process`]), or
+//! the one at the other end of a unix connection ([`check_peer`]).
+//!
+//! The approvals server and whoever asks it use the second: only the caller's own
+//! processes outside any sandbox may ask or answer, and a sandboxed command that reached
+//! the socket (one placed beneath a workspace, say) must not answer its own question.
 //!
 //! A sandboxed command's unix connects are performed by its supervisor, an unconfined
 //! sandgate, so the kernel names the supervisor as the peer. The supervisor is recognised
@@ -12,9 +15,31 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use nix::errno::Errno;
 use nix::sys::socket::{getsockopt, sockopt};
 
-/// Refuses a peer of another uid, or one under a seccomp filter with no_new_privs (how
-/// every sandboxed process runs, as `app::kernel_confined` tells for sandgate itself).
-pub fn check(stream: &impl AsFd) -> Result<(), String> {
+/// Whether this process runs under no_new_privs and a seccomp filter, as every restricted
+/// sandgate sandbox leaves its command — facts no process can undo for itself, unlike an
+/// environment hint. `None` when the kernel cannot be asked (no `/proc`), so each caller
+/// decides which way is closed.
+pub fn this_process() -> Option<bool> {
+    if nix::sys::prctl::get_no_new_privs() == Ok(false) {
+        return Some(false);
+    }
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    Some(sandboxed(&status))
+}
+
+/// Whether a `/proc/PID/status` says its process runs as a sandboxed one does.
+fn sandboxed(status: &str) -> bool {
+    let has = |line: &str| {
+        status
+            .lines()
+            .any(|l| l.split_whitespace().eq(line.split_whitespace()))
+    };
+    has("NoNewPrivs: 1") && has("Seccomp: 2")
+}
+
+/// Refuses a peer of another uid, one under a seccomp filter with no_new_privs (how every
+/// sandboxed process runs), or one that supervises a sandbox.
+pub fn check_peer(stream: &impl AsFd) -> Result<(), String> {
     let creds = getsockopt(stream, sockopt::PeerCredentials)
         .map_err(|e| format!("cannot read the peer's credentials: {e}"))?;
     if creds.uid() != nix::unistd::geteuid().as_raw() {
@@ -34,13 +59,7 @@ pub fn check(stream: &impl AsFd) -> Result<(), String> {
         Some(fd) => pid_of(fd).ok_or("the peer has exited")?,
         None => creds.pid(),
     };
-    let status = status_of(pid)?;
-    let has = |line: &str| {
-        status
-            .lines()
-            .any(|l| l.split_whitespace().eq(line.split_whitespace()))
-    };
-    if has("NoNewPrivs: 1") && has("Seccomp: 2") {
+    if sandboxed(&status_of(pid)?) {
         return Err(format!("the peer (pid {pid}) runs in a sandbox"));
     }
     if holds_a_seccomp_listener(pid)? {
