@@ -94,7 +94,7 @@ fn read_answer(
                 if left.is_zero() {
                     return Err(LookupError::Timeout);
                 }
-                super::transport::poll_timeout(left)
+                crate::sys::poll_timeout(left)
             }
         };
         let mut fds = vec![PollFd::new(answer_r.as_fd(), PollFlags::POLLIN)];

@@ -135,7 +135,7 @@ fn talk(
             slots[2] = Some(fds.len());
             fds.push(PollFd::new(inp.as_fd(), PollFlags::POLLOUT));
         }
-        match poll(&mut fds, super::transport::poll_timeout(wait)) {
+        match poll(&mut fds, crate::sys::poll_timeout(wait)) {
             Err(nix::errno::Errno::EINTR) | Ok(0) => continue,
             Err(e) => return failed("cannot wait for the approver program", &e),
             Ok(_) => {}
