@@ -40,7 +40,7 @@ use nix::fcntl::{openat, OFlag};
 use nix::sys::stat::{fchmod, fstat, mkdirat, FileStat, Mode};
 use sha2::{Digest, Sha256};
 
-use super::mounts::{cstring, identity, Checked};
+use super::checked::{cstring, identity, Checked};
 use crate::policy::caches::Cache;
 use crate::private_temp::{self, TempError};
 use crate::sys;

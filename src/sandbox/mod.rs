@@ -6,6 +6,7 @@
 
 mod caches;
 mod caps;
+mod checked;
 mod freeze;
 pub mod landlock;
 mod mask;
@@ -194,7 +195,7 @@ pub fn prepare(
             .caches
             .iter()
             .filter(|c| c.exists)
-            .filter_map(|c| Some((mounts::cstring(&c.path).ok()?, c.dir)))
+            .filter_map(|c| Some((checked::cstring(&c.path).ok()?, c.dir)))
             .collect(),
         MountSource::Own | MountSource::Inherited => vec![],
     };

@@ -52,7 +52,6 @@
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use nix::errno::Errno;
@@ -63,45 +62,10 @@ use nix::sys::stat::{fstat, mkdirat, Mode};
 use nix::unistd::{unlinkat, UnlinkatFlags};
 
 use super::caches::{CacheMount, Mounted, Refused};
+use super::checked::{cstring, identity, Checked};
 use crate::policy::{roots::COVERED, Restrictions, Temp};
 use crate::private_temp::PrivateTemp;
 use crate::sys;
-
-/// A file's identity: device and inode.
-pub(super) type Identity = (u64, u64);
-
-/// A path the child re-opens, and the object it must find there.
-#[derive(Debug)]
-pub(super) struct Checked {
-    pub(super) path: CString,
-    pub(super) id: Identity,
-}
-
-impl Checked {
-    /// Opens `path` in sandgate with no symlink anywhere in it and records what it names.
-    pub(super) fn record(path: &Path) -> io::Result<Checked> {
-        let fd = crate::no_symlinks::open(path)?;
-        Ok(Checked {
-            path: cstring(path)?,
-            id: identity(fd.as_fd())?,
-        })
-    }
-
-    /// Re-opens the path in the child; fails with `ESTALE` when it names another object
-    /// than the one recorded (it was swapped since).
-    pub(super) fn open(&self) -> io::Result<OwnedFd> {
-        let fd = sys::open_path(&self.path, 0)?;
-        if identity(fd.as_fd())? != self.id {
-            return Err(io::Error::from_raw_os_error(libc::ESTALE));
-        }
-        Ok(fd)
-    }
-}
-
-pub(super) fn identity(fd: BorrowedFd<'_>) -> io::Result<Identity> {
-    let st = fstat(fd)?;
-    Ok((st.st_dev, st.st_ino))
-}
 
 /// One writable bind mount.
 #[derive(Debug)]
@@ -185,11 +149,6 @@ fn id_maps() -> Option<(Vec<u8>, Vec<u8>)> {
 
 fn options(text: &str) -> io::Result<CString> {
     CString::new(text).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
-}
-
-pub(super) fn cstring(path: &Path) -> io::Result<CString> {
-    CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
 }
 
 impl MountPlan {

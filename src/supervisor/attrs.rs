@@ -21,12 +21,13 @@ use nix::errno::Errno;
 use nix::fcntl::{openat, OFlag};
 use nix::sys::stat::{fstat, FileStat, Mode};
 
+use super::named::Named;
 use super::observe::Acts;
 use super::ops::{Op, Target, Value};
-use super::perform::Handled;
-use super::place::{self, Located, Named};
+use super::place::{self, Located};
 use super::resolve::Root;
 use super::seal::{self, Seal};
+use super::Handled;
 use super::{Call, Context};
 use crate::policy::Mode as SandboxMode;
 use crate::sys::{self, Answer};

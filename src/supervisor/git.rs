@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 
 use nix::sys::stat::fstat;
 
-use super::place::Named;
+use super::named::Named;
 use super::resolve::{self, Inode};
 use super::seal;
 use crate::policy::protected::{GIT_INFO, GIT_INFO_METADATA, GIT_METADATA};

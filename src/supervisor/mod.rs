@@ -35,7 +35,9 @@
 mod attrs;
 mod copy;
 mod git;
+mod named;
 mod observe;
+mod open;
 mod ops;
 mod perform;
 mod place;
@@ -569,21 +571,19 @@ fn handle(
                 true => sys::with_signal_blocked(sys::interrupt_signal(), || {
                     perform::handle(&call, context, workers)
                 }),
-                false => perform::Handled::Kernel,
+                false => Handled::Kernel,
             };
             match handled {
                 // The kernel's refusal of what was performed and failed there, marked as
                 // the observer predicts it.
-                perform::Handled::Answer(Answer::Error(libc::EROFS), None)
-                    if context.reporter.is_some() =>
-                {
+                Handled::Answer(Answer::Error(libc::EROFS), None) if context.reporter.is_some() => {
                     (Answer::Error(libc::EROFS), observe::check(&call, context))
                 }
-                perform::Handled::Answer(answer, denial) => (answer, denial),
-                perform::Handled::Kernel if context.reporter.is_some() => {
+                Handled::Answer(answer, denial) => (answer, denial),
+                Handled::Kernel if context.reporter.is_some() => {
                     (Answer::Continue, observe::check(&call, context))
                 }
-                perform::Handled::Kernel => (Answer::Continue, None),
+                Handled::Kernel => (Answer::Continue, None),
             }
         }
         Some(Rule::Denied { .. } | Rule::Unreadable) | None => {
@@ -602,6 +602,15 @@ fn handle(
     }
     // ENOENT: the caller went away meanwhile; there is nobody to answer.
     let _ = sys::notif_respond(listener.as_fd(), notif.id, answer);
+}
+
+/// What handling a call came to.
+pub enum Handled {
+    /// Answered (or to be answered by a worker: [`Answer::Sent`]), with a marker when a
+    /// rule refused it.
+    Answer(Answer, Option<Denial>),
+    /// Not the supervisor's to perform: the kernel decides (CONTINUE).
+    Kernel,
 }
 
 /// One notification being handled.

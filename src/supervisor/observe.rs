@@ -342,7 +342,7 @@ pub struct VerdictCache {
 struct Seen {
     born: (i64, u32),
     verdict: Verdict,
-    named: Option<super::place::Named>,
+    named: Option<super::named::Named>,
 }
 
 impl VerdictCache {
@@ -375,7 +375,7 @@ impl VerdictCache {
     }
 
     /// What was noted of the directory `id` born at `born` for the seal rules.
-    pub fn named(&self, id: Inode, born: Option<(i64, u32)>) -> Option<super::place::Named> {
+    pub fn named(&self, id: Inode, born: Option<(i64, u32)>) -> Option<super::named::Named> {
         match self.entries.get(&id) {
             Some(seen) if Some(seen.born) == born => seen.named,
             _ => None,
@@ -387,7 +387,7 @@ impl VerdictCache {
         &mut self,
         id: Inode,
         born: Option<(i64, u32)>,
-        named: super::place::Named,
+        named: super::named::Named,
     ) {
         if let Some(seen) = self.entries.get_mut(&id) {
             if Some(seen.born) == born {

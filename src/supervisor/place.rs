@@ -17,68 +17,16 @@
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use nix::errno::Errno;
-use nix::fcntl::{openat, openat2, AtFlags, OFlag, OpenHow, ResolveFlag};
-use nix::sys::stat::{fstatat, FileStat, Mode};
+use nix::fcntl::{openat2, AtFlags, OFlag, OpenHow, ResolveFlag};
+use nix::sys::stat::{fstatat, FileStat};
 
 use super::git::Kind;
+use super::named::Named;
 use super::observe::{Acts, Verdict};
 use super::ops::PathArg;
 use super::resolve::{self, Root, Walked};
 use super::{seal, Call, Context};
 use crate::sys;
-
-/// What the seal rules need of a directory: its own name's class, and whether it folds
-/// case.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Named {
-    pub dir: seal::Dir,
-    pub casefold: bool,
-}
-
-impl Named {
-    /// Looks at the directory `dir` (any fd of it), named `name` by whoever reached it.
-    pub fn of(dir: BorrowedFd<'_>, name: &[u8]) -> Named {
-        // A filesystem that finds names without regard to case (FAT, exFAT, SMB, HFS+), or
-        // a casefold directory on one that can (ext4, tmpfs). A directory that cannot be
-        // opened for reading could fold case unseen: read it the strict way.
-        let folding_filesystem = nix::sys::statfs::fstatfs(dir)
-            .map_or(true, |fs| FOLDING.contains(&fs.filesystem_type().0));
-        let casefold = folding_filesystem
-            || openat(
-                dir,
-                ".",
-                OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-                Mode::empty(),
-            )
-            .map_or(true, |d| sys::is_casefolded(d.as_fd()));
-        Named {
-            dir: seal::dir(name),
-            casefold,
-        }
-    }
-
-    /// The class of `name` in this directory.
-    ///
-    /// # Errors
-    /// See [`seal::name`].
-    pub fn here(&self, name: &[u8]) -> Result<seal::Here, seal::Seal> {
-        Ok(seal::Here {
-            dir: self.dir,
-            name: seal::name(name, self.casefold)?,
-        })
-    }
-}
-
-/// The filesystems that find a name whatever its case (`statfs` magic numbers): FAT,
-/// exFAT, SMB (old and new) and HFS+.
-const FOLDING: [libc::c_long; 6] = [
-    0x4d44,
-    0x2011_bab0,
-    0xff53_4d42_u32 as libc::c_long,
-    0xfe53_4d42_u32 as libc::c_long,
-    0x517b,
-    0x482b,
-];
 
 /// Which area a directory lies in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

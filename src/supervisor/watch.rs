@@ -26,9 +26,9 @@ use nix::sys::stat::{FileStat, Mode};
 
 use super::observe::{Acts, Verdict};
 use super::ops::PathArg;
-use super::perform::Handled;
 use super::place::{self, Located};
 use super::resolve::Root;
+use super::Handled;
 use super::{Call, Context};
 use crate::policy::Mode as SandboxMode;
 use crate::sys::{self, Answer};

@@ -87,18 +87,16 @@ impl Job {
             },
             Job::Open(open) => {
                 use std::os::unix::ffi::OsStrExt;
-                let file = match super::perform::open_checked(
+                let file = match super::open::open_checked(
                     open.dir.as_fd(),
                     std::ffi::OsStr::from_bytes(open.name.as_bytes()),
                     open.flags,
                     open.mode,
                     open.existing,
                 ) {
-                    Ok(super::perform::Checked::Opened(file)) => file,
+                    Ok(super::open::Checked::Opened(file)) => file,
                     // A file the rules refuse took the name: refused as the rules refuse.
-                    Ok(super::perform::Checked::Sealed(_)) => {
-                        return Ok(Answer::Error(libc::EPERM))
-                    }
+                    Ok(super::open::Checked::Sealed(_)) => return Ok(Answer::Error(libc::EPERM)),
                     Err(Errno::EINTR) => return Err(Errno::EINTR),
                     Err(e) => return Ok(Answer::Error(e as i32)),
                 };
