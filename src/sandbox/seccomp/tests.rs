@@ -614,8 +614,9 @@ fn the_search_tree_answers_as_the_linear_program_does() {
     let mut numbers: Vec<u32> = (0..=470).collect();
     numbers.extend((0..=470).map(|nr| nr | X32_SYSCALL_BIT));
     numbers.extend([0x3fff_ffff, 0x7fff_ffff, 0x8000_0000, u32::MAX]);
-    let mut compared = 0usize;
-    for (name, tree, linear) in &programs {
+    // One program after another on each core: the comparison is the suite's longest test.
+    let compare = |name: &str, tree: &[libc::sock_filter], linear: &[libc::sock_filter]| {
+        let mut compared = 0usize;
         let check = |arch: u32, nr: u32, args: [u64; 6]| {
             let (t, l) = (trace(tree, arch, nr, args), trace(linear, arch, nr, args));
             assert_eq!(
@@ -663,7 +664,27 @@ fn the_search_tree_answers_as_the_linear_program_does() {
                 }
             }
         }
-    }
+        compared
+    };
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let per_core = programs.len().div_ceil(cores);
+    let compared: usize = std::thread::scope(|scope| {
+        let workers: Vec<_> = programs
+            .chunks(per_core)
+            .map(|chunk| {
+                scope.spawn(move || {
+                    chunk
+                        .iter()
+                        .map(|(name, tree, linear)| compare(name, tree, linear))
+                        .sum::<usize>()
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().unwrap_or_else(|_| panic!("a comparison failed")))
+            .sum()
+    });
     assert!(compared > 1_000_000, "{compared} inputs compared");
 }
 
