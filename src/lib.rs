@@ -30,3 +30,6 @@ pub mod supervisor;
 mod sys;
 pub mod syscalls;
 pub mod terminal;
+
+#[cfg(test)]
+mod layout_tests;

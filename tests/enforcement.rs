@@ -12,6 +12,7 @@ mod enforcement {
     mod filesystem;
     mod git;
     mod git_gate;
+    mod git_gate_workflows;
     mod git_integrity;
     mod home;
     mod home_workspace;
@@ -30,9 +31,12 @@ mod enforcement {
     mod redteam_process;
     mod redteam_round3;
     mod redteam_round4;
+    mod redteam_round4_paths;
     mod redteam_round5;
     mod redteam_round6;
+    mod redteam_round6_scan;
     mod redteam_round7;
+    mod redteam_round7_relay;
     mod redteam_round9;
     mod redteam_secrets;
     mod redteam_stdio;
