@@ -21,7 +21,7 @@
 
 use std::ffi::{CStr, CString, OsStr, OsString};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -265,8 +265,8 @@ pub fn run(mut launch: Launch<'_>) -> Result<Outcome, ExecError> {
             None => child(
                 launch.sandbox,
                 &program_to_run,
-                err_w.as_raw_fd(),
-                theirs.as_raw_fd(),
+                err_w.as_fd(),
+                theirs.as_fd(),
                 parent,
                 &old_mask,
             ),
@@ -397,10 +397,10 @@ fn unconfined_with_time_limit(
     let pid = sys::fork()?;
     if pid == 0 {
         if let Err(e) = old_mask.thread_set_mask() {
-            report_failure(err_w.as_raw_fd(), Step::Exec, e.into());
+            report_failure(err_w.as_fd(), Step::Exec, e.into());
         }
         sys::default_sigpipe();
-        execute(program, err_w.as_raw_fd(), Some(parent));
+        execute(program, err_w.as_fd(), Some(parent));
     }
     drop(err_w);
     if let Some((_, errno)) = read_failure(err_r)? {
@@ -532,12 +532,12 @@ fn null_terminated(strings: &[CString]) -> Vec<*const libc::c_char> {
 
 /// Reports `(step, errno)` to sandgate through `err_w` and exits 125: how a child says
 /// why the command did not start.
-fn report_failure(err_w: RawFd, step: Step, err: io::Error) -> ! {
+fn report_failure(err_w: BorrowedFd<'_>, step: Step, err: io::Error) -> ! {
     let mut msg = [0u8; 8];
     msg[..4].copy_from_slice(&(step as u32).to_ne_bytes());
     msg[4..].copy_from_slice(&err.raw_os_error().unwrap_or(libc::EIO).to_ne_bytes());
     // A borrowed write on our own pipe end; failure leaves only exit 125.
-    let _ = nix::unistd::write(sys::borrow_raw(err_w), &msg);
+    let _ = nix::unistd::write(err_w, &msg);
     sys::exit_immediately(125)
 }
 
@@ -547,9 +547,9 @@ fn report_failure(err_w: RawFd, step: Step, err: io::Error) -> ! {
 /// identifies paths through it, and it stays valid however soon this process exits), the
 /// proxy's listener when there is one, and last what sandgate is to say for the child (it
 /// may not write to a stderr nobody reads). Read by [`from_the_child`].
-fn hand_to_sandgate(sock: RawFd, applied: Applied) -> io::Result<()> {
+fn hand_to_sandgate(sock: BorrowedFd<'_>, applied: Applied) -> io::Result<()> {
     let send = |bytes: &[u8]| {
-        nix::sys::socket::send(sock, bytes, nix::sys::socket::MsgFlags::empty())
+        nix::sys::socket::send(sock.as_raw_fd(), bytes, nix::sys::socket::MsgFlags::empty())
             .map(drop)
             .map_err(io::Error::from)
     };
@@ -565,15 +565,15 @@ fn hand_to_sandgate(sock: RawFd, applied: Applied) -> io::Result<()> {
     send(&[header])?;
     if let Some(listener) = listener {
         let root = sys::open_path(c"/", libc::O_DIRECTORY)?;
-        sys::send_fd(sys::borrow_raw(sock), listener.as_fd())?;
-        sys::send_fd(sys::borrow_raw(sock), root.as_fd())?;
+        sys::send_fd(sock, listener.as_fd())?;
+        sys::send_fd(sock, root.as_fd())?;
         if let Some(proxy) = &proxy {
-            sys::send_fd(sys::borrow_raw(sock), proxy.as_fd())?;
+            sys::send_fd(sock, proxy.as_fd())?;
         }
         send(&serde_json::to_vec(&refused_caches).map_err(io::Error::other)?)?;
     }
     if let Some(stdin) = stdin {
-        sys::send_fd(sys::borrow_raw(sock), stdin.as_fd())?;
+        sys::send_fd(sock, stdin.as_fd())?;
     }
     Ok(())
 }
@@ -632,7 +632,7 @@ fn from_the_child(
 /// The last steps of a child that becomes the command: with sandgate as its `parent`,
 /// PDEATHSIG armed (and sandgate checked still alive), then the standard fds sandgate's
 /// caller closed closed again, and `execve`; a failure is reported through `err_w`.
-fn execute(program: &Program<'_>, err_w: RawFd, parent: Option<Pid>) -> ! {
+fn execute(program: &Program<'_>, err_w: BorrowedFd<'_>, parent: Option<Pid>) -> ! {
     if let Some(parent) = parent {
         if let Err(e) = sys::set_parent_death_signal(libc::SIGKILL) {
             report_failure(err_w, Step::Exec, e);
@@ -660,8 +660,8 @@ fn execute(program: &Program<'_>, err_w: RawFd, parent: Option<Pid>) -> ! {
 fn child(
     sandbox: Prepared,
     program: &Program<'_>,
-    err_w: RawFd,
-    send: RawFd,
+    err_w: BorrowedFd<'_>,
+    send: BorrowedFd<'_>,
     parent: Pid,
     old_mask: &SigSet,
 ) -> ! {

@@ -112,8 +112,7 @@ pub(super) fn run(
     keep: bool,
     time_limit: Option<Duration>,
 ) -> ! {
-    let err_w = ends.err_w.as_raw_fd();
-    let channel = ends.channel.as_raw_fd();
+    let err_w = ends.err_w.as_fd();
     for fd in ends.sandgates {
         // Inherited numbers this process never uses.
         let _ = nix::unistd::close(fd);
@@ -142,7 +141,7 @@ pub(super) fn run(
     if let Err(e) = hidden {
         report_failure(err_w, Step::ProcessBoundary, e);
     }
-    if let Err(e) = hand_to_sandgate(channel, applied) {
+    if let Err(e) = hand_to_sandgate(ends.channel.as_fd(), applied) {
         report_failure(err_w, Step::Supervisor, e);
     }
     let command = match sys::fork() {
@@ -160,7 +159,7 @@ pub(super) fn run(
     let deadline = time_limit.map(|limit| Instant::now() + limit);
     // Nothing of sandgate's caller stays open here: not its terminal, not its pipes (a
     // `$(…)` around sandgate would wait for init's copy), not the error pipe.
-    sys::close_all_fds_except(&[channel]);
+    sys::close_all_fds_except(&[ends.channel.as_raw_fd()]);
     serve(command, ends.channel, keep, deadline)
 }
 

@@ -185,14 +185,6 @@ pub fn socket_kind(fd: RawFd) -> Option<(libc::c_int, libc::c_int)> {
     Some((get(libc::SO_DOMAIN)?, get(libc::SO_TYPE)?))
 }
 
-/// Borrows a raw fd number that the caller itself created and keeps open for the borrow's
-/// use. Never for an inherited number such as 0, 1 or 2, which may be closed: use
-/// [`is_terminal`] and [`terminal_name`] there.
-pub fn borrow_raw(fd: RawFd) -> BorrowedFd<'static> {
-    // SAFETY: callers pass fds they created and own for the rest of the (child) process.
-    unsafe { BorrowedFd::borrow_raw(fd) }
-}
-
 /// Duplicates `fd` (close-on-exec) if it is open; `None` for a closed fd number, so a
 /// standard stream that sandgate's caller closed is never borrowed.
 pub fn dup_if_open(fd: RawFd) -> Option<OwnedFd> {
