@@ -302,6 +302,25 @@ pub enum Sub {
         #[arg(long)]
         json: bool,
     },
+    /// Show what a call with these flags would do, without running anything: what would
+    /// be writable, hidden, protected and reachable, and for a requested wider mode who
+    /// would decide and what it would allow.
+    Explain {
+        /// Print the plan as JSON.
+        #[arg(long)]
+        json: bool,
+        /// The command as one string, run by the shell as `sandgate -c` would run it (a
+        /// directive line at its head included).
+        #[arg(
+            short = 'c',
+            long = "command-string",
+            value_name = "STRING",
+            conflicts_with = "command"
+        )]
+        command_string: Option<String>,
+        #[command(flatten)]
+        run: Box<RunArgs>,
+    },
     /// List the presets and the current one.
     Presets {
         /// Print the table as JSON.

@@ -629,3 +629,229 @@ fn a_refused_subcommand_prints_a_marker() {
     let out = output(bare(&env).args(["tmp", "--workspace", "/"]));
     refusal(&out, 78, "refusing / as the workspace");
 }
+
+/// `sandgate explain --json` with `args`, in `env` with a home of the test's own (holding a
+/// cargo registry and an `.npmrc`), a clean environment but for one secret variable, and
+/// the test's root written `$ROOT`. Of the lists that reach beyond the test (every home of
+/// the caller's uid, sandgate's view of `/etc`), only what lies beneath the root is kept:
+/// what the test itself controls.
+fn explained(env: &TestEnv, args: &[&str], nested_in: Option<&str>) -> Value {
+    let home = env.root.join("home");
+    std::fs::create_dir_all(home.join(".cargo/registry")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(home.join(".npmrc"), "//registry.npmjs.org/:_authToken=x\n")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut cmd = Command::new(sandgate());
+    cmd.env_clear();
+    env.isolate(&mut cmd);
+    cmd.current_dir(&env.ws)
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", &home)
+        .env("GITHUB_TOKEN", "not-for-the-command");
+    if let Some(mode) = nested_in {
+        cmd.args(["--sandbox", mode, "--workspace"])
+            .arg(&env.ws)
+            .arg("--")
+            .arg(sandgate());
+    }
+    cmd.args(["explain", "--json", "--workspace"])
+        .arg(&env.ws)
+        .args(args);
+    let out = output(&mut cmd);
+    assert_status(&out, 0);
+    let root = env.root.display().to_string();
+    let text = String::from_utf8_lossy(&out.stdout).replace(&root, "$ROOT");
+    let mut value: Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {}", show(&out)));
+    let ours = |v: &Value| v.as_str().is_some_and(|s| s.starts_with("$ROOT"));
+    let keep_ours = |plan: &mut Value| {
+        if let Some(hidden) = plan.get_mut("hidden").and_then(Value::as_array_mut) {
+            hidden.retain(|h| ours(&h["path"]));
+        }
+        if let Some(caches) = plan.get_mut("caches").and_then(Value::as_array_mut) {
+            caches.retain(ours);
+        }
+    };
+    keep_ours(&mut value["plan"]);
+    if let Some(plan) = value
+        .get_mut("request")
+        .and_then(|r| r.get_mut("plan_if_allowed"))
+    {
+        keep_ours(plan);
+    }
+    value
+}
+
+/// The restricted plan fields every golden plan below shares, with what differs.
+fn restricted(mode: &str, writable: &[&str], tmp: &str, network: &str, caches: bool) -> Value {
+    let caches: Vec<String> = if caches {
+        [
+            ".cargo/.global-cache",
+            ".cargo/.package-cache",
+            ".cargo/.package-cache-mutate",
+            ".cargo/git",
+            ".cargo/registry",
+            ".npm",
+        ]
+        .iter()
+        .map(|c| format!("$ROOT/home/{c}"))
+        .collect()
+    } else {
+        vec![]
+    };
+    serde_json::json!({
+        "mode": mode,
+        "confined": true,
+        "cwd": "$ROOT/ws",
+        "tmpdir": "/tmp",
+        "writable": writable,
+        "protected": [],
+        "git_dirs": [],
+        "frozen": [],
+        "hidden": [
+            {"path": "$ROOT/config", "why": {"reason": "own"}},
+            {"path": "$ROOT/home/.npmrc", "why": {"reason": "listed", "entry": "$HOME/.npmrc"}},
+            {"path": "$ROOT/state/audit.jsonl", "why": {"reason": "own"}},
+        ],
+        "private_tmp": tmp,
+        "sockets": [],
+        "network": network,
+        "hosts_allowed": if network == "proxy" { vec!["example.com:443"] } else { vec![] },
+        "hosts_denied": [],
+        "caches": caches,
+        "env_withheld": ["GITHUB_TOKEN"],
+    })
+}
+
+fn standing(mode: &str, preset: &str, approval: &str) -> Value {
+    serde_json::json!({
+        "mode": mode, "preset": preset, "approval": approval,
+        "max_mode": null, "timeout_secs": null, "keep_background": false,
+    })
+}
+
+#[test]
+fn explain_pins_a_read_only_plan() {
+    let env = TestEnv::new();
+    let got = explained(&env, &["--sandbox", "read-only", "--", "ls", "-l"], None);
+    let want = serde_json::json!({
+        "command": ["ls", "-l"],
+        "workspace": "$ROOT/ws",
+        "standing": standing("read-only", "read-only", "on-request"),
+        "nested_in": null,
+        "plan": restricted("read-only", &[], "per-call", "none", false),
+        "request": null,
+    });
+    assert_eq!(got, want, "{got:#}");
+}
+
+#[test]
+fn explain_pins_a_workspace_write_plan_with_hosts_roots_and_caches() {
+    let env = TestEnv::new();
+    let root = env.outside.display().to_string();
+    let got = explained(
+        &env,
+        &[
+            "--sandbox",
+            "workspace-write",
+            "--allow-host",
+            "example.com:443",
+            "--writable-root",
+            &root,
+            "--",
+            "make",
+        ],
+        None,
+    );
+    let want = serde_json::json!({
+        "command": ["make"],
+        "workspace": "$ROOT/ws",
+        "standing": standing("workspace-write", "workspace-write", "on-request"),
+        "nested_in": null,
+        "plan": restricted("workspace-write", &["$ROOT/outside", "$ROOT/ws"], "per-workspace", "proxy", true),
+        "request": null,
+    });
+    assert_eq!(got, want, "{got:#}");
+}
+
+#[test]
+fn explain_pins_who_is_asked_for_a_request_and_the_plan_if_allowed() {
+    let env = TestEnv::new();
+    let directive =
+        "# sandgate: sandbox_permissions=workspace-write justification=\"build it\"\nmake";
+    let got = explained(
+        &env,
+        &[
+            "--sandbox",
+            "read-only",
+            "--approver",
+            "cat",
+            "-c",
+            directive,
+        ],
+        None,
+    );
+    let want = serde_json::json!({
+        "command": ["/bin/bash", "-c", "make"],
+        "workspace": "$ROOT/ws",
+        "standing": standing("read-only", "read-only", "on-request"),
+        "nested_in": null,
+        "plan": restricted("read-only", &[], "per-call", "none", false),
+        "request": {
+            "mode": "workspace-write",
+            "justification": "build it",
+            "asked": "the approver program \"cat\"",
+            "refused": null,
+            "plan_if_allowed": restricted("workspace-write", &["$ROOT/ws"], "per-workspace", "none", true),
+        },
+    });
+    assert_eq!(got, want, "{got:#}");
+}
+
+#[test]
+fn explain_inside_a_sandbox_says_a_request_is_refused_unasked() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let got = explained(
+        &env,
+        &[
+            "--sandbox-permissions",
+            "full-access",
+            "--justification",
+            "docker",
+            "--",
+            "make",
+        ],
+        Some("workspace-write"),
+    );
+    assert_eq!(got["nested_in"], "workspace-write", "{got:#}");
+    assert_eq!(got["plan"]["mode"], "workspace-write", "{got:#}");
+    assert_eq!(got["request"]["mode"], "full-access", "{got:#}");
+    assert_eq!(got["request"]["asked"], Value::Null, "{got:#}");
+    assert_eq!(got["request"]["plan_if_allowed"], Value::Null, "{got:#}");
+    let refused = got["request"]["refused"].as_str().unwrap_or_default();
+    assert!(
+        refused.contains("inside a workspace-write sandbox"),
+        "{got:#}"
+    );
+}
+
+#[test]
+fn explain_runs_nothing_and_reads_as_text() {
+    let env = TestEnv::new();
+    let mut cmd = bare(&env);
+    cmd.args(["explain", "--sandbox", "read-only", "--", "touch"])
+        .arg(env.ws.join("ran"));
+    let out = output(&mut cmd);
+    assert_status(&out, 0);
+    assert!(!env.ws.join("ran").exists(), "explain ran the command");
+    let text = String::from_utf8_lossy(&out.stdout);
+    for line in [
+        "runs as read-only:",
+        "  writable:   (none)",
+        "  network:    none",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line:?} in {text}");
+    }
+}

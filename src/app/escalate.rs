@@ -56,13 +56,7 @@ pub(super) fn decide(
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
     let cwd = env.cwd.to_string_lossy().into_owned();
-    let refusal_before_asking = match (standing.approval, standing.max_mode) {
-        (Approval::Never, _) => Some(Refusal::PolicyNever {
-            preset: standing.preset.clone(),
-        }),
-        (Approval::OnRequest, Some(max)) if request.to() > max => Some(Refusal::Ceiling { max }),
-        (Approval::OnRequest, _) => None,
-    };
+    let refusal_before_asking = refused_unasked(request, standing);
     let mut asked = Map::new();
     asked.insert("id".into(), json!(id));
     asked.insert("argv".into(), json!(argv));
@@ -129,6 +123,60 @@ pub(super) fn decide(
         }
     }
     conclude(request, verdict, audit.append("approval/decided", decided))
+}
+
+/// The refusal the standing policy gives `request` before anyone is asked: an approval
+/// policy of `never`, or a mode above the managed ceiling.
+fn refused_unasked(request: &EscalationRequest, standing: &Standing) -> Option<Refusal> {
+    match (standing.approval, standing.max_mode) {
+        (Approval::Never, _) => Some(Refusal::PolicyNever {
+            preset: standing.preset.clone(),
+        }),
+        (Approval::OnRequest, Some(max)) if request.to() > max => Some(Refusal::Ceiling { max }),
+        (Approval::OnRequest, _) => None,
+    }
+}
+
+/// Who decides `request` for this call, as a person reads it: the answerer that would be
+/// asked, or (`Err`) why it is refused without anyone being asked.
+pub(super) fn who_decides(
+    request: &EscalationRequest,
+    standing: &Standing,
+    args: &RunArgs,
+    caller: Caller,
+    layers: &Layers,
+    env: &Env,
+) -> Result<String, String> {
+    match nested(env).or_else(|| refused_unasked(request, standing)) {
+        Some(refusal) => Err(Error::NotGranted {
+            from: request.from(),
+            to: request.to(),
+            refusal,
+        }
+        .to_string()),
+        None => Ok(describe(&answerer(args, caller, layers))),
+    }
+}
+
+/// An answerer as `doctor` and `explain` name it.
+fn describe(answerer: &Answerer) -> String {
+    match answerer {
+        Answerer::Endpoint {
+            endpoint: approval::Endpoint::Server { socket },
+            ..
+        } => format!("the approvals server at {}", socket.display()),
+        Answerer::Endpoint {
+            endpoint: approval::Endpoint::Unix { socket },
+            ..
+        } => format!("the approval endpoint unix:{}", socket.display()),
+        Answerer::Endpoint {
+            endpoint: approval::Endpoint::Http { url },
+            ..
+        } => format!("the approval endpoint {url}"),
+        Answerer::Program { command } => format!("the approver program {command:?}"),
+        Answerer::Tty => "the terminal prompt".to_owned(),
+        Answerer::None { why } => format!("none: {why}"),
+    }
 }
 
 /// What the policy tier or the answerer said.
@@ -224,23 +272,7 @@ pub(crate) fn answerers() -> serde_json::Value {
         (Err(e), _) => return serde_json::json!({ "error": e.to_string() }),
         (_, Err(e)) => return serde_json::json!({ "error": e.to_string() }),
     };
-    let say = |caller| match answerer(&args, caller, &layers) {
-        Answerer::Endpoint {
-            endpoint: approval::Endpoint::Server { socket },
-            ..
-        } => format!("the approvals server at {}", socket.display()),
-        Answerer::Endpoint {
-            endpoint: approval::Endpoint::Unix { socket },
-            ..
-        } => format!("the approval endpoint unix:{}", socket.display()),
-        Answerer::Endpoint {
-            endpoint: approval::Endpoint::Http { url },
-            ..
-        } => format!("the approval endpoint {url}"),
-        Answerer::Program { command } => format!("the approver program {command:?}"),
-        Answerer::Tty => "the terminal prompt".to_owned(),
-        Answerer::None { why } => format!("none: {why}"),
-    };
+    let say = |caller| describe(&answerer(&args, caller, &layers));
     serde_json::json!({ "person": say(Caller::Person), "agent_link": say(Caller::AgentLink) })
 }
 

@@ -28,6 +28,7 @@ use crate::supervisor;
 use std::io::IsTerminal;
 
 mod escalate;
+mod explain;
 pub(crate) use escalate::answerers;
 mod limits;
 pub(crate) use limits::doctor as limits_report;
@@ -167,6 +168,11 @@ fn plain(args: Vec<OsString>, caller: Caller) -> ExitCode {
             knobs,
             workspace,
         }) => presets(json, &knobs, workspace.as_deref()),
+        Some(Sub::Explain {
+            json,
+            command_string,
+            run,
+        }) => explain::explain(*run, command_string, json, caller),
         Some(Sub::Audit {
             action: AuditAction::Verify { log },
         }) => verify(log),
@@ -289,7 +295,27 @@ impl Layers {
     }
 }
 
-fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Outcome, Error> {
+/// Everything a call depends on besides its flags, read once: the environment, the
+/// configuration files, the workspace, the standing policy, the limits and lifetime, and
+/// the escalation it requests.
+struct Gathered {
+    started: std::time::SystemTime,
+    env: Env,
+    layers: Layers,
+    workspace: PathBuf,
+    standing: Standing,
+    limits: crate::limits::Limits,
+    lifetime: policy::lifetime::Lifetime,
+    escalation: Option<policy::escalation::EscalationRequest>,
+    /// Where a sandboxed command of this or an earlier call in this workspace could have
+    /// planted a link: sandgate's own files are never opened through one there.
+    untrusted_roots: Vec<PathBuf>,
+    audit: Option<AuditLog>,
+}
+
+/// Reads what the call depends on (see [`Gathered`]), saying the standing policy's
+/// warnings; `args.workspace` becomes the enclosing sandbox's when none is given inside one.
+fn gather(args: &mut RunArgs) -> Result<Gathered, Error> {
     let started = std::time::SystemTime::now();
     let env = gather_env()?;
     if args.command.is_empty() {
@@ -325,8 +351,6 @@ fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Ou
         args.justification.as_deref(),
         standing.mode,
     )?;
-    // Where a sandboxed command of this or an earlier call in this workspace could have
-    // planted a link: sandgate's own files are never opened through one there.
     let untrusted_roots = logfile::canonical_roots(
         std::iter::once(workspace.as_path())
             .chain(args.writable_roots.iter().map(|r| r.as_path()))
@@ -335,19 +359,25 @@ fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Ou
     let audit = layers
         .audit_log(args.audit_log.clone())
         .map(|a| a.with_untrusted_roots(untrusted_roots.clone()));
-    let mode = match &escalation {
-        None => standing.mode,
-        Some(request) => decide(
-            request,
-            &standing,
-            &args,
-            caller,
-            &layers,
-            &env,
-            &workspace,
-            audit.as_ref(),
-        )?,
-    };
+    Ok(Gathered {
+        started,
+        env,
+        layers,
+        workspace,
+        standing,
+        limits,
+        lifetime,
+        escalation,
+        untrusted_roots,
+        audit,
+    })
+}
+
+/// The call's plan under `mode`: every root, hidden and protected path, the private temp,
+/// caches, hosts and limits, as the policy resolves them from what was gathered and the
+/// flags. Decides only; creates nothing but the hidden-files scan's cache.
+fn plan(g: &Gathered, args: &RunArgs, mode: Mode) -> Result<Plan, Error> {
+    let (env, layers, standing) = (&g.env, &g.layers, &g.standing);
     // sandgate's own configuration, state and records stay out of the sandbox's reach,
     // existing or not: the policy guards each like a persistence path. (A denial log the
     // caller names is not among them: where it is missing, guarding it would freeze the
@@ -363,19 +393,12 @@ fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Ou
         .collect();
     // An unconfined command has no sandbox to keep them out of: nothing to look up.
     let confined = mode != Mode::FullAccess;
-    if let Some(audit) = audit.as_ref().filter(|_| confined) {
-        // Inside a sandbox the log is read-only by design: creating it would fail, and the
-        // enclosing sandgate would report the attempt as a denial.
-        if crate::confinement::this_process() == Some(false) {
-            if let Err(e @ AuditError::Open(LogFileError::Refused { .. })) = audit.ensure_exists() {
-                crate::say!("sandgate: warning: {e}");
-            }
-        }
+    if let Some(audit) = g.audit.as_ref().filter(|_| confined) {
         protected_paths.push(audit.path().to_path_buf());
     }
     // ... and out of its sight: masked, so they can be neither read nor locked.
     let mut own_files: Vec<PathBuf> = layers.user_dir.iter().cloned().collect();
-    own_files.extend(audit.iter().map(|a| a.path().to_path_buf()));
+    own_files.extend(g.audit.iter().map(|a| a.path().to_path_buf()));
     own_files.extend(args.denial_log.iter().cloned());
     let keep_env = [
         &args.keep_env,
@@ -391,7 +414,7 @@ fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Ou
     // The hidden-files rule's scans: not for full access, and not inside a sandbox, whose
     // own masks already cover this view (a nested call can make none).
     let scans = if confined && env.parent.is_none() {
-        let needed: Vec<PathBuf> = [&workspace, &env.cwd]
+        let needed: Vec<PathBuf> = [&g.workspace, &env.cwd]
             .into_iter()
             .cloned()
             .chain(
@@ -401,7 +424,7 @@ fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Ou
                     .map(|p| env.cwd.join(p)),
             )
             .collect();
-        secret_scans(mode, &env, &needed)?
+        secret_scans(mode, env, &needed)?
     } else {
         vec![]
     };
@@ -416,7 +439,7 @@ fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Ou
         mode: Some(mode),
         // As given: the policy resolves it once more, following and checking its links.
         workspace: args.workspace.clone(),
-        writable_roots: args.writable_roots,
+        writable_roots: args.writable_roots.clone(),
         allowed_sockets: args
             .allow_unix_sockets
             .iter()
@@ -426,7 +449,7 @@ fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Ou
             .collect(),
         allow_degraded: args.allow_degraded,
         observe: !args.no_observe,
-        command: args.command,
+        command: args.command.clone(),
         protected_subpaths: standing.protected_subpaths.clone(),
         protected_paths,
         own_files,
@@ -436,18 +459,54 @@ fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Ou
         scans,
         keep_env,
         hosts,
-        tmpfs: limits.tmpfs,
+        tmpfs: g.limits.tmpfs,
     };
-    let plan = policy::resolve(request, &env)?;
-    if plan.workspace != workspace {
+    let plan = policy::resolve(request, env)?;
+    if plan.workspace != g.workspace {
         // Swapped between the two looks: the configuration and the question were about
         // another directory than the one the sandbox would open.
         return Err(PolicyError::WorkspaceChanged {
-            before: workspace,
+            before: g.workspace.clone(),
             after: plan.workspace,
         }
         .into());
     }
+    Ok(plan)
+}
+
+fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Outcome, Error> {
+    let g = gather(&mut args)?;
+    let mode = match &g.escalation {
+        None => g.standing.mode,
+        Some(request) => decide(
+            request,
+            &g.standing,
+            &args,
+            caller,
+            &g.layers,
+            &g.env,
+            &g.workspace,
+            g.audit.as_ref(),
+        )?,
+    };
+    // Inside a sandbox the log is read-only by design: creating it would fail, and the
+    // enclosing sandgate would report the attempt as a denial.
+    if let Some(audit) = g.audit.as_ref().filter(|_| mode != Mode::FullAccess) {
+        if crate::confinement::this_process() == Some(false) {
+            if let Err(e @ AuditError::Open(LogFileError::Refused { .. })) = audit.ensure_exists() {
+                crate::say!("sandgate: warning: {e}");
+            }
+        }
+    }
+    let plan = plan(&g, &args, mode)?;
+    let Gathered {
+        started,
+        standing,
+        limits,
+        lifetime,
+        untrusted_roots,
+        ..
+    } = g;
     let features = Features::detect();
     let mut skip = match &plan.confinement {
         Confinement::None => vec![],

@@ -1,0 +1,383 @@
+//! `sandgate explain`: what a call with these flags would do, without running anything —
+//! the plan the run itself would follow (the same gathering and the same planning step),
+//! and, for a call that requests a wider mode, who would decide and the plan if allowed.
+//! Text for a person; `--json` for a program (an agent choosing what to request).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use serde::Serialize;
+
+use super::escalate::who_decides;
+use super::{gather, plan};
+use crate::cli::RunArgs;
+use crate::error::Error;
+use crate::policy::secrets::Why;
+use crate::policy::{Confinement, Plan, PolicyError};
+use crate::policy::{Mode, Temp};
+use crate::shell::Caller;
+
+/// The explanation of one call.
+#[derive(Debug, Serialize)]
+struct Explained {
+    command: Vec<String>,
+    workspace: String,
+    /// The mode the call runs in unasked, and how the policy came to it.
+    standing: Standing,
+    /// Set when the call runs inside another sandgate's sandbox.
+    nested_in: Option<Mode>,
+    plan: PlanView,
+    /// What the call requests (`--sandbox-permissions`), when it requests a wider mode.
+    request: Option<RequestView>,
+}
+
+#[derive(Debug, Serialize)]
+struct Standing {
+    mode: Mode,
+    preset: String,
+    approval: String,
+    max_mode: Option<Mode>,
+    timeout_secs: Option<u64>,
+    keep_background: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct RequestView {
+    mode: Mode,
+    justification: String,
+    /// The answerer that would be asked; `None` when the request is refused unasked.
+    asked: Option<String>,
+    /// Why it is refused without anyone being asked.
+    refused: Option<String>,
+    /// The plan the call would follow if the answer were "allowed once"; `None` when
+    /// nobody is asked.
+    plan_if_allowed: Option<PlanView>,
+}
+
+/// One plan as a person or a program needs it.
+#[derive(Debug, Serialize)]
+struct PlanView {
+    mode: Mode,
+    confined: bool,
+    cwd: String,
+    /// `$TMPDIR` inside (`None`: the host's, unchanged).
+    tmpdir: Option<String>,
+    writable: Vec<String>,
+    /// Read-only although inside a writable root.
+    protected: Vec<String>,
+    /// Guarded git directories: only what git itself writes there is performed.
+    git_dirs: Vec<String>,
+    /// Nothing may be created, removed or renamed in them.
+    frozen: Vec<String>,
+    /// Read as empty, with why.
+    hidden: Vec<HiddenView>,
+    /// `per-call` (empty, gone after) or `per-workspace` (kept between calls).
+    private_tmp: Option<&'static str>,
+    /// Unix sockets reachable besides those beneath the workspace and the private temp.
+    sockets: Vec<String>,
+    /// `none`, `proxy` (only the hosts below), or `host` (full access).
+    network: &'static str,
+    hosts_allowed: Vec<String>,
+    hosts_denied: Vec<String>,
+    /// Written copy-on-write: the sandbox's changes stay in the workspace's layer.
+    caches: Vec<String>,
+    /// The caller's environment variables the command does not get.
+    env_withheld: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct HiddenView {
+    path: String,
+    why: Why,
+}
+
+/// Explains the call `args` describes (with `command_string`, the shell's `-c` form, a
+/// directive line at its head included); exit 0, or the error a run would have stopped at.
+pub(super) fn explain(
+    mut args: RunArgs,
+    command_string: Option<String>,
+    json: bool,
+    caller: Caller,
+) -> ExitCode {
+    if let Some(string) = command_string {
+        if let Err(e) = as_shell_command(&mut args, &string) {
+            crate::say!("sandgate: {e}");
+            return ExitCode::from(e.exit_code());
+        }
+    }
+    match explained(&mut args, caller) {
+        Ok(explained) => {
+            let text = if json {
+                serde_json::to_string_pretty(&explained).map(|t| t + "\n")
+            } else {
+                Ok(render(&explained))
+            };
+            match text {
+                Ok(text) => {
+                    crate::output::stdout_bytes(text.as_bytes());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    crate::say!("sandgate: {e}");
+                    ExitCode::from(crate::error::EXIT_INTERNAL)
+                }
+            }
+        }
+        Err(e) => {
+            crate::say!("sandgate: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+/// Makes `args` the call shell mode makes of `-c string`: the real shell running it, and the
+/// request of a directive line at its head.
+fn as_shell_command(args: &mut RunArgs, string: &str) -> Result<(), Error> {
+    let real = crate::shell::real_shell().ok_or_else(|| {
+        Error::Exec(crate::exec::ExecError::NotFound(
+            "/bin/bash or /bin/sh (set SANDGATE_REAL_SHELL)".into(),
+        ))
+    })?;
+    let command = match crate::shell::directive(string).map_err(PolicyError::Directive)? {
+        Some((directive, rest)) => {
+            if args.sandbox_permissions.is_some() || args.justification.is_some() {
+                return Err(PolicyError::Directive(
+                    "a directive and --sandbox-permissions/--justification both ask: use one"
+                        .into(),
+                )
+                .into());
+            }
+            args.sandbox_permissions = Some(directive.mode);
+            args.justification = Some(directive.justification);
+            rest
+        }
+        None => string.to_owned(),
+    };
+    args.command = vec![real.into_os_string(), "-c".into(), command.into()];
+    Ok(())
+}
+
+fn explained(args: &mut RunArgs, caller: Caller) -> Result<Explained, Error> {
+    let g = gather(args)?;
+    let standing = &g.standing;
+    let request = match &g.escalation {
+        None => None,
+        Some(request) => {
+            let decided = who_decides(request, standing, args, caller, &g.layers, &g.env);
+            let plan_if_allowed = match decided {
+                Ok(_) => Some(view(&plan(&g, args, request.to())?)),
+                Err(_) => None,
+            };
+            Some(RequestView {
+                mode: request.to(),
+                justification: request.justification().to_owned(),
+                asked: decided.as_ref().ok().cloned(),
+                refused: decided.err(),
+                plan_if_allowed,
+            })
+        }
+    };
+    Ok(Explained {
+        command: args
+            .command
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+        workspace: shown(&g.workspace),
+        standing: Standing {
+            mode: standing.mode,
+            preset: standing.preset.clone(),
+            approval: standing.approval.to_string(),
+            max_mode: standing.max_mode,
+            timeout_secs: g.lifetime.timeout.map(|t| t.as_secs()),
+            keep_background: g.lifetime.keep_background,
+        },
+        nested_in: g.env.parent.as_ref().map(|p| p.mode),
+        plan: view(&plan(&g, args, standing.mode)?),
+        request,
+    })
+}
+
+fn shown(path: &Path) -> String {
+    path.display().to_string()
+}
+
+fn all(paths: &std::collections::BTreeSet<PathBuf>) -> Vec<String> {
+    paths.iter().map(|p| shown(p)).collect()
+}
+
+fn view(plan: &Plan) -> PlanView {
+    let mut v = PlanView {
+        mode: plan.mode,
+        confined: false,
+        cwd: shown(&plan.cwd),
+        tmpdir: plan.tmpdir.as_deref().map(shown),
+        writable: vec![],
+        protected: vec![],
+        git_dirs: vec![],
+        frozen: vec![],
+        hidden: vec![],
+        private_tmp: None,
+        sockets: vec![],
+        network: "host",
+        hosts_allowed: vec![],
+        hosts_denied: vec![],
+        caches: vec![],
+        env_withheld: vec![],
+    };
+    let Confinement::Restricted(r) = &plan.confinement else {
+        return v;
+    };
+    v.confined = true;
+    v.writable = all(&r.writable_roots);
+    v.protected = all(&r.protected);
+    v.protected.extend(all(&r.sealed));
+    v.protected.sort();
+    v.git_dirs = all(&r.git_dirs);
+    v.frozen = all(&r.frozen);
+    v.hidden = r
+        .hidden
+        .iter()
+        .map(|(path, why)| HiddenView {
+            path: shown(path),
+            why: why.clone(),
+        })
+        .collect();
+    v.private_tmp = Some(match r.temp {
+        Temp::PerCall => "per-call",
+        Temp::PerWorkspace => "per-workspace",
+    });
+    v.sockets = all(&r.allowed_sockets);
+    v.network = if r.proxy.is_some() { "proxy" } else { "none" };
+    if let Some(rules) = &r.proxy {
+        v.hosts_allowed = rules.allowed.iter().map(ToString::to_string).collect();
+        v.hosts_denied = rules.denied.iter().map(ToString::to_string).collect();
+    }
+    v.caches = r.caches.iter().map(|c| shown(&c.path)).collect();
+    v.env_withheld = std::env::vars_os()
+        .map(|(name, _)| name)
+        .filter(|name| r.secret_env.withholds(name))
+        .map(|name| name.to_string_lossy().into_owned())
+        .collect();
+    v.env_withheld.sort();
+    v
+}
+
+/// The explanation as a person reads it.
+fn render(e: &Explained) -> String {
+    let mut out = String::new();
+    let mut line = |s: String| {
+        out.push_str(&s);
+        out.push('\n');
+    };
+    line(format!("command:    {}", e.command.join(" ")));
+    line(format!("workspace:  {}", e.workspace));
+    let s = &e.standing;
+    line(format!(
+        "standing:   {} (preset {}, approval {}{})",
+        s.mode,
+        s.preset,
+        s.approval,
+        s.max_mode
+            .map(|m| format!(", at most {m}"))
+            .unwrap_or_default()
+    ));
+    if let Some(parent) = e.nested_in {
+        line(format!(
+            "nested:     inside a {parent} sandbox: no call here runs wider than it"
+        ));
+    }
+    if let Some(t) = s.timeout_secs {
+        line(format!("timeout:    {t} s"));
+    }
+    if s.keep_background {
+        line("background: processes left running are kept after the call".to_owned());
+    }
+    render_plan(&mut out, "runs as", &e.plan);
+    if let Some(r) = &e.request {
+        out.push_str(&format!(
+            "\nrequests:   {} (\"{}\")\n",
+            r.mode, r.justification
+        ));
+        if let Some(refused) = &r.refused {
+            out.push_str(&format!("refused:    {refused}\n"));
+        }
+        if let (Some(asked), Some(plan)) = (&r.asked, &r.plan_if_allowed) {
+            out.push_str(&format!("asks:       {asked}\n"));
+            render_plan(&mut out, "if allowed once", plan);
+        }
+    }
+    out
+}
+
+fn render_plan(out: &mut String, title: &str, p: &PlanView) {
+    let mut line = |s: String| {
+        out.push_str(&s);
+        out.push('\n');
+    };
+    line(format!("\n{title} {}:", p.mode));
+    if !p.confined {
+        line("  unconfined: the host's files, network and processes, as the caller".to_owned());
+        return;
+    }
+    let list = |items: &[String]| {
+        if items.is_empty() {
+            "(none)".to_owned()
+        } else {
+            items.join(", ")
+        }
+    };
+    line(format!("  cwd:        {}", p.cwd));
+    line(format!("  writable:   {}", list(&p.writable)));
+    line(format!("  protected:  {}", list(&p.protected)));
+    if !p.git_dirs.is_empty() {
+        line(format!(
+            "  git dirs:   {} (what git writes there only)",
+            list(&p.git_dirs)
+        ));
+    }
+    if !p.frozen.is_empty() {
+        line(format!("  frozen:     {}", list(&p.frozen)));
+    }
+    line(format!(
+        "  /tmp:       private, {}{}",
+        p.private_tmp.unwrap_or("per-call"),
+        p.tmpdir
+            .as_deref()
+            .map(|t| format!("; TMPDIR={t}"))
+            .unwrap_or_default()
+    ));
+    line(format!(
+        "  network:    {}",
+        match p.network {
+            "proxy" => format!(
+                "through sandgate's proxy to {}{}",
+                list(&p.hosts_allowed),
+                if p.hosts_denied.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (never {})", p.hosts_denied.join(", "))
+                }
+            ),
+            _ => "none".to_owned(),
+        }
+    ));
+    if !p.sockets.is_empty() {
+        line(format!("  sockets:    {}", list(&p.sockets)));
+    }
+    if !p.caches.is_empty() {
+        line(format!("  caches:     {} (copy-on-write)", list(&p.caches)));
+    }
+    line(format!("  env held:   {}", list(&p.env_withheld)));
+    line(format!("  hidden:     {} paths", p.hidden.len()));
+    for h in &p.hidden {
+        let why = match &h.why {
+            Why::Listed { entry } => format!("listed: {entry}"),
+            why => serde_json::to_value(why)
+                .ok()
+                .and_then(|v| v.get("reason")?.as_str().map(str::to_owned))
+                .unwrap_or_default(),
+        };
+        line(format!("    {}  ({why})", h.path));
+    }
+}
