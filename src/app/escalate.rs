@@ -41,14 +41,7 @@ pub(super) fn decide(
             refusal,
         });
     }
-    let audit = audit.ok_or_else(|| {
-        Error::Audit(AuditError::Io {
-            path: PathBuf::from("$XDG_STATE_HOME/sandgate/audit.jsonl"),
-            source: std::io::Error::other(
-                "no XDG_STATE_HOME, and HOME is unset or does not exist, to put the audit log in; pass --audit-log",
-            ),
-        })
-    })?;
+    let audit = audit.ok_or_else(no_audit_log)?;
     let id = approval::fresh_id();
     let argv: Vec<String> = args
         .command
@@ -57,17 +50,15 @@ pub(super) fn decide(
         .collect();
     let cwd = env.cwd.to_string_lossy().into_owned();
     let refusal_before_asking = refused_unasked(request, standing);
-    let mut asked = Map::new();
-    asked.insert("id".into(), json!(id));
-    asked.insert("argv".into(), json!(argv));
-    asked.insert("cwd".into(), json!(cwd));
-    asked.insert(
-        "standing".into(),
-        json!({"mode": standing.mode, "approval": standing.approval, "preset": standing.preset}),
-    );
-    asked.insert("requested".into(), json!({"mode": request.to()}));
-    asked.insert("justification".into(), json!(request.justification()));
-    if let Err(e) = audit.append("approval/asked", asked) {
+    let asked = json!({
+        "id": id,
+        "argv": argv,
+        "cwd": cwd,
+        "standing": {"mode": standing.mode, "approval": standing.approval, "preset": standing.preset},
+        "requested": {"mode": request.to()},
+        "justification": request.justification(),
+    });
+    if let Err(e) = audit.append("approval/asked", record(asked)) {
         // Nobody is asked without a record of the question: with no answer, nothing can be
         // granted (125), while a refusal already known stays that refusal (77).
         return match refusal_before_asking {
@@ -76,53 +67,50 @@ pub(super) fn decide(
         };
     }
 
-    let timeout = Duration::from_secs(args.approval_timeout);
     let (verdict, _interrupts_blocked) = match refusal_before_asking {
         Some(refusal) => (Verdict::Refuse(refusal), None),
         None => {
-            let question = approval::Question {
-                request: Request::new(
-                    &id,
-                    CommandLine {
-                        argv: argv.clone(),
-                        cwd: cwd.clone(),
-                    },
-                    &workspace.to_string_lossy(),
-                    approval::request::Standing {
-                        mode: standing.mode.to_string(),
-                        approval: standing.approval.to_string(),
-                        preset: standing.preset.clone(),
-                    },
-                    Requested {
-                        mode: request.to().to_string(),
-                        justification: request.justification().to_owned(),
-                    },
-                    timeout,
-                ),
-                timeout,
+            let question = Question {
+                id: &id,
+                argv,
+                cwd,
+                workspace,
+                standing,
+                request,
+                timeout: Duration::from_secs(args.approval_timeout),
             };
-            let (outcome, guard) = approval::ask(&answerer(args, caller, layers), &question);
-            let verdict = match outcome {
-                Outcome::AllowedOnce => Verdict::Grant,
-                Outcome::Rejected => Verdict::Refuse(Refusal::Rejected),
-                Outcome::Cancelled { why } => Verdict::Refuse(Refusal::Cancelled { why }),
-                Outcome::Unavailable { why } => Verdict::Refuse(Refusal::Unavailable { why }),
-            };
-            (verdict, guard)
+            question.ask(&answerer(args, caller, layers))
         }
     };
-    let mut decided = Map::new();
-    decided.insert("id".into(), json!(id));
-    match &verdict {
-        Verdict::Grant => {
-            decided.insert("outcome".into(), json!("allowed-once"));
-        }
+    let decided = match &verdict {
+        Verdict::Grant => json!({"id": id, "outcome": "allowed-once"}),
         Verdict::Refuse(refusal) => {
-            decided.insert("outcome".into(), json!(refusal.outcome()));
-            decided.insert("reason".into(), json!(refusal.kind()));
+            json!({"id": id, "outcome": refusal.outcome(), "reason": refusal.kind()})
         }
+    };
+    conclude(
+        request,
+        verdict,
+        audit.append("approval/decided", record(decided)),
+    )
+}
+
+/// Nobody is asked without a record of the question: there must be an audit log.
+fn no_audit_log() -> Error {
+    Error::Audit(AuditError::Io {
+        path: PathBuf::from("$XDG_STATE_HOME/sandgate/audit.jsonl"),
+        source: std::io::Error::other(
+            "no XDG_STATE_HOME, and HOME is unset or does not exist, to put the audit log in; pass --audit-log",
+        ),
+    })
+}
+
+/// An audit record's fields, from the object `fields`.
+fn record(fields: serde_json::Value) -> Map<String, serde_json::Value> {
+    match fields {
+        serde_json::Value::Object(map) => map,
+        _ => Map::new(),
     }
-    conclude(request, verdict, audit.append("approval/decided", decided))
 }
 
 /// The refusal the standing policy gives `request` before anyone is asked: an approval
@@ -176,6 +164,54 @@ fn describe(answerer: &Answerer) -> String {
         Answerer::Program { command } => format!("the approver program {command:?}"),
         Answerer::Tty => "the terminal prompt".to_owned(),
         Answerer::None { why } => format!("none: {why}"),
+    }
+}
+
+/// One question to an answerer, with what it is asked about.
+struct Question<'a> {
+    id: &'a str,
+    argv: Vec<String>,
+    cwd: String,
+    workspace: &'a Path,
+    standing: &'a Standing,
+    request: &'a EscalationRequest,
+    timeout: Duration,
+}
+
+impl Question<'_> {
+    /// Asks `answerer`; the verdict, with whatever keeps interrupts blocked until the
+    /// call is decided (a terminal prompt's).
+    fn ask(self, answerer: &Answerer) -> (Verdict, Option<approval::Interruptible>) {
+        let (standing, request) = (self.standing, self.request);
+        let question = approval::Question {
+            request: Request::new(
+                self.id,
+                CommandLine {
+                    argv: self.argv,
+                    cwd: self.cwd,
+                },
+                &self.workspace.to_string_lossy(),
+                approval::request::Standing {
+                    mode: standing.mode.to_string(),
+                    approval: standing.approval.to_string(),
+                    preset: standing.preset.clone(),
+                },
+                Requested {
+                    mode: request.to().to_string(),
+                    justification: request.justification().to_owned(),
+                },
+                self.timeout,
+            ),
+            timeout: self.timeout,
+        };
+        let (outcome, guard) = approval::ask(answerer, &question);
+        let verdict = match outcome {
+            Outcome::AllowedOnce => Verdict::Grant,
+            Outcome::Rejected => Verdict::Refuse(Refusal::Rejected),
+            Outcome::Cancelled { why } => Verdict::Refuse(Refusal::Cancelled { why }),
+            Outcome::Unavailable { why } => Verdict::Refuse(Refusal::Unavailable { why }),
+        };
+        (verdict, guard)
     }
 }
 

@@ -13,7 +13,7 @@ use super::{gather, plan};
 use crate::cli::RunArgs;
 use crate::error::Error;
 use crate::policy::secrets::Why;
-use crate::policy::{Confinement, Plan, PolicyError};
+use crate::policy::{Confinement, Plan};
 use crate::policy::{Mode, Temp};
 use crate::shell::Caller;
 
@@ -138,21 +138,12 @@ fn as_shell_command(args: &mut RunArgs, string: &str) -> Result<(), Error> {
             "/bin/bash or /bin/sh (set SANDGATE_REAL_SHELL)".into(),
         ))
     })?;
-    let command = match crate::shell::directive(string).map_err(PolicyError::Directive)? {
-        Some((directive, rest)) => {
-            if args.sandbox_permissions.is_some() || args.justification.is_some() {
-                return Err(PolicyError::Directive(
-                    "a directive and --sandbox-permissions/--justification both ask: use one"
-                        .into(),
-                )
-                .into());
-            }
-            args.sandbox_permissions = Some(directive.mode);
-            args.justification = Some(directive.justification);
-            rest
-        }
-        None => string.to_owned(),
+    let found = crate::shell::directive(string);
+    let command = match &found {
+        Ok(Some((_, rest))) => rest.clone(),
+        _ => string.to_owned(),
     };
+    super::shell_mode::take_directive(args, found.map(|f| f.map(|(directive, _)| directive)))?;
     args.command = vec![real.into_os_string(), "-c".into(), command.into()];
     Ok(())
 }
@@ -254,9 +245,8 @@ fn view(plan: &Plan) -> PlanView {
         v.hosts_denied = rules.denied.iter().map(ToString::to_string).collect();
     }
     v.caches = r.caches.iter().map(|c| shown(&c.path)).collect();
-    v.env_withheld = std::env::vars_os()
-        .map(|(name, _)| name)
-        .filter(|name| r.secret_env.withholds(name))
+    v.env_withheld = super::withheld(r)
+        .into_iter()
         .map(|name| name.to_string_lossy().into_owned())
         .collect();
     v.env_withheld.sort();
@@ -347,21 +337,7 @@ fn render_plan(out: &mut String, title: &str, p: &PlanView) {
             .map(|t| format!("; TMPDIR={t}"))
             .unwrap_or_default()
     ));
-    line(format!(
-        "  network:    {}",
-        match p.network {
-            "proxy" => format!(
-                "through sandgate's proxy to {}{}",
-                list(&p.hosts_allowed),
-                if p.hosts_denied.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (never {})", p.hosts_denied.join(", "))
-                }
-            ),
-            _ => "none".to_owned(),
-        }
-    ));
+    line(format!("  network:    {}", network(p)));
     if !p.sockets.is_empty() {
         line(format!("  sockets:    {}", list(&p.sockets)));
     }
@@ -380,4 +356,20 @@ fn render_plan(out: &mut String, title: &str, p: &PlanView) {
         };
         line(format!("    {}  ({why})", h.path));
     }
+}
+
+/// The network a plan gives, in words.
+fn network(p: &PlanView) -> String {
+    if p.network != "proxy" {
+        return "none".to_owned();
+    }
+    let never = if p.hosts_denied.is_empty() {
+        String::new()
+    } else {
+        format!(" (never {})", p.hosts_denied.join(", "))
+    };
+    format!(
+        "through sandgate's proxy to {}{never}",
+        p.hosts_allowed.join(", ")
+    )
 }

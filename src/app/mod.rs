@@ -146,23 +146,7 @@ fn plain(args: Vec<OsString>, caller: Caller) -> ExitCode {
         Err(e) => return usage(&e),
     };
     match cli.subcommand {
-        Some(Sub::Doctor { json }) => {
-            let report = doctor::report(doctor::Configured {
-                hidden: hidden_report,
-                answerer: answerers(),
-                hosts: host_rules(),
-                limits: limits_report(),
-            });
-            if json {
-                match serde_json::to_string_pretty(&report) {
-                    Ok(text) => crate::out!("{text}"),
-                    Err(e) => crate::say!("sandgate: {e}"),
-                }
-            } else {
-                crate::output::stdout_bytes(doctor::render_text(&report).as_bytes());
-            }
-            ExitCode::SUCCESS
-        }
+        Some(Sub::Doctor { json }) => doctor(json),
         Some(Sub::Presets {
             json,
             knobs,
@@ -205,6 +189,26 @@ fn plain(args: Vec<OsString>, caller: Caller) -> ExitCode {
         }
         None => finish(run_inner(cli.run, Shellish::default(), caller), None),
     }
+}
+
+/// `sandgate doctor`: the kernel's report with what this caller's configuration makes of a
+/// call.
+fn doctor(json: bool) -> ExitCode {
+    let report = doctor::report(doctor::Configured {
+        hidden: hidden_report,
+        answerer: answerers(),
+        hosts: host_rules(),
+        limits: limits_report(),
+    });
+    if json {
+        match serde_json::to_string_pretty(&report) {
+            Ok(text) => crate::out!("{text}"),
+            Err(e) => crate::say!("sandgate: {e}"),
+        }
+    } else {
+        crate::output::stdout_bytes(doctor::render_text(&report).as_bytes());
+    }
+    ExitCode::SUCCESS
 }
 
 /// Turns a call's result into sandgate's exit status (or its death by the command's
@@ -373,17 +377,14 @@ fn gather(args: &mut RunArgs) -> Result<Gathered, Error> {
     })
 }
 
-/// The call's plan under `mode`: every root, hidden and protected path, the private temp,
-/// caches, hosts and limits, as the policy resolves them from what was gathered and the
-/// flags. Decides only; creates nothing but the hidden-files scan's cache.
-fn plan(g: &Gathered, args: &RunArgs, mode: Mode) -> Result<Plan, Error> {
-    let (env, layers, standing) = (&g.env, &g.layers, &g.standing);
-    // sandgate's own configuration, state and records stay out of the sandbox's reach,
-    // existing or not: the policy guards each like a persistence path. (A denial log the
-    // caller names is not among them: where it is missing, guarding it would freeze the
-    // directory it goes in, often the workspace; it is hidden, and a link planted at it
-    // refuses the next call.)
-    let mut protected_paths: Vec<PathBuf> = layers
+/// sandgate's own configuration, state and records: kept out of the sandbox's reach,
+/// existing or not (the policy guards each like a persistence path), and out of its sight
+/// (masked, so they can be neither read nor locked). A denial log the caller names is only
+/// hidden: where it is missing, guarding it would freeze the directory it goes in, often
+/// the workspace, and a link planted at it refuses the next call.
+fn own_paths(g: &Gathered, args: &RunArgs, mode: Mode) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let layers = &g.layers;
+    let mut protected: Vec<PathBuf> = layers
         .user_dir
         .iter()
         .cloned()
@@ -392,14 +393,45 @@ fn plan(g: &Gathered, args: &RunArgs, mode: Mode) -> Result<Plan, Error> {
         .chain(crate::approvals::default_socket().and_then(|s| s.parent().map(Path::to_path_buf)))
         .collect();
     // An unconfined command has no sandbox to keep them out of: nothing to look up.
-    let confined = mode != Mode::FullAccess;
-    if let Some(audit) = g.audit.as_ref().filter(|_| confined) {
-        protected_paths.push(audit.path().to_path_buf());
+    if let Some(audit) = g.audit.as_ref().filter(|_| mode != Mode::FullAccess) {
+        protected.push(audit.path().to_path_buf());
     }
-    // ... and out of its sight: masked, so they can be neither read nor locked.
-    let mut own_files: Vec<PathBuf> = layers.user_dir.iter().cloned().collect();
-    own_files.extend(g.audit.iter().map(|a| a.path().to_path_buf()));
-    own_files.extend(args.denial_log.iter().cloned());
+    let mut own: Vec<PathBuf> = layers.user_dir.iter().cloned().collect();
+    own.extend(g.audit.iter().map(|a| a.path().to_path_buf()));
+    own.extend(args.denial_log.iter().cloned());
+    (protected, own)
+}
+
+/// The hidden-files rule's scans: not for full access, and not inside a sandbox, whose own
+/// masks already cover this view (a nested call can make none).
+fn scans_for(
+    g: &Gathered,
+    args: &RunArgs,
+    mode: Mode,
+) -> Result<Vec<secret_scan::Snapshot>, Error> {
+    let env = &g.env;
+    if mode == Mode::FullAccess || env.parent.is_some() {
+        return Ok(vec![]);
+    }
+    let needed: Vec<PathBuf> = [&g.workspace, &env.cwd]
+        .into_iter()
+        .cloned()
+        .chain(
+            args.writable_roots
+                .iter()
+                .chain(&args.unhide)
+                .map(|p| env.cwd.join(p)),
+        )
+        .collect();
+    secret_scans(mode, env, &needed)
+}
+
+/// The call's plan under `mode`: every root, hidden and protected path, the private temp,
+/// caches, hosts and limits, as the policy resolves them from what was gathered and the
+/// flags. Decides only; creates nothing but the hidden-files scan's cache.
+fn plan(g: &Gathered, args: &RunArgs, mode: Mode) -> Result<Plan, Error> {
+    let (env, layers, standing) = (&g.env, &g.layers, &g.standing);
+    let (protected_paths, own_files) = own_paths(g, args, mode);
     let keep_env = [
         &args.keep_env,
         &layers.user.keep_env,
@@ -411,23 +443,7 @@ fn plan(g: &Gathered, args: &RunArgs, mode: Mode) -> Result<Plan, Error> {
     .collect();
     let mut hidden_paths = layers.user.hidden_paths.clone();
     hidden_paths.extend(standing.hidden_paths.iter().cloned());
-    // The hidden-files rule's scans: not for full access, and not inside a sandbox, whose
-    // own masks already cover this view (a nested call can make none).
-    let scans = if confined && env.parent.is_none() {
-        let needed: Vec<PathBuf> = [&g.workspace, &env.cwd]
-            .into_iter()
-            .cloned()
-            .chain(
-                args.writable_roots
-                    .iter()
-                    .chain(&args.unhide)
-                    .map(|p| env.cwd.join(p)),
-            )
-            .collect();
-        secret_scans(mode, env, &needed)?
-    } else {
-        vec![]
-    };
+    let scans = scans_for(g, args, mode)?;
     let hosts = policy::hosts::effective(
         &args.allow_hosts,
         args.allow_private_hosts,
@@ -474,14 +490,17 @@ fn plan(g: &Gathered, args: &RunArgs, mode: Mode) -> Result<Plan, Error> {
     Ok(plan)
 }
 
-fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Outcome, Error> {
-    let g = gather(&mut args)?;
+/// The mode the call runs in: its standing mode, or the one it requests when the answer is
+/// "allowed once". The audit log is made where it will be needed (not inside a sandbox,
+/// where it is read-only by design: creating it would fail, and the enclosing sandgate
+/// would report the attempt as a denial).
+fn granted_mode(g: &Gathered, args: &RunArgs, caller: Caller) -> Result<Mode, Error> {
     let mode = match &g.escalation {
         None => g.standing.mode,
         Some(request) => decide(
             request,
             &g.standing,
-            &args,
+            args,
             caller,
             &g.layers,
             &g.env,
@@ -489,8 +508,6 @@ fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Ou
             g.audit.as_ref(),
         )?,
     };
-    // Inside a sandbox the log is read-only by design: creating it would fail, and the
-    // enclosing sandgate would report the attempt as a denial.
     if let Some(audit) = g.audit.as_ref().filter(|_| mode != Mode::FullAccess) {
         if crate::confinement::this_process() == Some(false) {
             if let Err(e @ AuditError::Open(LogFileError::Refused { .. })) = audit.ensure_exists() {
@@ -498,17 +515,14 @@ fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Ou
             }
         }
     }
-    let plan = plan(&g, &args, mode)?;
-    let Gathered {
-        started,
-        standing,
-        limits,
-        lifetime,
-        untrusted_roots,
-        ..
-    } = g;
+    Ok(mode)
+}
+
+/// What this kernel offers for `plan`, and the guarantees it cannot hold: refused unless
+/// the call allows running degraded.
+fn enforceable(plan: &Plan) -> Result<(Features, Vec<Guarantee>), Error> {
     let features = Features::detect();
-    let mut skip = match &plan.confinement {
+    let skip = match &plan.confinement {
         Confinement::None => vec![],
         Confinement::Restricted(_) => features.missing(),
     };
@@ -518,10 +532,26 @@ fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Ou
             missing: skip,
         });
     }
+    Ok((features, skip))
+}
+
+fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Outcome, Error> {
+    let g = gather(&mut args)?;
+    let mode = granted_mode(&g, &args, caller)?;
+    let plan = plan(&g, &args, mode)?;
+    let Gathered {
+        started,
+        standing,
+        limits,
+        lifetime,
+        untrusted_roots,
+        ..
+    } = g;
+    let (features, mut skip) = enforceable(&plan)?;
     let mut limits = limits::CallLimits::make(&plan, limits)?;
     let escalation = match standing.approval {
         Approval::Never => Escalation::Impossible {
-            preset: standing.preset.clone(),
+            preset: standing.preset,
         },
         Approval::OnRequest => Escalation::Possible {
             ceiling: standing.max_mode,
@@ -540,21 +570,13 @@ fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Ou
         Confinement::Restricted(_) => Some(crate::terminal::Saved::take()),
         Confinement::None => None,
     };
-    let outcome = loop {
-        announce_degraded(&plan, &skip, &limits.degraded);
-        let mut prepared = sandbox::prepare(&plan, &features, &skip)?;
-        if let Some(join) = limits.join()? {
-            prepared = prepared.joining(join);
-        }
-        for fd in prepared.withheld_fds() {
-            crate::say!(
-                "sandgate: not passing fd {fd} (a datagram or network socket) into the sandbox"
-            );
-        }
-        let mut launch = launch(&plan, prepared, &skip, reporter.as_ref());
-        launch.argv0 = shellish.argv0.clone();
-        launch.timeout = lifetime.timeout;
-        launch.keep_background = lifetime.keep_background.then(|| crate::kept::Call {
+    let call = Call {
+        plan: &plan,
+        features: &features,
+        reporter: reporter.as_ref(),
+        argv0: shellish.argv0.clone(),
+        timeout: lifetime.timeout,
+        kept: lifetime.keep_background.then(|| crate::kept::Call {
             workspace: plan.workspace.clone(),
             mode: plan.mode,
             command: plan
@@ -563,49 +585,9 @@ fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Ou
                 .map(|a| a.to_string_lossy().into_owned())
                 .collect(),
             started,
-        });
-        match exec::run(launch) {
-            Err(ExecError::Setup {
-                step: Step::MountNamespace,
-                ..
-            }) if plan.allow_degraded && !skip.contains(&Guarantee::MountNamespace) => {
-                // The process boundary is built in the mount namespace: it falls with it.
-                skip.retain(|g| *g != Guarantee::ProcessBoundary);
-                skip.extend([Guarantee::MountNamespace, Guarantee::ProcessBoundary]);
-            }
-            Err(ExecError::Setup {
-                step: Step::ProcessBoundary,
-                ..
-            }) if plan.allow_degraded && !skip.contains(&Guarantee::ProcessBoundary) => {
-                skip.push(Guarantee::ProcessBoundary);
-            }
-            Err(ExecError::Setup {
-                step: Step::ProcessBoundary,
-                source,
-            }) => {
-                crate::say!("sandgate: cannot give the sandbox a PID namespace and a /proc of its own: {source}{}", if source.raw_os_error() == Some(libc::EPERM) { " (the kernel refuses a new /proc in a user namespace while parts of the existing one are covered, as container runtimes do)" } else { "" });
-                return Err(Error::Unenforceable {
-                    mode: plan.mode,
-                    missing: vec![Guarantee::ProcessBoundary],
-                });
-            }
-            Err(ExecError::Setup {
-                step: Step::MountNamespace,
-                source,
-            }) => {
-                crate::say!("sandgate: cannot create the private mount namespace: {source}");
-                return Err(Error::Unenforceable {
-                    mode: plan.mode,
-                    missing: vec![Guarantee::MountNamespace],
-                });
-            }
-            Err(ExecError::Setup {
-                step: Step::Cgroup,
-                source,
-            }) => limits.moving_refused(&source)?,
-            other => break other?,
-        }
+        }),
     };
+    let outcome = call.run(&mut skip, &mut limits)?;
     if let Some(terminal) = &mut terminal {
         terminal.restore();
     }
@@ -620,6 +602,102 @@ fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Ou
         timed_out(&plan, limit);
     }
     Ok(outcome)
+}
+
+/// One call ready to start: its plan and how it is launched.
+struct Call<'a> {
+    plan: &'a Plan,
+    features: &'a Features,
+    reporter: Option<&'a Arc<Mutex<Reporter>>>,
+    argv0: Option<OsString>,
+    timeout: Option<std::time::Duration>,
+    kept: Option<crate::kept::Call>,
+}
+
+impl Call<'_> {
+    /// Prepares the sandbox without the guarantees in `skip` and runs the command; when a
+    /// namespace the kernel refused may be done without (`--allow-degraded`), it is added
+    /// to `skip` and the call prepared again.
+    fn run(
+        &self,
+        skip: &mut Vec<Guarantee>,
+        limits: &mut limits::CallLimits,
+    ) -> Result<Outcome, Error> {
+        loop {
+            announce_degraded(self.plan, skip, &limits.degraded);
+            let mut prepared = sandbox::prepare(self.plan, self.features, skip)?;
+            if let Some(join) = limits.join()? {
+                prepared = prepared.joining(join);
+            }
+            for fd in prepared.withheld_fds() {
+                crate::say!(
+                    "sandgate: not passing fd {fd} (a datagram or network socket) into the sandbox"
+                );
+            }
+            let mut launch = launch(self.plan, prepared, skip, self.reporter);
+            launch.argv0 = self.argv0.clone();
+            launch.timeout = self.timeout;
+            launch.keep_background = self.kept.clone();
+            match exec::run(launch) {
+                Ok(outcome) => return Ok(outcome),
+                Err(e) => self.degrade(e, skip, limits)?,
+            }
+        }
+    }
+
+    /// Whether the call may be prepared again after `e`, without more guarantees (added to
+    /// `skip`) or limits; the error to stop at otherwise.
+    fn degrade(
+        &self,
+        e: ExecError,
+        skip: &mut Vec<Guarantee>,
+        limits: &mut limits::CallLimits,
+    ) -> Result<(), Error> {
+        let degradable = |g| self.plan.allow_degraded && !skip.contains(&g);
+        match e {
+            ExecError::Setup {
+                step: Step::MountNamespace,
+                ..
+            } if degradable(Guarantee::MountNamespace) => {
+                // The process boundary is built in the mount namespace: it falls with it.
+                skip.retain(|g| *g != Guarantee::ProcessBoundary);
+                skip.extend([Guarantee::MountNamespace, Guarantee::ProcessBoundary]);
+                Ok(())
+            }
+            ExecError::Setup {
+                step: Step::ProcessBoundary,
+                ..
+            } if degradable(Guarantee::ProcessBoundary) => {
+                skip.push(Guarantee::ProcessBoundary);
+                Ok(())
+            }
+            ExecError::Setup {
+                step: Step::ProcessBoundary,
+                source,
+            } => {
+                crate::say!("sandgate: cannot give the sandbox a PID namespace and a /proc of its own: {source}{}", if source.raw_os_error() == Some(libc::EPERM) { " (the kernel refuses a new /proc in a user namespace while parts of the existing one are covered, as container runtimes do)" } else { "" });
+                Err(Error::Unenforceable {
+                    mode: self.plan.mode,
+                    missing: vec![Guarantee::ProcessBoundary],
+                })
+            }
+            ExecError::Setup {
+                step: Step::MountNamespace,
+                source,
+            } => {
+                crate::say!("sandgate: cannot create the private mount namespace: {source}");
+                Err(Error::Unenforceable {
+                    mode: self.plan.mode,
+                    missing: vec![Guarantee::MountNamespace],
+                })
+            }
+            ExecError::Setup {
+                step: Step::Cgroup,
+                source,
+            } => limits.moving_refused(&source),
+            other => Err(other.into()),
+        }
+    }
 }
 
 /// Says on stderr, with a `timeout` marker, that the command ran out of time and what
@@ -730,62 +808,11 @@ fn launch<'a>(
 ) -> Launch<'a> {
     let (extra_env, supervision, withheld_env) = match &plan.confinement {
         Confinement::None => (vec![], None, vec![]),
-        Confinement::Restricted(r) => {
-            let withheld = std::env::vars_os()
-                .map(|(name, _)| name)
-                .filter(|name| r.secret_env.withholds(name))
-                .collect();
-            let mut writable_roots: Vec<PathBuf> = r.writable_roots.iter().cloned().collect();
-            let mut socket_roots: Vec<PathBuf> = r.socket_roots.iter().cloned().collect();
-            let private_temp = matches!(r.mounts, MountSource::Parent | MountSource::Inherited)
-                || !skip.contains(&Guarantee::MountNamespace);
-            if private_temp {
-                let temps = policy::roots::SHARED_TEMPS.map(PathBuf::from);
-                writable_roots.extend(temps.clone());
-                socket_roots.extend(temps);
-                // The copy-on-write caches: writable in the sandbox's view, so no marker.
-                writable_roots.extend(r.caches.iter().map(|c| c.path.clone()));
-            }
-            let setup = supervisor::Setup {
-                mode: plan.mode,
-                read_only_islands: r
-                    .kept_visible
-                    .iter()
-                    .filter(|p| !r.writable_roots.iter().any(|w| p.starts_with(w)))
-                    .cloned()
-                    .collect(),
-                writable_roots,
-                socket_roots,
-                allowed_sockets: r.allowed_sockets.iter().cloned().collect(),
-                git_dirs: r.git_dirs.iter().cloned().collect(),
-                git_writable: r.git_writable.iter().cloned().collect(),
-                hook_dir_names: r.hook_dir_names.iter().cloned().collect(),
-                workspace_write_roots: r.workspace_write_roots.iter().cloned().collect(),
-                protected: r.protected.iter().chain(&r.sealed).cloned().collect(),
-                frozen: r.frozen.iter().cloned().collect(),
-                devices: r.devices.iter().cloned().collect(),
-                reporter: reporter.cloned(),
-                proxy: prepared.has_proxy(),
-            };
-            let mut env = vec![
-                (policy::PARENT_MODE_ENV, OsString::from(plan.mode.as_str())),
-                (
-                    policy::PARENT_WORKSPACE_ENV,
-                    plan.workspace.clone().into_os_string(),
-                ),
-                (
-                    policy::PARENT_CONFINEMENT_ENV,
-                    OsString::from(r.fingerprint(plan.mode, &plan.workspace, prepared.has_proxy())),
-                ),
-            ];
-            if let Some(tmpdir) = &plan.tmpdir {
-                env.push(("TMPDIR", tmpdir.clone().into_os_string()));
-            }
-            if prepared.has_proxy() {
-                env.extend(proxy_env());
-            }
-            (env, Some(setup), withheld)
-        }
+        Confinement::Restricted(r) => (
+            sandbox_env(plan, r, prepared.has_proxy()),
+            Some(supervision(plan, r, skip, reporter, prepared.has_proxy())),
+            withheld(r),
+        ),
     };
     // The caller's marker tag tells sandgate's markers from the command's look-alikes
     // only while the command cannot read it.
@@ -805,6 +832,83 @@ fn launch<'a>(
         timeout: None,
         keep_background: None,
     }
+}
+
+/// The caller's environment variables a restricted command does not get.
+pub(super) fn withheld(r: &policy::Restrictions) -> Vec<OsString> {
+    std::env::vars_os()
+        .map(|(name, _)| name)
+        .filter(|name| r.secret_env.withholds(name))
+        .collect()
+}
+
+/// What the supervisor of a restricted call needs to know of its plan.
+fn supervision(
+    plan: &Plan,
+    r: &policy::Restrictions,
+    skip: &[Guarantee],
+    reporter: Option<&Arc<Mutex<Reporter>>>,
+    proxy: bool,
+) -> supervisor::Setup {
+    let mut writable_roots: Vec<PathBuf> = r.writable_roots.iter().cloned().collect();
+    let mut socket_roots: Vec<PathBuf> = r.socket_roots.iter().cloned().collect();
+    let private_temp = matches!(r.mounts, MountSource::Parent | MountSource::Inherited)
+        || !skip.contains(&Guarantee::MountNamespace);
+    if private_temp {
+        let temps = policy::roots::SHARED_TEMPS.map(PathBuf::from);
+        writable_roots.extend(temps.clone());
+        socket_roots.extend(temps);
+        // The copy-on-write caches: writable in the sandbox's view, so no marker.
+        writable_roots.extend(r.caches.iter().map(|c| c.path.clone()));
+    }
+    supervisor::Setup {
+        mode: plan.mode,
+        read_only_islands: r
+            .kept_visible
+            .iter()
+            .filter(|p| !r.writable_roots.iter().any(|w| p.starts_with(w)))
+            .cloned()
+            .collect(),
+        writable_roots,
+        socket_roots,
+        allowed_sockets: r.allowed_sockets.iter().cloned().collect(),
+        git_dirs: r.git_dirs.iter().cloned().collect(),
+        git_writable: r.git_writable.iter().cloned().collect(),
+        hook_dir_names: r.hook_dir_names.iter().cloned().collect(),
+        workspace_write_roots: r.workspace_write_roots.iter().cloned().collect(),
+        protected: r.protected.iter().chain(&r.sealed).cloned().collect(),
+        frozen: r.frozen.iter().cloned().collect(),
+        devices: r.devices.iter().cloned().collect(),
+        reporter: reporter.cloned(),
+        proxy,
+    }
+}
+
+/// The variables sandgate gives a restricted command: who its enclosing sandbox is, its
+/// `TMPDIR`, and the proxy's address when it has one.
+fn sandbox_env(
+    plan: &Plan,
+    r: &policy::Restrictions,
+    proxy: bool,
+) -> Vec<(&'static str, OsString)> {
+    let mut env = vec![
+        (policy::PARENT_MODE_ENV, OsString::from(plan.mode.as_str())),
+        (
+            policy::PARENT_WORKSPACE_ENV,
+            plan.workspace.clone().into_os_string(),
+        ),
+        (
+            policy::PARENT_CONFINEMENT_ENV,
+            OsString::from(r.fingerprint(plan.mode, &plan.workspace, proxy)),
+        ),
+    ];
+    if let Some(tmpdir) = &plan.tmpdir {
+        env.push(("TMPDIR", tmpdir.clone().into_os_string()));
+    }
+    if proxy {
+        env.extend(proxy_env());
+    }
+    env
 }
 
 /// What the hidden-files rule's scans find for a call under `mode` (see `secret_scan`);

@@ -82,62 +82,18 @@ pub(super) fn run_shell(
             .and_then(|name| script_head::of_file(name.as_ref())),
         _ => None,
     };
-    let found = match shell.source {
-        Source::Command(at) => match shell::directive(original.as_deref().unwrap_or_default()) {
-            Ok(Some((directive, _))) => rest_after_directive(&shell.args[at]).map(|rest| {
-                shell.args[at] = rest;
-                Some(directive)
-            }),
-            // Wrapped, the directive stays where it is: a comment to the shell there too.
-            Ok(None) if !in_place_asks => Ok(None),
-            Ok(None) => inner.as_deref().map_or(Ok(None), |inner| {
-                shell::directive(inner).map(|found| found.map(|(directive, _)| directive))
-            }),
-            Err(e) => Err(e),
-        },
-        Source::File(_) => file_head
-            .as_deref()
-            .map_or(Ok(None), shell::script_directive),
-        Source::Stdin if shell.version || !in_place_asks => Ok(None),
-        Source::Stdin => {
-            script_head::of_stdin().map_or(Ok(None), |head| shell::script_directive(&head))
-        }
-    };
-    match found {
-        Ok(None) => {}
-        Ok(Some(Directive {
-            mode,
-            justification,
-        })) => {
-            if args.sandbox_permissions.is_some() || args.justification.is_some() {
-                let err = PolicyError::Directive(
-                    "a directive and --sandbox-permissions/--justification both ask: use one"
-                        .into(),
-                );
-                return finish(Err(err.into()), mode_hint);
-            }
-            args.sandbox_permissions = Some(mode);
-            args.justification = Some(justification);
-        }
-        Err(message) => return finish(Err(PolicyError::Directive(message).into()), mode_hint),
+    let found = found_directive(
+        &mut shell,
+        original.as_deref(),
+        inner.as_deref(),
+        file_head.as_deref(),
+        in_place_asks,
+    );
+    if let Err(err) = take_directive(&mut args, found) {
+        return finish(Err(err), mode_hint);
     }
-    // From the arguments the shell will run: a `-c` string without its directive line.
     let retry = retry_base(sandgate_args, caller, &real, &shell.args);
-    let form = match (shell.source, original) {
-        // The retry's new command string, only when JSON can carry the command as it is:
-        // the caller's own command, without the directive it may already carry.
-        (Source::Command(_), Some(command)) if utf8 => {
-            let command = inner.unwrap_or(command);
-            Form::ShellCommand(match shell::directive(&command) {
-                Ok(Some((_, rest))) => rest,
-                _ => command,
-            })
-        }
-        // A directive works where sandgate can read the script; elsewhere, the flags.
-        (Source::File(_), _) if file_head.is_some() => Form::Script,
-        (Source::Stdin, _) if !shell.version && !std::io::stdin().is_terminal() => Form::Stdin,
-        _ => Form::Argv,
-    };
+    let form = form_of(&shell, original, inner, utf8, file_head.is_some());
     args.command = std::iter::once(real.clone().into_os_string())
         .chain(shell.args)
         .collect();
@@ -159,6 +115,92 @@ pub(super) fn run_shell(
 /// already carry a directive). Through a link or a prefix form the link's answerer is
 /// kept: sandgate by its own name may prompt on the terminal, which behind a link is the
 /// agent's own pty, so the retry says `--no-tty` unless `SANDGATE_TTY=always`.
+/// How a retry of this shell-mode call is spelled (see [`Form`]): `original` is its `-c`
+/// string, `inner` the command an agent's guard wraps in it, `utf8` whether JSON can carry
+/// it as it is, `readable_script` whether sandgate can read the script file it runs.
+fn form_of(
+    shell: &ShellCall,
+    original: Option<String>,
+    inner: Option<String>,
+    utf8: bool,
+    readable_script: bool,
+) -> Form {
+    match (shell.source, original) {
+        // The retry's new command string, only when JSON can carry the command as it is:
+        // the caller's own command, without the directive it may already carry.
+        (Source::Command(_), Some(command)) if utf8 => {
+            let command = inner.unwrap_or(command);
+            Form::ShellCommand(match shell::directive(&command) {
+                Ok(Some((_, rest))) => rest,
+                _ => command,
+            })
+        }
+        // A directive works where sandgate can read the script; elsewhere, the flags.
+        (Source::File(_), _) if readable_script => Form::Script,
+        (Source::Stdin, _) if !shell.version && !std::io::stdin().is_terminal() => Form::Stdin,
+        _ => Form::Argv,
+    }
+}
+
+/// The directive of a shell-mode call, where the caller wrote it: the first line of a `-c`
+/// string (then removed from it), else that of the command an agent's guard wraps; the
+/// head of a script file or of the script on stdin. `Err`: a directive that does not parse.
+fn found_directive(
+    shell: &mut ShellCall,
+    original: Option<&str>,
+    inner: Option<&str>,
+    file_head: Option<&[u8]>,
+    in_place_asks: bool,
+) -> Result<Option<Directive>, String> {
+    match shell.source {
+        Source::Command(at) => match shell::directive(original.unwrap_or_default()) {
+            Ok(Some((directive, _))) => rest_after_directive(&shell.args[at]).map(|rest| {
+                shell.args[at] = rest;
+                Some(directive)
+            }),
+            // Wrapped, the directive stays where it is: a comment to the shell there too.
+            Ok(None) if !in_place_asks => Ok(None),
+            Ok(None) => inner.map_or(Ok(None), |inner| {
+                shell::directive(inner).map(|found| found.map(|(directive, _)| directive))
+            }),
+            Err(e) => Err(e),
+        },
+        Source::File(_) => file_head.map_or(Ok(None), shell::script_directive),
+        Source::Stdin if shell.version || !in_place_asks => Ok(None),
+        Source::Stdin => {
+            script_head::of_stdin().map_or(Ok(None), |head| shell::script_directive(&head))
+        }
+    }
+}
+
+/// Makes a found directive the call's request; a directive beside the request flags, or
+/// one that does not parse, is refused.
+pub(super) fn take_directive(
+    args: &mut RunArgs,
+    found: Result<Option<Directive>, String>,
+) -> Result<(), Error> {
+    match found {
+        Ok(None) => {}
+        Ok(Some(Directive {
+            mode,
+            justification,
+        })) => {
+            if args.sandbox_permissions.is_some() || args.justification.is_some() {
+                let err = PolicyError::Directive(
+                    "a directive and --sandbox-permissions/--justification both ask: use one"
+                        .into(),
+                );
+                return Err(err.into());
+            }
+            args.sandbox_permissions = Some(mode);
+            args.justification = Some(justification);
+        }
+        Err(message) => return Err(PolicyError::Directive(message).into()),
+    }
+    // From the arguments the shell will run: a `-c` string without its directive line.
+    Ok(())
+}
+
 fn retry_base(
     sandgate_args: &[OsString],
     caller: Caller,
