@@ -191,9 +191,11 @@ fn without_any_supervisor_connects_fail_closed() {
     let _listener = UnixListener::bind(&sock).unwrap_or_else(|e| panic!("{e}"));
     let result = env.ws.join("result");
     // The result file is opened while the supervisor still answers (an open for writing
-    // is a notified call too).
+    // is a notified call too): by the shell itself, before sandgate can return, not by the
+    // background subshell, which a loaded machine may start only after the supervisor is
+    // gone.
     let script = format!(
-        "(exec 3>'{}'; while [ ! -e go ]; do sleep 0.05; done; '{}' unix-connect '{}' >&3) >/dev/null 2>&1 </dev/null &",
+        "exec 3>'{}'; (while [ ! -e go ]; do sleep 0.05; done; '{}' unix-connect '{}' >&3) >/dev/null 2>&1 </dev/null &",
         result.display(),
         probe().display(),
         sock.display()
