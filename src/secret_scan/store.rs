@@ -1,4 +1,4 @@
-//! The scan's cache: one file per root in `/tmp/sandgate-UID/` (`sandbox::private_temp`),
+//! The scan's cache: one file per root in `/tmp/sandgate-UID/` (`private_temp`),
 //! named by a hash of what the scan depends on (format, scope, root, skipped trees, caller).
 //!
 //! The directory is the caller's, 0700, reached with no link on the way; inside every

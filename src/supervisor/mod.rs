@@ -343,7 +343,7 @@ impl Running {
         };
         // Held until sandgate exits, never closed before: a process holding a seccomp
         // listener is how an approvals server recognises one that connects on behalf of a
-        // sandboxed command (see `approvals::peer`), and it may check after the connect.
+        // sandboxed command (see `confinement::check_peer`), and it may check after the connect.
         let listener = std::mem::ManuallyDrop::new(listener);
         let Some(handed_back) = workers.stop(|| pause.wait()) else {
             return;

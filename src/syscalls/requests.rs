@@ -61,7 +61,7 @@ pub const FCNTL_COMMANDS: [u64; 2] = [libc::F_SETLEASE as u64, libc::F_NOTIFY as
 /// - `TIOCSWINSZ` sets its window size: left changed, the user's shell, editor and pager
 ///   lay themselves out for a wrong screen until the window is next resized — and sandgate
 ///   cannot put it back, since a resize by the user during the call looks the same;
-/// - `TIOCNOTTY` gives up the controlling terminal, like `setsid` (refused in `DENY_LIST`):
+/// - `TIOCNOTTY` gives up the controlling terminal, like `setsid` (refused in the deny list):
 ///   job control guards only a process's controlling terminal, so a background process
 ///   that gave it up reads the user's typed lines from the fd it still holds.
 ///
@@ -78,7 +78,7 @@ pub const FCNTL_COMMANDS: [u64; 2] = [libc::F_SETLEASE as u64, libc::F_NOTIFY as
 /// other reader). The modes a command leaves changed are put back by sandgate when the
 /// command ends (`terminal`).
 ///
-/// Joining another process group (`setpgid(pid, PGID)`) is refused in `DENY_LIST`: the
+/// Joining another process group (`setpgid(pid, PGID)`) is refused in the deny list: the
 /// filter cannot tell the user's shell's group from a sandboxed one, and a shell inside
 /// has no job control to need it anyway.
 ///
