@@ -738,6 +738,7 @@ fn explain_pins_a_read_only_plan() {
         "workspace": "$ROOT/ws",
         "standing": standing("read-only", "read-only", "on-request"),
         "nested_in": null,
+        "unenforced": [],
         "plan": restricted("read-only", &[], "per-call", "none", false),
         "request": null,
     });
@@ -767,6 +768,7 @@ fn explain_pins_a_workspace_write_plan_with_hosts_roots_and_caches() {
         "workspace": "$ROOT/ws",
         "standing": standing("workspace-write", "workspace-write", "on-request"),
         "nested_in": null,
+        "unenforced": [],
         "plan": restricted("workspace-write", &["$ROOT/outside", "$ROOT/ws"], "per-workspace", "proxy", true),
         "request": null,
     });
@@ -795,6 +797,7 @@ fn explain_pins_who_is_asked_for_a_request_and_the_plan_if_allowed() {
         "workspace": "$ROOT/ws",
         "standing": standing("read-only", "read-only", "on-request"),
         "nested_in": null,
+        "unenforced": [],
         "plan": restricted("read-only", &[], "per-call", "none", false),
         "request": {
             "mode": "workspace-write",
@@ -854,4 +857,35 @@ fn explain_runs_nothing_and_reads_as_text() {
     ] {
         assert!(text.lines().any(|l| l == line), "{line:?} in {text}");
     }
+}
+
+/// A request an agent's wrapper carries (its options guard, then the model's command handed
+/// to `eval` as one quoted word) is found where a run finds it; a directive followed by
+/// what the shell would read as an option is refused as a run refuses it.
+#[test]
+fn explain_finds_a_wrapped_request_and_refuses_what_a_run_refuses() {
+    let env = TestEnv::new();
+    let wrapped = "shopt -u extglob 2>/dev/null || true && eval '# sandgate: sandbox_permissions=workspace-write justification=\"build it\"\nmake' < /dev/null";
+    let got = explained(
+        &env,
+        &["--sandbox", "read-only", "--approver", "cat", "-c", wrapped],
+        None,
+    );
+    assert_eq!(got["request"]["mode"], "workspace-write", "{got:#}");
+    assert_eq!(got["request"]["justification"], "build it", "{got:#}");
+    let mut cmd = bare(&env);
+    cmd.args([
+        "explain",
+        "--sandbox",
+        "read-only",
+        "-c",
+        "# sandgate: sandbox_permissions=workspace-write justification=\"x\"\n-rf",
+    ]);
+    let out = output(&mut cmd);
+    assert_ne!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("option"),
+        "{}",
+        show(&out)
+    );
 }

@@ -126,7 +126,7 @@ fn refused_unasked(request: &EscalationRequest, standing: &Standing) -> Option<R
 }
 
 /// Who decides `request` for this call, as a person reads it: the answerer that would be
-/// asked, or (`Err`) why it is refused without anyone being asked.
+/// asked, or (`Err`) why nobody is asked — in the order [`decide`] finds it.
 pub(super) fn who_decides(
     request: &EscalationRequest,
     standing: &Standing,
@@ -134,8 +134,20 @@ pub(super) fn who_decides(
     caller: Caller,
     layers: &Layers,
     env: &Env,
+    audit: Option<&AuditLog>,
 ) -> Result<String, String> {
-    match nested(env).or_else(|| refused_unasked(request, standing)) {
+    if let Some(refusal) = nested(env) {
+        return Err(Error::NotGranted {
+            from: request.from(),
+            to: request.to(),
+            refusal,
+        }
+        .to_string());
+    }
+    if audit.is_none() {
+        return Err(no_audit_log().to_string());
+    }
+    match refused_unasked(request, standing) {
         Some(refusal) => Err(Error::NotGranted {
             from: request.from(),
             to: request.to(),

@@ -9,12 +9,13 @@ use std::process::ExitCode;
 use serde::Serialize;
 
 use super::escalate::who_decides;
-use super::{gather, plan};
+use super::{enforceable, ensure_audit_log, gather, plan};
 use crate::cli::RunArgs;
 use crate::error::Error;
 use crate::policy::secrets::Why;
 use crate::policy::{Confinement, Plan};
 use crate::policy::{Mode, Temp};
+use crate::sandbox::Guarantee;
 use crate::shell::Caller;
 
 /// The explanation of one call.
@@ -26,6 +27,9 @@ struct Explained {
     standing: Standing,
     /// Set when the call runs inside another sandgate's sandbox.
     nested_in: Option<Mode>,
+    /// The guarantees this kernel cannot hold for the plan, which `--allow-degraded` runs
+    /// without (a namespace the kernel refuses only when the call starts is not known here).
+    unenforced: Vec<Guarantee>,
     plan: PlanView,
     /// What the call requests (`--sandbox-permissions`), when it requests a wider mode.
     request: Option<RequestView>,
@@ -100,7 +104,7 @@ pub(super) fn explain(
     caller: Caller,
 ) -> ExitCode {
     if let Some(string) = command_string {
-        if let Err(e) = as_shell_command(&mut args, &string) {
+        if let Err(e) = super::shell_mode::as_shell_command(&mut args, &string) {
             crate::say!("sandgate: {e}");
             return ExitCode::from(e.exit_code());
         }
@@ -130,31 +134,26 @@ pub(super) fn explain(
     }
 }
 
-/// Makes `args` the call shell mode makes of `-c string`: the real shell running it, and the
-/// request of a directive line at its head.
-fn as_shell_command(args: &mut RunArgs, string: &str) -> Result<(), Error> {
-    let real = crate::shell::real_shell().ok_or_else(|| {
-        Error::Exec(crate::exec::ExecError::NotFound(
-            "/bin/bash or /bin/sh (set SANDGATE_REAL_SHELL)".into(),
-        ))
-    })?;
-    let found = crate::shell::directive(string);
-    let command = match &found {
-        Ok(Some((_, rest))) => rest.clone(),
-        _ => string.to_owned(),
-    };
-    super::shell_mode::take_directive(args, found.map(|f| f.map(|(directive, _)| directive)))?;
-    args.command = vec![real.into_os_string(), "-c".into(), command.into()];
-    Ok(())
-}
-
 fn explained(args: &mut RunArgs, caller: Caller) -> Result<Explained, Error> {
     let g = gather(args)?;
+    ensure_audit_log(&g, g.standing.mode);
     let standing = &g.standing;
+    let now = plan(&g, args, standing.mode)?;
+    // A run stops here when the kernel cannot hold the profile and degrading is not
+    // allowed; when it is, what would not hold is said.
+    let (_, unenforced) = enforceable(&now)?;
     let request = match &g.escalation {
         None => None,
         Some(request) => {
-            let decided = who_decides(request, standing, args, caller, &g.layers, &g.env);
+            let decided = who_decides(
+                request,
+                standing,
+                args,
+                caller,
+                &g.layers,
+                &g.env,
+                g.audit.as_ref(),
+            );
             let plan_if_allowed = match decided {
                 Ok(_) => Some(view(&plan(&g, args, request.to())?)),
                 Err(_) => None,
@@ -184,7 +183,8 @@ fn explained(args: &mut RunArgs, caller: Caller) -> Result<Explained, Error> {
             keep_background: g.lifetime.keep_background,
         },
         nested_in: g.env.parent.as_ref().map(|p| p.mode),
-        plan: view(&plan(&g, args, standing.mode)?),
+        unenforced,
+        plan: view(&now),
         request,
     })
 }
@@ -275,6 +275,16 @@ fn render(e: &Explained) -> String {
     if let Some(parent) = e.nested_in {
         line(format!(
             "nested:     inside a {parent} sandbox: no call here runs wider than it"
+        ));
+    }
+    if !e.unenforced.is_empty() {
+        line(format!(
+            "degraded:   without {} (--allow-degraded)",
+            e.unenforced
+                .iter()
+                .filter_map(|g| serde_json::to_value(g).ok()?.as_str().map(str::to_owned))
+                .collect::<Vec<_>>()
+                .join(", ")
         ));
     }
     if let Some(t) = s.timeout_secs {

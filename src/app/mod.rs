@@ -491,9 +491,9 @@ fn plan(g: &Gathered, args: &RunArgs, mode: Mode) -> Result<Plan, Error> {
 }
 
 /// The mode the call runs in: its standing mode, or the one it requests when the answer is
-/// "allowed once". The audit log is made where it will be needed (not inside a sandbox,
-/// where it is read-only by design: creating it would fail, and the enclosing sandgate
-/// would report the attempt as a denial).
+/// "allowed once"; then the audit log is made where it will be needed (not inside a
+/// sandbox, where it is read-only by design: creating it would fail, and the enclosing
+/// sandgate would report the attempt as a denial).
 fn granted_mode(g: &Gathered, args: &RunArgs, caller: Caller) -> Result<Mode, Error> {
     let mode = match &g.escalation {
         None => g.standing.mode,
@@ -508,6 +508,13 @@ fn granted_mode(g: &Gathered, args: &RunArgs, caller: Caller) -> Result<Mode, Er
             g.audit.as_ref(),
         )?,
     };
+    ensure_audit_log(g, mode);
+    Ok(mode)
+}
+
+/// Makes the audit log where a call under `mode` needs it before it is planned: the plan
+/// protects it, and a missing file would be guarded by freezing its directory instead.
+fn ensure_audit_log(g: &Gathered, mode: Mode) {
     if let Some(audit) = g.audit.as_ref().filter(|_| mode != Mode::FullAccess) {
         if crate::confinement::this_process() == Some(false) {
             if let Err(e @ AuditError::Open(LogFileError::Refused { .. })) = audit.ensure_exists() {
@@ -515,7 +522,6 @@ fn granted_mode(g: &Gathered, args: &RunArgs, caller: Caller) -> Result<Mode, Er
             }
         }
     }
-    Ok(mode)
 }
 
 /// What this kernel offers for `plan`, and the guarantees it cannot hold: refused unless

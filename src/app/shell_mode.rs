@@ -105,16 +105,6 @@ pub(super) fn run_shell(
     finish(run_inner(args, shellish, caller), mode_hint)
 }
 
-/// The invocation a retry of a shell-mode call starts from: sandgate with the caller's own
-/// flags (`sandgate_args`, its argv[0] first) executing the real shell directly with the
-/// shell's arguments as it runs them — `sandgate FLAGS -- SHELL ARGS…`, a `-c` string
-/// without the directive line the call took for its request (to an interactive shell
-/// without `interactive_comments`, that line is a command) — so that the request's
-/// flags can be added and nothing of the shell's is read again by sandgate (a `--` would
-/// run a program directly, a script could be named like a subcommand, a `-c` string may
-/// already carry a directive). Through a link or a prefix form the link's answerer is
-/// kept: sandgate by its own name may prompt on the terminal, which behind a link is the
-/// agent's own pty, so the retry says `--no-tty` unless `SANDGATE_TTY=always`.
 /// How a retry of this shell-mode call is spelled (see [`Form`]): `original` is its `-c`
 /// string, `inner` the command an agent's guard wraps in it, `utf8` whether JSON can carry
 /// it as it is, `readable_script` whether sandgate can read the script file it runs.
@@ -140,6 +130,28 @@ fn form_of(
         (Source::Stdin, _) if !shell.version && !std::io::stdin().is_terminal() => Form::Stdin,
         _ => Form::Argv,
     }
+}
+
+/// Makes `args` the call shell mode makes of `-c string` (an interactive shell aside): the
+/// request of its directive line, found where a run finds it, and the real shell running
+/// the rest.
+pub(super) fn as_shell_command(args: &mut RunArgs, string: &str) -> Result<(), Error> {
+    let real = shell::real_shell().ok_or_else(|| {
+        Error::Exec(ExecError::NotFound(
+            "/bin/bash or /bin/sh (set SANDGATE_REAL_SHELL)".into(),
+        ))
+    })?;
+    let Invocation::Shell { mut shell, .. } = prefix_call(OsString::new(), string.to_owned())
+    else {
+        return Err(PolicyError::NoCommand.into());
+    };
+    let inner = shell::inner_command(string);
+    let found = found_directive(&mut shell, Some(string), inner.as_deref(), None, true);
+    take_directive(args, found)?;
+    args.command = std::iter::once(real.into_os_string())
+        .chain(shell.args)
+        .collect();
+    Ok(())
 }
 
 /// The directive of a shell-mode call, where the caller wrote it: the first line of a `-c`
@@ -175,7 +187,7 @@ fn found_directive(
 
 /// Makes a found directive the call's request; a directive beside the request flags, or
 /// one that does not parse, is refused.
-pub(super) fn take_directive(
+fn take_directive(
     args: &mut RunArgs,
     found: Result<Option<Directive>, String>,
 ) -> Result<(), Error> {
@@ -201,6 +213,16 @@ pub(super) fn take_directive(
     Ok(())
 }
 
+/// The invocation a retry of a shell-mode call starts from: sandgate with the caller's own
+/// flags (`sandgate_args`, its argv[0] first) executing the real shell directly with the
+/// shell's arguments as it runs them — `sandgate FLAGS -- SHELL ARGS…`, a `-c` string
+/// without the directive line the call took for its request (to an interactive shell
+/// without `interactive_comments`, that line is a command) — so that the request's
+/// flags can be added and nothing of the shell's is read again by sandgate (a `--` would
+/// run a program directly, a script could be named like a subcommand, a `-c` string may
+/// already carry a directive). Through a link or a prefix form the link's answerer is
+/// kept: sandgate by its own name may prompt on the terminal, which behind a link is the
+/// agent's own pty, so the retry says `--no-tty` unless `SANDGATE_TTY=always`.
 fn retry_base(
     sandgate_args: &[OsString],
     caller: Caller,
