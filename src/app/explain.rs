@@ -9,7 +9,8 @@ use std::process::ExitCode;
 use serde::Serialize;
 
 use super::escalate::who_decides;
-use super::{enforceable, ensure_audit_log, gather, plan};
+use super::plan::{self, gather};
+use super::{enforceable, ensure_audit_log};
 use crate::cli::RunArgs;
 use crate::error::Error;
 use crate::policy::secrets::Why;
@@ -138,7 +139,7 @@ fn explained(args: &mut RunArgs, caller: Caller) -> Result<Explained, Error> {
     let g = gather(args)?;
     ensure_audit_log(&g, g.standing.mode);
     let standing = &g.standing;
-    let now = plan(&g, args, standing.mode)?;
+    let now = plan::for_mode(&g, args, standing.mode)?;
     // A run stops here when the kernel cannot hold the profile and degrading is not
     // allowed; when it is, what would not hold is said.
     let (_, unenforced) = enforceable(&now)?;
@@ -155,7 +156,7 @@ fn explained(args: &mut RunArgs, caller: Caller) -> Result<Explained, Error> {
                 g.audit.as_ref(),
             );
             let plan_if_allowed = match decided {
-                Ok(_) => Some(view(&plan(&g, args, request.to())?)),
+                Ok(_) => Some(view(&plan::for_mode(&g, args, request.to())?)),
                 Err(_) => None,
             };
             Some(RequestView {
@@ -245,7 +246,7 @@ fn view(plan: &Plan) -> PlanView {
         v.hosts_denied = rules.denied.iter().map(ToString::to_string).collect();
     }
     v.caches = r.caches.iter().map(|c| shown(&c.path)).collect();
-    v.env_withheld = super::withheld(r)
+    v.env_withheld = super::launch::withheld(r)
         .into_iter()
         .map(|name| name.to_string_lossy().into_owned())
         .collect();

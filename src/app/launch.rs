@@ -1,0 +1,320 @@
+//! Launching a planned call: what a restricted command's supervisor and environment carry,
+//! the observer that reports its refusals, and the loop that prepares the sandbox and falls
+//! back to fewer guarantees where `--allow-degraded` allows.
+
+use super::*;
+
+/// One call ready to start: its plan and how it is launched.
+pub(super) struct Call<'a> {
+    pub(super) plan: &'a Plan,
+    pub(super) features: &'a Features,
+    pub(super) reporter: Option<&'a Arc<Mutex<Reporter>>>,
+    pub(super) argv0: Option<OsString>,
+    pub(super) timeout: Option<std::time::Duration>,
+    pub(super) kept: Option<crate::kept::Call>,
+}
+
+impl Call<'_> {
+    /// Prepares the sandbox without the guarantees in `skip` and runs the command; when a
+    /// namespace the kernel refused may be done without (`--allow-degraded`), it is added
+    /// to `skip` and the call prepared again.
+    pub(super) fn run(
+        &self,
+        skip: &mut Vec<Guarantee>,
+        limits: &mut limits::CallLimits,
+    ) -> Result<Outcome, Error> {
+        loop {
+            announce_degraded(self.plan, skip, &limits.degraded);
+            let mut prepared = sandbox::prepare(self.plan, self.features, skip)?;
+            if let Some(join) = limits.join()? {
+                prepared = prepared.joining(join);
+            }
+            for fd in prepared.withheld_fds() {
+                crate::say!(
+                    "sandgate: not passing fd {fd} (a datagram or network socket) into the sandbox"
+                );
+            }
+            let mut launch = of(self.plan, prepared, skip, self.reporter);
+            launch.argv0 = self.argv0.clone();
+            launch.timeout = self.timeout;
+            launch.keep_background = self.kept.clone();
+            match exec::run(launch) {
+                Ok(outcome) => return Ok(outcome),
+                Err(e) => self.degrade(e, skip, limits)?,
+            }
+        }
+    }
+
+    /// Whether the call may be prepared again after `e`, without more guarantees (added to
+    /// `skip`) or limits; the error to stop at otherwise.
+    fn degrade(
+        &self,
+        e: ExecError,
+        skip: &mut Vec<Guarantee>,
+        limits: &mut limits::CallLimits,
+    ) -> Result<(), Error> {
+        let degradable = |g| self.plan.allow_degraded && !skip.contains(&g);
+        match e {
+            ExecError::Setup {
+                step: Step::MountNamespace,
+                ..
+            } if degradable(Guarantee::MountNamespace) => {
+                // The process boundary is built in the mount namespace: it falls with it.
+                skip.retain(|g| *g != Guarantee::ProcessBoundary);
+                skip.extend([Guarantee::MountNamespace, Guarantee::ProcessBoundary]);
+                Ok(())
+            }
+            ExecError::Setup {
+                step: Step::ProcessBoundary,
+                ..
+            } if degradable(Guarantee::ProcessBoundary) => {
+                skip.push(Guarantee::ProcessBoundary);
+                Ok(())
+            }
+            ExecError::Setup {
+                step: Step::ProcessBoundary,
+                source,
+            } => {
+                crate::say!("sandgate: cannot give the sandbox a PID namespace and a /proc of its own: {source}{}", if source.raw_os_error() == Some(libc::EPERM) { " (the kernel refuses a new /proc in a user namespace while parts of the existing one are covered, as container runtimes do)" } else { "" });
+                Err(Error::Unenforceable {
+                    mode: self.plan.mode,
+                    missing: vec![Guarantee::ProcessBoundary],
+                })
+            }
+            ExecError::Setup {
+                step: Step::MountNamespace,
+                source,
+            } => {
+                crate::say!("sandgate: cannot create the private mount namespace: {source}");
+                Err(Error::Unenforceable {
+                    mode: self.plan.mode,
+                    missing: vec![Guarantee::MountNamespace],
+                })
+            }
+            ExecError::Setup {
+                step: Step::Cgroup,
+                source,
+            } => limits.moving_refused(&source),
+            other => Err(other.into()),
+        }
+    }
+}
+
+/// The denial reporter of a restricted, observed call; with observation off, one
+/// `source: "none"` note says that no filesystem markers will come.
+pub(super) fn observer(
+    plan: &Plan,
+    log: Option<&Path>,
+    untrusted_roots: &[PathBuf],
+    shellish: &Shellish,
+    escalation: Escalation,
+) -> Result<Option<Arc<Mutex<Reporter>>>, Error> {
+    let Confinement::Restricted(r) = &plan.confinement else {
+        return Ok(None);
+    };
+    let mut log = match log {
+        Some(path) => {
+            let mut roots = untrusted_roots.to_vec();
+            roots.extend(r.writable_roots.iter().cloned());
+            roots.extend(r.workspace_write_roots.iter().cloned());
+            let file = logfile::open(
+                logfile::Which::DenialLog,
+                path,
+                &roots,
+                logfile::Access::Append,
+                logfile::Dirs::MustExist,
+            )
+            .map_err(Error::DenialLog)?;
+            Some((file, path.to_path_buf()))
+        }
+        None => None,
+    };
+    if !plan.observe {
+        let note = json!({"v": 1, "kind": "observation_off", "mode": plan.mode, "source": "none",
+            "message": "--no-observe: refused operations are not reported (the sandbox is unchanged)"});
+        crate::say!("{}", crate::denial::line("sandgate: note", note.clone()));
+        if let Some((log, _)) = &mut log {
+            use std::io::Write;
+            let _ = log.write_all(format!("{note}\n").as_bytes());
+        }
+        return Ok(None);
+    }
+    // A retry repeats the call as it came, with the request added; shell mode says how.
+    // It names sandgate by its own path: argv[0] is whatever the caller made it — a link,
+    // a relative path that depends on the cwd, any name at all.
+    let mut base = match &shellish.retry {
+        Some(base) => base.clone(),
+        None => std::env::args_os().collect(),
+    };
+    if let (Some(argv0), Ok(me)) = (base.first_mut(), std::env::current_exe()) {
+        *argv0 = me.into_os_string();
+    }
+    let argv = without_request(base)
+        .into_iter()
+        .map(|a| a.into_string().ok())
+        .collect();
+    let reporter = Reporter::new(plan.mode, argv, shellish.form.clone(), escalation, log);
+    Ok(Some(Arc::new(Mutex::new(reporter))))
+}
+
+/// Says on stderr, as a marker, which guarantees and limits a degraded run lacks.
+pub(super) fn announce_degraded(
+    plan: &Plan,
+    skip: &[Guarantee],
+    limits: &[crate::limits::Unenforced],
+) {
+    if skip.is_empty() && limits.is_empty() {
+        return;
+    }
+    let what: Vec<String> = skip
+        .iter()
+        .map(|g| g.describe().to_owned())
+        .chain(limits.iter().map(ToString::to_string))
+        .collect();
+    let message = format!(
+        "running degraded (--allow-degraded); not enforced: {}",
+        what.join("; ")
+    );
+    crate::say!("sandgate: {message}");
+    let mut missing = json!(skip);
+    if let Some(list) = missing.as_array_mut() {
+        list.extend(limits.iter().map(|u| json!(u.kind)));
+    }
+    let mut extra = Map::new();
+    extra.insert("missing".into(), missing);
+    crate::say!(
+        "{}",
+        marker("degraded_enforcement", Some(plan.mode), &message, extra)
+    );
+}
+
+/// Builds the exec stage's input for `plan`.
+pub(super) fn of<'a>(
+    plan: &'a Plan,
+    prepared: sandbox::Prepared,
+    skip: &[Guarantee],
+    reporter: Option<&Arc<Mutex<Reporter>>>,
+) -> Launch<'a> {
+    let (extra_env, supervision, withheld_env) = match &plan.confinement {
+        Confinement::None => (vec![], None, vec![]),
+        Confinement::Restricted(r) => (
+            sandbox_env(plan, r, prepared.has_proxy()),
+            Some(supervision(plan, r, skip, reporter, prepared.has_proxy())),
+            withheld(r),
+        ),
+    };
+    // The caller's marker tag tells sandgate's markers from the command's look-alikes
+    // only while the command cannot read it.
+    let mut withheld_env = withheld_env;
+    withheld_env.push(OsString::from(crate::denial::TAG_ENV));
+    Launch {
+        command: &plan.command,
+        argv0: None,
+        extra_env,
+        withheld_env,
+        proxy: match &plan.confinement {
+            Confinement::Restricted(r) if prepared.has_proxy() => r.proxy.clone(),
+            _ => None,
+        },
+        sandbox: prepared,
+        supervision,
+        timeout: None,
+        keep_background: None,
+    }
+}
+
+/// The caller's environment variables a restricted command does not get.
+pub(super) fn withheld(r: &policy::Restrictions) -> Vec<OsString> {
+    std::env::vars_os()
+        .map(|(name, _)| name)
+        .filter(|name| r.secret_env.withholds(name))
+        .collect()
+}
+
+/// What the supervisor of a restricted call needs to know of its plan.
+pub(super) fn supervision(
+    plan: &Plan,
+    r: &policy::Restrictions,
+    skip: &[Guarantee],
+    reporter: Option<&Arc<Mutex<Reporter>>>,
+    proxy: bool,
+) -> supervisor::Setup {
+    let mut writable_roots: Vec<PathBuf> = r.writable_roots.iter().cloned().collect();
+    let mut socket_roots: Vec<PathBuf> = r.socket_roots.iter().cloned().collect();
+    let private_temp = matches!(r.mounts, MountSource::Parent | MountSource::Inherited)
+        || !skip.contains(&Guarantee::MountNamespace);
+    if private_temp {
+        let temps = policy::roots::SHARED_TEMPS.map(PathBuf::from);
+        writable_roots.extend(temps.clone());
+        socket_roots.extend(temps);
+        // The copy-on-write caches: writable in the sandbox's view, so no marker.
+        writable_roots.extend(r.caches.iter().map(|c| c.path.clone()));
+    }
+    supervisor::Setup {
+        mode: plan.mode,
+        read_only_islands: r
+            .kept_visible
+            .iter()
+            .filter(|p| !r.writable_roots.iter().any(|w| p.starts_with(w)))
+            .cloned()
+            .collect(),
+        writable_roots,
+        socket_roots,
+        allowed_sockets: r.allowed_sockets.iter().cloned().collect(),
+        git_dirs: r.git_dirs.iter().cloned().collect(),
+        git_writable: r.git_writable.iter().cloned().collect(),
+        hook_dir_names: r.hook_dir_names.iter().cloned().collect(),
+        workspace_write_roots: r.workspace_write_roots.iter().cloned().collect(),
+        protected: r.protected.iter().chain(&r.sealed).cloned().collect(),
+        frozen: r.frozen.iter().cloned().collect(),
+        devices: r.devices.iter().cloned().collect(),
+        reporter: reporter.cloned(),
+        proxy,
+    }
+}
+
+/// The variables sandgate gives a restricted command: who its enclosing sandbox is, its
+/// `TMPDIR`, and the proxy's address when it has one.
+pub(super) fn sandbox_env(
+    plan: &Plan,
+    r: &policy::Restrictions,
+    proxy: bool,
+) -> Vec<(&'static str, OsString)> {
+    let mut env = vec![
+        (policy::PARENT_MODE_ENV, OsString::from(plan.mode.as_str())),
+        (
+            policy::PARENT_WORKSPACE_ENV,
+            plan.workspace.clone().into_os_string(),
+        ),
+        (
+            policy::PARENT_CONFINEMENT_ENV,
+            OsString::from(r.fingerprint(plan.mode, &plan.workspace, proxy)),
+        ),
+    ];
+    if let Some(tmpdir) = &plan.tmpdir {
+        env.push(("TMPDIR", tmpdir.clone().into_os_string()));
+    }
+    if proxy {
+        env.extend(proxy_env());
+    }
+    env
+}
+
+/// The variables that point HTTP clients, package managers and SOCKS-aware tools at the
+/// proxy inside the sandbox; no host bypasses it.
+pub(super) fn proxy_env() -> Vec<(&'static str, OsString)> {
+    let http = format!("http://127.0.0.1:{}", crate::network::PROXY_PORT);
+    let socks = format!("socks5h://127.0.0.1:{}", crate::network::PROXY_PORT);
+    [
+        ("HTTP_PROXY", &http),
+        ("http_proxy", &http),
+        ("HTTPS_PROXY", &http),
+        ("https_proxy", &http),
+        ("ALL_PROXY", &socks),
+        ("all_proxy", &socks),
+    ]
+    .into_iter()
+    .map(|(name, value)| (name, OsString::from(value)))
+    .chain([("NO_PROXY", OsString::new()), ("no_proxy", OsString::new())])
+    .collect()
+}
