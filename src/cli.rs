@@ -309,17 +309,14 @@ pub enum Sub {
         /// Print the plan as JSON.
         #[arg(long)]
         json: bool,
-        /// The command as one string, run by the shell as `sandgate -c` would run it (a
-        /// directive line at its head included).
+        /// The call: the flags a run takes, then `-- CMD [ARGS]` or `-c CMDSTRING` (read
+        /// by sandgate itself, so that the definitions every call parses stay small).
         #[arg(
-            short = 'c',
-            long = "command-string",
-            value_name = "STRING",
-            conflicts_with = "command"
+            value_name = "FLAGS_AND_COMMAND",
+            trailing_var_arg = true,
+            allow_hyphen_values = true
         )]
-        command_string: Option<String>,
-        #[command(flatten)]
-        run: Box<RunArgs>,
+        call: Vec<OsString>,
     },
     /// List the presets and the current one.
     Presets {

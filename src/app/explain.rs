@@ -3,6 +3,7 @@
 //! and, for a call that requests a wider mode, who would decide and the plan if allowed.
 //! Text for a person; `--json` for a program (an agent choosing what to request).
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -11,13 +12,14 @@ use serde::Serialize;
 use super::escalate::who_decides;
 use super::plan::{self, gather};
 use super::{enforceable, ensure_audit_log};
-use crate::cli::RunArgs;
+use crate::cli::{Cli, RunArgs};
 use crate::error::Error;
 use crate::policy::secrets::Why;
 use crate::policy::{Confinement, Plan};
 use crate::policy::{Mode, Temp};
 use crate::sandbox::Guarantee;
 use crate::shell::Caller;
+use clap::Parser;
 
 /// The explanation of one call.
 #[derive(Debug, Serialize)]
@@ -96,14 +98,21 @@ struct HiddenView {
     why: Why,
 }
 
-/// Explains the call `args` describes (with `command_string`, the shell's `-c` form, a
-/// directive line at its head included); exit 0, or the error a run would have stopped at.
-pub(super) fn explain(
-    mut args: RunArgs,
-    command_string: Option<String>,
-    json: bool,
-    caller: Caller,
-) -> ExitCode {
+/// Explains the call `call` describes: a run's flags, then `-- CMD [ARGS]` or the shell's
+/// `-c CMDSTRING` (a directive line at its head included); exit 0, or the error a run would
+/// have stopped at.
+pub(super) fn explain(call: Vec<OsString>, json: bool, caller: Caller) -> ExitCode {
+    let (flags, command_string) = split_command_string(call);
+    let mut args = match Cli::try_parse_from(
+        std::iter::once(OsString::from("sandgate")).chain(flags),
+    ) {
+        Ok(cli) if cli.subcommand.is_none() => cli.run,
+        Ok(_) => {
+            crate::say!("sandgate explain: the call to explain is a run's flags and command, not a subcommand");
+            return ExitCode::from(crate::error::EXIT_USAGE);
+        }
+        Err(e) => return super::usage(&e),
+    };
     if let Some(string) = command_string {
         if let Err(e) = super::shell_mode::as_shell_command(&mut args, &string) {
             crate::say!("sandgate: {e}");
@@ -133,6 +142,27 @@ pub(super) fn explain(
             ExitCode::from(e.exit_code())
         }
     }
+}
+
+/// Takes `-c CMDSTRING` out of the flags before any `--`: the shell-mode form, which the
+/// run's own flags do not define.
+fn split_command_string(call: Vec<OsString>) -> (Vec<OsString>, Option<String>) {
+    let mut flags = Vec::with_capacity(call.len());
+    let mut string = None;
+    let mut words = call.into_iter();
+    while let Some(word) = words.next() {
+        if word == "--" {
+            flags.push(word);
+            flags.extend(words.by_ref());
+            break;
+        }
+        if word == "-c" && string.is_none() {
+            string = words.next().map(|s| s.to_string_lossy().into_owned());
+            continue;
+        }
+        flags.push(word);
+    }
+    (flags, string)
 }
 
 fn explained(args: &mut RunArgs, caller: Caller) -> Result<Explained, Error> {

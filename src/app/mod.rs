@@ -157,11 +157,7 @@ fn plain(args: Vec<OsString>, caller: Caller) -> ExitCode {
             knobs,
             workspace,
         }) => presets(json, &knobs, workspace.as_deref()),
-        Some(Sub::Explain {
-            json,
-            command_string,
-            run,
-        }) => explain::explain(*run, command_string, json, caller),
+        Some(Sub::Explain { json, call }) => explain::explain(call, json, caller),
         Some(Sub::Audit {
             action: AuditAction::Verify { log },
         }) => verify(log),
