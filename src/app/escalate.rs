@@ -34,14 +34,7 @@ pub(super) fn decide(
     workspace: &Path,
     audit: Option<&AuditLog>,
 ) -> Result<Mode, Error> {
-    if let Some(refusal) = nested(env) {
-        return Err(Error::NotGranted {
-            from: request.from(),
-            to: request.to(),
-            refusal,
-        });
-    }
-    let audit = audit.ok_or_else(no_audit_log)?;
+    let audit = may_ask(request, env, audit)?;
     let id = approval::fresh_id();
     let argv: Vec<String> = args
         .command
@@ -136,25 +129,31 @@ pub(super) fn who_decides(
     env: &Env,
     audit: Option<&AuditLog>,
 ) -> Result<String, String> {
-    if let Some(refusal) = nested(env) {
-        return Err(Error::NotGranted {
-            from: request.from(),
-            to: request.to(),
-            refusal,
-        }
-        .to_string());
-    }
-    if audit.is_none() {
-        return Err(no_audit_log().to_string());
-    }
+    may_ask(request, env, audit).map_err(|e| e.to_string())?;
     match refused_unasked(request, standing) {
-        Some(refusal) => Err(Error::NotGranted {
-            from: request.from(),
-            to: request.to(),
-            refusal,
-        }
-        .to_string()),
+        Some(refusal) => Err(not_granted(request, refusal).to_string()),
         None => Ok(describe(&answerer(args, caller, layers))),
+    }
+}
+
+/// What must hold before anything of `request` is even recorded: not inside a sandbox (no
+/// answer could widen it), and an audit log to record the question in.
+fn may_ask<'a>(
+    request: &EscalationRequest,
+    env: &Env,
+    audit: Option<&'a AuditLog>,
+) -> Result<&'a AuditLog, Error> {
+    if let Some(refusal) = nested(env) {
+        return Err(not_granted(request, refusal));
+    }
+    audit.ok_or_else(no_audit_log)
+}
+
+fn not_granted(request: &EscalationRequest, refusal: Refusal) -> Error {
+    Error::NotGranted {
+        from: request.from(),
+        to: request.to(),
+        refusal,
     }
 }
 
