@@ -43,15 +43,8 @@ pub(super) fn decide(
         .collect();
     let cwd = env.cwd.to_string_lossy().into_owned();
     let refusal_before_asking = refused_unasked(request, standing);
-    let asked = json!({
-        "id": id,
-        "argv": argv,
-        "cwd": cwd,
-        "standing": {"mode": standing.mode, "approval": standing.approval, "preset": standing.preset},
-        "requested": {"mode": request.to()},
-        "justification": request.justification(),
-    });
-    if let Err(e) = audit.append("approval/asked", record(asked)) {
+    let asked = asked_record(&id, &argv, &cwd, standing, request);
+    if let Err(e) = audit.append("approval/asked", asked) {
         // Nobody is asked without a record of the question: with no answer, nothing can be
         // granted (125), while a refusal already known stays that refusal (77).
         return match refusal_before_asking {
@@ -96,6 +89,24 @@ fn no_audit_log() -> Error {
             "no XDG_STATE_HOME, and HOME is unset or does not exist, to put the audit log in; pass --audit-log",
         ),
     })
+}
+
+/// The `approval/asked` record: the question as it is put, before anyone answers.
+fn asked_record(
+    id: &str,
+    argv: &[String],
+    cwd: &str,
+    standing: &Standing,
+    request: &EscalationRequest,
+) -> Map<String, serde_json::Value> {
+    record(json!({
+        "id": id,
+        "argv": argv,
+        "cwd": cwd,
+        "standing": {"mode": standing.mode, "approval": standing.approval, "preset": standing.preset},
+        "requested": {"mode": request.to()},
+        "justification": request.justification(),
+    }))
 }
 
 /// An audit record's fields, from the object `fields`.

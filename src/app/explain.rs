@@ -9,9 +9,9 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 
+use super::ensure_audit_log;
 use super::escalate::who_decides;
 use super::plan::{self, gather};
-use super::{enforceable, ensure_audit_log};
 use crate::cli::{Cli, RunArgs};
 use crate::error::Error;
 use crate::policy::secrets::Why;
@@ -172,7 +172,7 @@ fn explained(args: &mut RunArgs, caller: Caller) -> Result<Explained, Error> {
     let now = plan::for_mode(&g, args, standing.mode)?;
     // A run stops here when the kernel cannot hold the profile and degrading is not
     // allowed; when it is, what would not hold is said.
-    let (_, unenforced) = enforceable(&now)?;
+    let unenforced = plan::unenforced(&now, &g.features)?;
     let request = match &g.escalation {
         None => None,
         Some(request) => {
@@ -186,7 +186,7 @@ fn explained(args: &mut RunArgs, caller: Caller) -> Result<Explained, Error> {
                 g.audit.as_ref(),
             );
             let plan_if_allowed = match decided {
-                Ok(_) => Some(view(&plan::for_mode(&g, args, request.to())?)),
+                Ok(_) => Some(view(&plan::for_mode(&g, args, request.to())?, &g.env_names)),
                 Err(_) => None,
             };
             Some(RequestView {
@@ -215,7 +215,7 @@ fn explained(args: &mut RunArgs, caller: Caller) -> Result<Explained, Error> {
         },
         nested_in: g.env.parent.as_ref().map(|p| p.mode),
         unenforced,
-        plan: view(&now),
+        plan: view(&now, &g.env_names),
         request,
     })
 }
@@ -228,7 +228,7 @@ fn all(paths: &std::collections::BTreeSet<PathBuf>) -> Vec<String> {
     paths.iter().map(|p| shown(p)).collect()
 }
 
-fn view(plan: &Plan) -> PlanView {
+fn view(plan: &Plan, env_names: &[OsString]) -> PlanView {
     let mut v = PlanView {
         mode: plan.mode,
         confined: false,
@@ -276,7 +276,7 @@ fn view(plan: &Plan) -> PlanView {
         v.hosts_denied = rules.denied.iter().map(ToString::to_string).collect();
     }
     v.caches = r.caches.iter().map(|c| shown(&c.path)).collect();
-    v.env_withheld = super::launch::withheld(r)
+    v.env_withheld = plan::withheld(r, env_names)
         .into_iter()
         .map(|name| name.to_string_lossy().into_owned())
         .collect();

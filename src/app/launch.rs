@@ -4,14 +4,10 @@
 
 use super::*;
 
-/// One call ready to start: its plan and how it is launched.
+/// One call ready to start: its plan and the reporter of its refusals.
 pub(super) struct Call<'a> {
-    pub(super) plan: &'a Plan,
-    pub(super) features: &'a Features,
+    pub(super) planned: &'a Planned,
     pub(super) reporter: Option<&'a Arc<Mutex<Reporter>>>,
-    pub(super) argv0: Option<OsString>,
-    pub(super) timeout: Option<std::time::Duration>,
-    pub(super) kept: Option<crate::kept::Call>,
 }
 
 impl Call<'_> {
@@ -23,9 +19,10 @@ impl Call<'_> {
         skip: &mut Vec<Guarantee>,
         limits: &mut limits::CallLimits,
     ) -> Result<Outcome, Error> {
+        let p = self.planned;
         loop {
-            announce_degraded(self.plan, skip, &limits.degraded);
-            let mut prepared = sandbox::prepare(self.plan, self.features, skip)?;
+            announce_degraded(&p.plan, skip, &limits.degraded);
+            let mut prepared = sandbox::prepare(&p.plan, &p.features, skip)?;
             if let Some(join) = limits.join()? {
                 prepared = prepared.joining(join);
             }
@@ -34,11 +31,7 @@ impl Call<'_> {
                     "sandgate: not passing fd {fd} (a datagram or network socket) into the sandbox"
                 );
             }
-            let mut launch = of(self.plan, prepared, skip, self.reporter);
-            launch.argv0 = self.argv0.clone();
-            launch.timeout = self.timeout;
-            launch.keep_background = self.kept.clone();
-            match exec::run(launch) {
+            match exec::run(of(p, prepared, self.reporter)) {
                 Ok(outcome) => return Ok(outcome),
                 Err(e) => self.degrade(e, skip, limits)?,
             }
@@ -53,7 +46,8 @@ impl Call<'_> {
         skip: &mut Vec<Guarantee>,
         limits: &mut limits::CallLimits,
     ) -> Result<(), Error> {
-        let degradable = |g| self.plan.allow_degraded && !skip.contains(&g);
+        let plan = &self.planned.plan;
+        let degradable = |g| plan.allow_degraded && !skip.contains(&g);
         match e {
             ExecError::Setup {
                 step: Step::MountNamespace,
@@ -77,7 +71,7 @@ impl Call<'_> {
             } => {
                 crate::say!("sandgate: cannot give the sandbox a PID namespace and a /proc of its own: {source}{}", if source.raw_os_error() == Some(libc::EPERM) { " (the kernel refuses a new /proc in a user namespace while parts of the existing one are covered, as container runtimes do)" } else { "" });
                 Err(Error::Unenforceable {
-                    mode: self.plan.mode,
+                    mode: plan.mode,
                     missing: vec![Guarantee::ProcessBoundary],
                 })
             }
@@ -87,7 +81,7 @@ impl Call<'_> {
             } => {
                 crate::say!("sandgate: cannot create the private mount namespace: {source}");
                 Err(Error::Unenforceable {
-                    mode: self.plan.mode,
+                    mode: plan.mode,
                     missing: vec![Guarantee::MountNamespace],
                 })
             }
@@ -104,17 +98,14 @@ impl Call<'_> {
 /// `source: "none"` note says that no filesystem markers will come.
 pub(super) fn observer(
     plan: &Plan,
-    log: Option<&Path>,
-    untrusted_roots: &[PathBuf],
-    shellish: &Shellish,
-    escalation: Escalation,
+    report: &Reporting,
 ) -> Result<Option<Arc<Mutex<Reporter>>>, Error> {
     let Confinement::Restricted(r) = &plan.confinement else {
         return Ok(None);
     };
-    let mut log = match log {
+    let mut log = match &report.denial_log {
         Some(path) => {
-            let mut roots = untrusted_roots.to_vec();
+            let mut roots = report.untrusted_roots.clone();
             roots.extend(r.writable_roots.iter().cloned());
             roots.extend(r.workspace_write_roots.iter().cloned());
             let file = logfile::open(
@@ -125,7 +116,7 @@ pub(super) fn observer(
                 logfile::Dirs::MustExist,
             )
             .map_err(Error::DenialLog)?;
-            Some((file, path.to_path_buf()))
+            Some((file, path.clone()))
         }
         None => None,
     };
@@ -139,21 +130,13 @@ pub(super) fn observer(
         }
         return Ok(None);
     }
-    // A retry repeats the call as it came, with the request added; shell mode says how.
-    // It names sandgate by its own path: argv[0] is whatever the caller made it — a link,
-    // a relative path that depends on the cwd, any name at all.
-    let mut base = match &shellish.retry {
-        Some(base) => base.clone(),
-        None => std::env::args_os().collect(),
-    };
-    if let (Some(argv0), Ok(me)) = (base.first_mut(), std::env::current_exe()) {
-        *argv0 = me.into_os_string();
-    }
-    let argv = without_request(base)
-        .into_iter()
-        .map(|a| a.into_string().ok())
-        .collect();
-    let reporter = Reporter::new(plan.mode, argv, shellish.form.clone(), escalation, log);
+    let reporter = Reporter::new(
+        plan.mode,
+        report.retry.clone(),
+        report.form.clone(),
+        report.escalation.clone(),
+        log,
+    );
     Ok(Some(Arc::new(Mutex::new(reporter))))
 }
 
@@ -188,28 +171,26 @@ pub(super) fn announce_degraded(
     );
 }
 
-/// Builds the exec stage's input for `plan`.
+/// Builds the exec stage's input for the planned call `p`, as `prepared`.
 pub(super) fn of<'a>(
-    plan: &'a Plan,
+    p: &'a Planned,
     prepared: sandbox::Prepared,
-    skip: &[Guarantee],
     reporter: Option<&Arc<Mutex<Reporter>>>,
 ) -> Launch<'a> {
-    let (extra_env, supervision, withheld_env) = match &plan.confinement {
-        Confinement::None => (vec![], None, vec![]),
+    let plan = &p.plan;
+    let (extra_env, supervision) = match &plan.confinement {
+        Confinement::None => (vec![], None),
         Confinement::Restricted(r) => (
             sandbox_env(plan, r, prepared.has_proxy()),
-            Some(supervision(plan, r, skip, reporter, prepared.has_proxy())),
-            withheld(r),
+            Some(supervision(plan, r, &prepared, reporter)),
         ),
     };
     // The caller's marker tag tells sandgate's markers from the command's look-alikes
     // only while the command cannot read it.
-    let mut withheld_env = withheld_env;
+    let mut withheld_env = p.withheld_env.clone();
     withheld_env.push(OsString::from(crate::denial::TAG_ENV));
     Launch {
         command: &plan.command,
-        argv0: None,
         extra_env,
         withheld_env,
         proxy: match &plan.confinement {
@@ -218,32 +199,22 @@ pub(super) fn of<'a>(
         },
         sandbox: prepared,
         supervision,
-        timeout: None,
-        keep_background: None,
+        argv0: p.argv0.clone(),
+        timeout: p.timeout,
+        keep_background: p.kept.clone(),
     }
-}
-
-/// The caller's environment variables a restricted command does not get.
-pub(super) fn withheld(r: &policy::Restrictions) -> Vec<OsString> {
-    std::env::vars_os()
-        .map(|(name, _)| name)
-        .filter(|name| r.secret_env.withholds(name))
-        .collect()
 }
 
 /// What the supervisor of a restricted call needs to know of its plan.
 pub(super) fn supervision(
     plan: &Plan,
     r: &policy::Restrictions,
-    skip: &[Guarantee],
+    prepared: &sandbox::Prepared,
     reporter: Option<&Arc<Mutex<Reporter>>>,
-    proxy: bool,
 ) -> supervisor::Setup {
     let mut writable_roots: Vec<PathBuf> = r.writable_roots.iter().cloned().collect();
     let mut socket_roots: Vec<PathBuf> = r.socket_roots.iter().cloned().collect();
-    let private_temp = matches!(r.mounts, MountSource::Parent | MountSource::Inherited)
-        || !skip.contains(&Guarantee::MountNamespace);
-    if private_temp {
+    if prepared.has_private_temp() {
         let temps = policy::roots::SHARED_TEMPS.map(PathBuf::from);
         writable_roots.extend(temps.clone());
         socket_roots.extend(temps);
@@ -269,7 +240,7 @@ pub(super) fn supervision(
         frozen: r.frozen.iter().cloned().collect(),
         devices: r.devices.iter().cloned().collect(),
         reporter: reporter.cloned(),
-        proxy,
+        proxy: prepared.has_proxy(),
     }
 }
 

@@ -11,15 +11,15 @@ use serde_json::{json, Map};
 
 use crate::audit::{AuditError, AuditLog};
 use crate::cli::{self, AuditAction, Cli, RunArgs, Sub};
-use crate::denial::{marker, Escalation, Reporter};
+use crate::denial::{marker, Escalation, Form, Reporter};
 use crate::doctor;
 use crate::error::{Error, EXIT_USAGE};
 use crate::exec::{self, ExecError, Launch, Outcome};
 use crate::logfile::{self, LogFileError};
 use crate::policy::host_rules::HostRules;
 use crate::policy::{
-    self, config, standing, Approval, Confinement, Env, Mode, MountSource, Parent, Plan,
-    PolicyError, Request, Standing,
+    self, config, standing, Approval, Confinement, Env, Mode, Parent, Plan, PolicyError, Request,
+    Standing,
 };
 use crate::sandbox::{self, Features, Guarantee, Step};
 use crate::secret_scan;
@@ -41,7 +41,7 @@ mod subcommands;
 
 use escalate::decide;
 use launch::{observer, Call};
-use plan::{gather, gather_env, Gathered};
+use plan::{gather, gather_env, Gathered, Planned, Reporting};
 pub(crate) use plan::{hidden_report, host_rules};
 use shell_mode::{prefix_call, run_shell, Shellish};
 use subcommands::{install_links, presets, tmp, verify};
@@ -334,80 +334,34 @@ fn ensure_audit_log(g: &Gathered, mode: Mode) {
     }
 }
 
-/// What this kernel offers for `plan`, and the guarantees it cannot hold: refused unless
-/// the call allows running degraded.
-fn enforceable(plan: &Plan) -> Result<(Features, Vec<Guarantee>), Error> {
-    let features = Features::detect();
-    let skip = match &plan.confinement {
-        Confinement::None => vec![],
-        Confinement::Restricted(_) => features.missing(),
-    };
-    if !skip.is_empty() && !plan.allow_degraded {
-        return Err(Error::Unenforceable {
-            mode: plan.mode,
-            missing: skip,
-        });
-    }
-    Ok((features, skip))
-}
-
+/// The pipeline of one call: gather, decide the mode (asking when the call requests a
+/// wider one), plan, then prepare, run and report from the plan alone.
 fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Outcome, Error> {
     let g = gather(&mut args)?;
     let mode = granted_mode(&g, &args, caller)?;
-    let plan = plan::for_mode(&g, &args, mode)?;
-    let Gathered {
-        started,
-        standing,
-        limits,
-        lifetime,
-        untrusted_roots,
-        ..
-    } = g;
-    let (features, mut skip) = enforceable(&plan)?;
-    let mut limits = limits::CallLimits::make(&plan, limits)?;
-    let escalation = match standing.approval {
-        Approval::Never => Escalation::Impossible {
-            preset: standing.preset,
-        },
-        Approval::OnRequest => Escalation::Possible {
-            ceiling: standing.max_mode,
-        },
-    };
-    let reporter = observer(
-        &plan,
-        args.denial_log.as_deref(),
-        &untrusted_roots,
-        &shellish,
-        escalation,
-    )?;
+    let planned = plan::call(g, args, mode, shellish)?;
+    run_planned(planned)
+}
+
+/// Prepares, runs and reports a planned call.
+fn run_planned(p: Planned) -> Result<Outcome, Error> {
+    let mut limits = limits::CallLimits::make(&p.plan, p.limits.clone())?;
+    let reporter = observer(&p.plan, &p.report)?;
     // Put back when the command has ended, however it ended (full access runs in
     // sandgate's own process: nothing remains to restore it).
-    let mut terminal = match plan.confinement {
+    let mut terminal = match p.plan.confinement {
         Confinement::Restricted(_) => Some(crate::terminal::Saved::take()),
         Confinement::None => None,
     };
     let call = Call {
-        plan: &plan,
-        features: &features,
+        planned: &p,
         reporter: reporter.as_ref(),
-        argv0: shellish.argv0.clone(),
-        timeout: lifetime.timeout,
-        kept: lifetime.keep_background.then(|| crate::kept::Call {
-            workspace: plan.workspace.clone(),
-            mode: plan.mode,
-            command: plan
-                .command
-                .iter()
-                .map(|a| a.to_string_lossy().into_owned())
-                .collect(),
-            started,
-        }),
     };
-    let outcome = call.run(&mut skip, &mut limits)?;
+    let outcome = call.run(&mut p.unenforced.clone(), &mut limits)?;
     if let Some(terminal) = &mut terminal {
         terminal.restore();
     }
-    limits.report(plan.mode);
+    limits.report(p.plan.mode);
     // Held until now: only a command that failed gets markers on stderr.
     if let Some(Ok(reporter)) = reporter.as_ref().map(|r| r.lock()) {
         for line in reporter.closing_lines(matches!(outcome, Outcome::Exited(0))) {
@@ -415,7 +369,7 @@ fn run_inner(mut args: RunArgs, shellish: Shellish, caller: Caller) -> Result<Ou
         }
     }
     if let Outcome::TimedOut(limit) = outcome {
-        timed_out(&plan, limit);
+        timed_out(&p.plan, limit);
     }
     Ok(outcome)
 }

@@ -20,6 +20,46 @@ pub(super) struct Gathered {
     /// planted a link: sandgate's own files are never opened through one there.
     pub(super) untrusted_roots: Vec<PathBuf>,
     pub(super) audit: Option<AuditLog>,
+    /// What this kernel offers.
+    pub(super) features: Features,
+    /// The names of the caller's environment variables.
+    pub(super) env_names: Vec<OsString>,
+    /// sandgate's own command line, as it came.
+    pub(super) invocation: Vec<OsString>,
+    /// sandgate's own path, which a retry names it by: `argv[0]` is whatever the caller
+    /// made it (a link, a relative path that depends on the cwd, any name at all).
+    pub(super) own_path: Option<OsString>,
+}
+
+/// A call, planned: all that the stages after planning receive. Preparing, running and
+/// reporting act on it and decide nothing of their own.
+pub(super) struct Planned {
+    pub(super) plan: Plan,
+    pub(super) features: Features,
+    /// The guarantees this kernel cannot hold for the plan, which the call runs without
+    /// (only with `--allow-degraded`: otherwise planning refuses the call).
+    pub(super) unenforced: Vec<Guarantee>,
+    pub(super) limits: crate::limits::Limits,
+    pub(super) timeout: Option<std::time::Duration>,
+    /// Set when the call's background processes outlive it, for `sandgate ps`.
+    pub(super) kept: Option<crate::kept::Call>,
+    /// The caller's environment variables the command does not get.
+    pub(super) withheld_env: Vec<OsString>,
+    /// `argv[0]` of the command (the real shell's name in shell mode).
+    pub(super) argv0: Option<OsString>,
+    pub(super) report: Reporting,
+}
+
+/// How a call's refused operations are reported.
+pub(super) struct Reporting {
+    pub(super) denial_log: Option<PathBuf>,
+    /// Where a sandboxed command could have planted a link (see [`Gathered`]).
+    pub(super) untrusted_roots: Vec<PathBuf>,
+    /// Whether a retry with a wider request can be granted, for the markers' hints.
+    pub(super) escalation: Escalation,
+    /// The call a retry repeats, without its request (`None`: a word is not UTF-8).
+    pub(super) retry: Option<Vec<String>>,
+    pub(super) form: Form,
 }
 
 /// Reads what the call depends on (see [`Gathered`]), saying the standing policy's
@@ -37,16 +77,7 @@ pub(super) fn gather(args: &mut RunArgs) -> Result<Gathered, Error> {
     let layers = Layers::load()?;
     let workspace = policy::resolve_workspace(args.workspace.as_deref(), &env.cwd, &env.homes)?;
     let standing = layers.standing(&args.knobs, &workspace, &env)?;
-    for warning in &standing.warnings {
-        crate::say!("sandgate: warning: {warning}");
-    }
-    if let Some(asked) = standing.narrowed_from {
-        crate::say!(
-            "sandgate: running inside a {} sandbox: {asked} narrowed to {}",
-            standing.mode,
-            standing.mode
-        );
-    }
+    say_warnings(&standing);
     let limits = limits::resolve(&args.limits, &layers, &standing);
     let lifetime = policy::lifetime::resolve(
         args.timeout,
@@ -79,7 +110,110 @@ pub(super) fn gather(args: &mut RunArgs) -> Result<Gathered, Error> {
         escalation,
         untrusted_roots,
         audit,
+        features: Features::detect(),
+        env_names: std::env::vars_os().map(|(name, _)| name).collect(),
+        invocation: std::env::args_os().collect(),
+        own_path: std::env::current_exe().ok().map(PathBuf::into_os_string),
     })
+}
+
+/// The call under `mode`, planned from what was gathered, its flags and what shell mode
+/// adds; refused when the kernel cannot hold the plan and degrading is not allowed.
+pub(super) fn call(
+    g: Gathered,
+    args: RunArgs,
+    mode: Mode,
+    shellish: Shellish,
+) -> Result<Planned, Error> {
+    let plan = for_mode(&g, &args, mode)?;
+    let unenforced = unenforced(&plan, &g.features)?;
+    let withheld_env = match &plan.confinement {
+        Confinement::Restricted(r) => withheld(r, &g.env_names),
+        Confinement::None => vec![],
+    };
+    let escalation = match g.standing.approval {
+        Approval::Never => Escalation::Impossible {
+            preset: g.standing.preset,
+        },
+        Approval::OnRequest => Escalation::Possible {
+            ceiling: g.standing.max_mode,
+        },
+    };
+    // A retry repeats the call as it came, with the request added; shell mode says how.
+    let mut base = shellish.retry.unwrap_or(g.invocation);
+    if let (Some(argv0), Some(me)) = (base.first_mut(), g.own_path) {
+        *argv0 = me;
+    }
+    let retry = without_request(base)
+        .into_iter()
+        .map(|a| a.into_string().ok())
+        .collect();
+    let kept = g.lifetime.keep_background.then(|| crate::kept::Call {
+        workspace: plan.workspace.clone(),
+        mode: plan.mode,
+        command: plan
+            .command
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+        started: g.started,
+    });
+    Ok(Planned {
+        features: g.features,
+        unenforced,
+        limits: g.limits,
+        timeout: g.lifetime.timeout,
+        kept,
+        withheld_env,
+        argv0: shellish.argv0,
+        report: Reporting {
+            denial_log: args.denial_log,
+            untrusted_roots: g.untrusted_roots,
+            escalation,
+            retry,
+            form: shellish.form,
+        },
+        plan,
+    })
+}
+
+/// The guarantees this kernel cannot hold for `plan`: refused unless the call allows
+/// running degraded.
+pub(super) fn unenforced(plan: &Plan, features: &Features) -> Result<Vec<Guarantee>, Error> {
+    let skip = match &plan.confinement {
+        Confinement::None => vec![],
+        Confinement::Restricted(_) => features.missing(),
+    };
+    if !skip.is_empty() && !plan.allow_degraded {
+        return Err(Error::Unenforceable {
+            mode: plan.mode,
+            missing: skip,
+        });
+    }
+    Ok(skip)
+}
+
+/// Of the caller's variables `names`, those a restricted command does not get.
+pub(super) fn withheld(r: &policy::Restrictions, names: &[OsString]) -> Vec<OsString> {
+    names
+        .iter()
+        .filter(|name| r.secret_env.withholds(name))
+        .cloned()
+        .collect()
+}
+
+/// Says what the standing policy warns of, and a mode narrowed by an enclosing sandbox.
+fn say_warnings(standing: &Standing) {
+    for warning in &standing.warnings {
+        crate::say!("sandgate: warning: {warning}");
+    }
+    if let Some(asked) = standing.narrowed_from {
+        crate::say!(
+            "sandgate: running inside a {} sandbox: {asked} narrowed to {}",
+            standing.mode,
+            standing.mode
+        );
+    }
 }
 
 /// sandgate's own configuration, state and records: kept out of the sandbox's reach,

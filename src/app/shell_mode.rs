@@ -54,19 +54,8 @@ pub(super) fn run_shell(
         ));
         return finish(Err(err), mode_hint);
     };
-    // A person's `sandgate ls` means `sandgate -- ls`: say so, where bash would only say
-    // that it cannot execute a binary file. Through a link sandgate is bash, and says what
-    // bash says.
-    if caller == Caller::Person {
-        let script = shell
-            .script()
-            .filter(|_| matches!(shell.source, Source::File(_)));
-        if let Some((name, program)) =
-            script.and_then(|n| Some((n, script_head::program_named(n.as_ref())?)))
-        {
-            let err = Error::Exec(ExecError::ProgramAsScript(program, name.to_owned()));
-            return finish(Err(err), mode_hint);
-        }
+    if let Some(err) = program_as_script(&shell, caller) {
+        return finish(Err(err), mode_hint);
     }
     let original = shell.command().map(|c| c.to_string_lossy().into_owned());
     let utf8 = shell.command().is_none_or(|c| c.to_str().is_some());
@@ -103,6 +92,23 @@ pub(super) fn run_shell(
         retry: Some(retry),
     };
     finish(run_inner(args, shellish, caller), mode_hint)
+}
+
+/// A person's `sandgate ls` means `sandgate -- ls`: the error that says so, where bash
+/// would only say that it cannot execute a binary file. Through a link sandgate is bash,
+/// and says what bash says.
+fn program_as_script(shell: &ShellCall, caller: Caller) -> Option<Error> {
+    if caller != Caller::Person {
+        return None;
+    }
+    let name = shell
+        .script()
+        .filter(|_| matches!(shell.source, Source::File(_)))?;
+    let program = script_head::program_named(name.as_ref())?;
+    Some(Error::Exec(ExecError::ProgramAsScript(
+        program,
+        name.to_owned(),
+    )))
 }
 
 /// How a retry of this shell-mode call is spelled (see [`Form`]): `original` is its `-c`

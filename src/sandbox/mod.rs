@@ -265,6 +265,11 @@ impl Prepared {
         self.0.as_ref().is_some_and(|l| l.proxy)
     }
 
+    /// Returns true when `/tmp` and `/dev/shm` are private in the child's view.
+    pub fn has_private_temp(&self) -> bool {
+        self.0.as_ref().is_some_and(|l| l.private_temp)
+    }
+
     /// The `clone` flags of the child that applies this sandbox when it has a process
     /// boundary: a new PID namespace (the child is its pid 1) with the mount, IPC, network
     /// and (when not root) user namespaces. `None`: the child is forked, and enters the
