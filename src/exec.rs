@@ -655,8 +655,9 @@ fn execute(program: &Program<'_>, err_w: BorrowedFd<'_>, parent: Option<Pid>) ->
 
 /// The forked child of a call without a PID namespace of its own: applies the sandbox and
 /// executes the command; on any failure it reports `(step, errno)` through `err_w` and
-/// exits 125. Makes only async-signal-safe calls apart from what `Prepared::apply`
-/// documents.
+/// exits 125. It allocates, as `Prepared::apply` and the hand-over do: sound because
+/// sandgate forks only while it has one thread (`sys::fork` checks), so no lock of the
+/// allocator can be held by a thread the child does not have.
 fn child(
     sandbox: Prepared,
     program: &Program<'_>,

@@ -159,8 +159,10 @@ pub(super) fn run(
     let deadline = time_limit.map(|limit| Instant::now() + limit);
     // Nothing of sandgate's caller stays open here: not its terminal, not its pipes (a
     // `$(…)` around sandgate would wait for init's copy), not the error pipe.
-    sys::close_all_fds_except(&[ends.channel.as_raw_fd()]);
-    serve(command, ends.channel, keep, deadline)
+    let channel = ends.channel;
+    sys::holding_only(&[channel.as_raw_fd()], sys::Standard::Closed, move || {
+        serve(command, channel, keep, deadline)
+    })
 }
 
 /// How long kept processes have between SIGTERM at the time limit and their end.

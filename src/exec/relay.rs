@@ -279,25 +279,29 @@ impl Relay {
         if self.streams.is_empty() || !outlived {
             return;
         }
+        // The command has its copies of the write ends: nobody of sandgate's holds one.
+        self.ends.clear();
         if let Ok(0) = sys::fork_detached() {
-            sys::close_all_fds_except(&self.held());
-            // Like the processes it serves: its own session, and ended by any signal.
-            let _ = SigSet::all().thread_unblock();
-            loop {
-                let mut ready: Vec<PollFd> = self.waiting().collect();
-                if ready.is_empty() {
-                    break;
+            let held = self.held();
+            sys::holding_only(&held, sys::Standard::Closed, move || {
+                // Like the processes it serves: its own session, and ended by any signal.
+                let _ = SigSet::all().thread_unblock();
+                loop {
+                    let mut ready: Vec<PollFd> = self.waiting().collect();
+                    if ready.is_empty() {
+                        break;
+                    }
+                    match poll(&mut ready, PollTimeout::NONE) {
+                        Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+                        Err(_) => break,
+                    }
+                    drop(ready);
+                    for stream in &mut self.streams {
+                        stream.copy(&mut buf, None);
+                    }
                 }
-                match poll(&mut ready, PollTimeout::NONE) {
-                    Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-                    Err(_) => break,
-                }
-                drop(ready);
-                for stream in &mut self.streams {
-                    stream.copy(&mut buf, None);
-                }
-            }
-            sys::exit_immediately(0);
+                0
+            })
         }
     }
 }

@@ -60,15 +60,17 @@ pub fn start(
             lifeline_r.as_raw_fd(),
             refusals_w.as_raw_fd(),
         ];
-        sys::close_fds_except(&keep.into_iter().chain(log).collect::<Vec<_>>());
-        std::mem::forget((lifeline_w, refusals_r));
-        let _ = nix::unistd::setsid();
-        let _ = nix::sys::signal::SigSet::all().thread_unblock();
-        // Names are resolved as the client wrote them: no search domain of the resolver
-        // may turn a listed `missing.example.com` into `missing.example.com.corp`.
-        std::env::set_var("LOCALDOMAIN", "");
-        serve(listener, rules, lifeline_r, refusals_w, reporter);
-        sys::exit_immediately(0);
+        let keep: Vec<_> = keep.into_iter().chain(log).collect();
+        sys::holding_only(&keep, sys::Standard::Kept, move || {
+            let _ = nix::unistd::setsid();
+            let _ = nix::sys::signal::SigSet::all().thread_unblock();
+            // Names are resolved as the client wrote them: no search domain of the
+            // resolver may turn a listed `missing.example.com` into
+            // `missing.example.com.corp`.
+            std::env::set_var("LOCALDOMAIN", "");
+            serve(listener, rules, lifeline_r, refusals_w, reporter);
+            0
+        })
     }
     // The intermediate child exits at once.
     let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None);

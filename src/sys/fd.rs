@@ -299,17 +299,36 @@ pub fn stdio_to_dev_null() {
     }
 }
 
-/// Closes every fd above 2 but those in `keep`: a helper forked to outlive sandgate holds
-/// only what it uses (never the seccomp listener, whose closing is what fails the sandbox's
-/// notified calls once nobody answers them).
-pub fn close_fds_except(keep: &[RawFd]) {
-    close_range_except(3, keep);
+/// Whether a process that lets go of its fds ([`holding_only`]) keeps its standard ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Standard {
+    /// 0, 1 and 2 stay as they are (pointed at `/dev/null` by a helper that writes nothing
+    /// anyone reads): a file opened later can never take their numbers.
+    Kept,
+    /// Closed with the rest: a process that outlives sandgate's caller holds none of its
+    /// pipes or terminals.
+    Closed,
 }
 
-/// Closes every fd, standard ones included, but those in `keep`: a process that outlives
-/// sandgate's caller holds none of its pipes or terminals.
-pub fn close_all_fds_except(keep: &[RawFd]) {
-    close_range_except(0, keep);
+/// Lets this forked process go of every fd but those in `keep` (and the standard ones when
+/// `standard` keeps them), then runs `rest` and ends the process with its status; never
+/// returns. A helper forked to outlive sandgate holds only what it uses: never the seccomp
+/// listener (whose closing is what fails the sandbox's notified calls once nobody answers
+/// them), never the caller's pipes.
+///
+/// The fds are closed under whatever owns them, which is sound because nothing that owns
+/// one gets to act on it again: every frame of the caller stays as it is until the
+/// process ends (this function does not return, and a panic in `rest` ends the process
+/// too, without unwinding), so no owner drops a number that may by then name another
+/// file. What `rest` captures must own nothing but fds in `keep`.
+pub fn holding_only(keep: &[RawFd], standard: Standard, rest: impl FnOnce() -> i32) -> ! {
+    let from = match standard {
+        Standard::Kept => 3,
+        Standard::Closed => 0,
+    };
+    close_range_except(from, keep);
+    let status = std::panic::catch_unwind(std::panic::AssertUnwindSafe(rest)).unwrap_or(125);
+    crate::sys::exit_immediately(status)
 }
 
 fn close_range_except(from: libc::c_uint, keep: &[RawFd]) {
