@@ -1,12 +1,16 @@
-//! sandgate's own failures and the one table that maps them to exit statuses.
-//! Exit codes are decided here and nowhere else.
+//! sandgate's own failures, a run's and every subcommand's, and the one table that maps
+//! them to exit statuses: no other place picks one. (How a command's own end is passed on
+//! — its status, its death signal, 124 for its time limit — is `exec::Outcome::pass_on`.)
 
 use crate::audit::AuditError;
 use crate::exec::ExecError;
+use crate::kept::KeptError;
 use crate::limits::Unenforced;
 use crate::logfile::LogFileError;
 use crate::policy::{InvalidEscalation, Mode, PolicyError};
+use crate::private_temp::TempError;
 use crate::sandbox::{Guarantee, SandboxError};
+use std::path::PathBuf;
 
 /// Why an escalation request was not granted (exit 77). Each has its own message and
 /// marker kind; all of them deny.
@@ -105,6 +109,43 @@ pub enum Error {
         .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "),
         if .0.len() == 1 { "it" } else { "them" })]
     Limits(Vec<Unenforced>),
+    /// A subcommand other than a run could not do what it was asked.
+    #[error(transparent)]
+    Subcommand(#[from] SubcommandError),
+}
+
+/// Why a subcommand (`install-links`, `audit verify`, `tmp`, `ps`, `stop`, `explain`,
+/// `approvals`) did not do what it was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum SubcommandError {
+    #[error("cannot install links in {}: {source}", dir.display())]
+    Links {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("no audit log configured; pass --log FILE")]
+    NoAuditLog,
+    #[error("there is no audit log at {}: no escalation has been recorded there yet, or the log was removed", .0.display())]
+    NoAuditLogAt(PathBuf),
+    /// The audit log cannot be vouched for: unreadable, or its chain broken.
+    #[error(transparent)]
+    Unverified(AuditError),
+    #[error(transparent)]
+    Kept(#[from] KeptError),
+    #[error("cannot stop the kept processes using it (pid {pid}): {source}; nothing removed")]
+    TempInUse { pid: libc::pid_t, source: KeptError },
+    #[error(transparent)]
+    Temp(#[from] TempError),
+    #[error("{stopped} of {of} kept calls stopped; the rest are said above")]
+    NotAllStopped { stopped: usize, of: usize },
+    #[error("the call to explain is a run's flags and command, not a subcommand")]
+    ExplainSubcommand,
+    #[error("cannot write the output: {0}")]
+    Output(#[from] serde_json::Error),
+    /// The approvals server or client (the refusal of an ended or unknown question among
+    /// them): said as `sandgate approvals: …`, without a marker (no call was refused).
+    #[error("{0}")]
+    Approvals(String),
 }
 
 fn describe(missing: &[Guarantee]) -> String {
@@ -115,6 +156,9 @@ fn describe(missing: &[Guarantee]) -> String {
         .join("; ")
 }
 
+/// Exit status of a subcommand whose answer is no: an audit log that does not verify, an
+/// approval that cannot be given.
+pub const EXIT_FAILED: u8 = 1;
 /// Exit status for a usage error (sysexits EX_USAGE).
 pub const EXIT_USAGE: u8 = 64;
 /// Exit status when an escalation is not granted (EX_NOPERM).
@@ -176,6 +220,20 @@ impl Error {
             Error::Exec(ExecError::Nul) => EXIT_USAGE,
             Error::Exec(ExecError::Setup { .. }) => EXIT_CONFIG,
             Error::Exec(ExecError::Io(_)) => EXIT_INTERNAL,
+            Error::Subcommand(e) => match e {
+                SubcommandError::NoAuditLog | SubcommandError::ExplainSubcommand => EXIT_USAGE,
+                SubcommandError::NoAuditLogAt(_)
+                | SubcommandError::Unverified(_)
+                | SubcommandError::Approvals(_) => EXIT_FAILED,
+                SubcommandError::Kept(KeptError::Directory(_)) | SubcommandError::Temp(_) => {
+                    EXIT_CONFIG
+                }
+                SubcommandError::Links { .. }
+                | SubcommandError::Kept(_)
+                | SubcommandError::TempInUse { .. }
+                | SubcommandError::NotAllStopped { .. }
+                | SubcommandError::Output(_) => EXIT_INTERNAL,
+            },
         }
     }
 
@@ -189,6 +247,11 @@ impl Error {
             Error::DenialLog(LogFileError::Refused { .. })
             | Error::Audit(AuditError::Open(LogFileError::Refused { .. })) => return "unsafe_log",
             Error::Audit(AuditError::Locked { .. }) => return "audit_locked",
+            Error::Subcommand(
+                SubcommandError::NoAuditLogAt(_)
+                | SubcommandError::Unverified(AuditError::Unreadable { .. }),
+            ) => return "audit_unreadable",
+            Error::Subcommand(SubcommandError::Unverified(_)) => return "audit_broken",
             _ => {}
         }
         match self.exit_code() {
@@ -223,6 +286,48 @@ mod tests {
         };
         assert_eq!(e.exit_code(), 78);
         assert!(e.to_string().contains("landlock filesystem rules"));
+    }
+
+    #[test]
+    fn subcommands_end_with_the_statuses_of_the_table() {
+        let of = |e: SubcommandError| {
+            let e = Error::from(e);
+            (e.exit_code(), e.kind())
+        };
+        assert_eq!(of(SubcommandError::NoAuditLog), (64, "usage"));
+        assert_eq!(of(SubcommandError::ExplainSubcommand), (64, "usage"));
+        assert_eq!(
+            of(SubcommandError::NoAuditLogAt("/log".into())),
+            (1, "audit_unreadable")
+        );
+        let unreadable = AuditError::Unreadable {
+            path: "/log".into(),
+            source: std::io::Error::from_raw_os_error(libc::EACCES),
+        };
+        assert_eq!(
+            of(SubcommandError::Unverified(unreadable)),
+            (1, "audit_unreadable")
+        );
+        let broken = AuditError::Broken {
+            path: "/log".into(),
+            line: 3,
+            reason: "edited".into(),
+        };
+        assert_eq!(of(SubcommandError::Unverified(broken)), (1, "audit_broken"));
+        let temp = || TempError {
+            path: "/tmp/x".into(),
+            why: "a link".into(),
+        };
+        assert_eq!(of(SubcommandError::Temp(temp())), (78, "unenforceable"));
+        assert_eq!(
+            of(SubcommandError::Kept(KeptError::Directory(temp()))),
+            (78, "unenforceable")
+        );
+        assert_eq!(
+            of(SubcommandError::NotAllStopped { stopped: 1, of: 2 }),
+            (125, "internal")
+        );
+        assert_eq!(of(SubcommandError::Approvals("gone".into())).0, 1);
     }
 
     #[test]

@@ -13,7 +13,7 @@ use super::ensure_audit_log;
 use super::escalate::who_decides;
 use super::plan::{self, gather};
 use crate::cli::{Cli, RunArgs};
-use crate::error::Error;
+use crate::error::{Error, SubcommandError};
 use crate::policy::secrets::Why;
 use crate::policy::{Confinement, Plan};
 use crate::policy::{Mode, Temp};
@@ -103,45 +103,33 @@ struct HiddenView {
 /// have stopped at.
 pub(super) fn explain(call: Vec<OsString>, json: bool, caller: Caller) -> ExitCode {
     let (flags, command_string) = split_command_string(call);
-    let mut args = match Cli::try_parse_from(
-        std::iter::once(OsString::from("sandgate")).chain(flags),
-    ) {
-        Ok(cli) if cli.subcommand.is_none() => cli.run,
-        Ok(_) => {
-            crate::say!("sandgate explain: the call to explain is a run's flags and command, not a subcommand");
-            return ExitCode::from(crate::error::EXIT_USAGE);
-        }
-        Err(e) => return super::usage(&e),
-    };
+    match Cli::try_parse_from(std::iter::once(OsString::from("sandgate")).chain(flags)) {
+        Ok(cli) => super::done(print(cli, command_string, json, caller)),
+        Err(e) => super::usage(&e),
+    }
+}
+
+/// Prints the explanation of the parsed call `cli`, with its `-c` string if any.
+fn print(
+    cli: Cli,
+    command_string: Option<String>,
+    json: bool,
+    caller: Caller,
+) -> Result<(), Error> {
+    if cli.subcommand.is_some() {
+        return Err(SubcommandError::ExplainSubcommand.into());
+    }
+    let mut args = cli.run;
     if let Some(string) = command_string {
-        if let Err(e) = super::shell_mode::as_shell_command(&mut args, &string) {
-            crate::say!("sandgate: {e}");
-            return ExitCode::from(e.exit_code());
-        }
+        super::shell_mode::as_shell_command(&mut args, &string)?;
     }
-    match explained(&mut args, caller) {
-        Ok(explained) => {
-            let text = if json {
-                serde_json::to_string_pretty(&explained).map(|t| t + "\n")
-            } else {
-                Ok(render(&explained))
-            };
-            match text {
-                Ok(text) => {
-                    crate::output::stdout_bytes(text.as_bytes());
-                    ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    crate::say!("sandgate: {e}");
-                    ExitCode::from(crate::error::EXIT_INTERNAL)
-                }
-            }
-        }
-        Err(e) => {
-            crate::say!("sandgate: {e}");
-            ExitCode::from(e.exit_code())
-        }
-    }
+    let explained = explained(&mut args, caller)?;
+    let text = match json {
+        true => serde_json::to_string_pretty(&explained).map_err(SubcommandError::Output)? + "\n",
+        false => render(&explained),
+    };
+    crate::output::stdout_bytes(text.as_bytes());
+    Ok(())
 }
 
 /// Takes `-c CMDSTRING` out of the flags before any `--`: the shell-mode form, which the

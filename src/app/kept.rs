@@ -1,44 +1,30 @@
 //! `sandgate ps` and `sandgate stop`: what calls with `--keep-background` left running, per
 //! workspace or all of it (`kept` keeps the records).
 
-use std::process::ExitCode;
-
 use serde_json::json;
 
-use super::{finish, gather_env};
+use super::gather_env;
 use crate::approval::{neutralise, shell_quote};
 use crate::cli::KeptSelection;
-use crate::error::{EXIT_CONFIG, EXIT_INTERNAL};
-use crate::kept::{self, KeptError, Record};
+use crate::error::{Error, SubcommandError};
+use crate::kept::{self, Record};
 use crate::policy;
 
 /// The records `which` selects: a workspace's (resolved as a run resolves it), or all.
-fn selected(which: &KeptSelection) -> Result<(Vec<Record>, Option<std::path::PathBuf>), ExitCode> {
+fn selected(which: &KeptSelection) -> Result<(Vec<Record>, Option<std::path::PathBuf>), Error> {
     let workspace = match which.all {
         true => None,
         false => {
-            let resolved = gather_env().and_then(|env| {
-                Ok(policy::resolve_workspace(
-                    which.workspace.as_deref(),
-                    &env.cwd,
-                    &env.homes,
-                )?)
-            });
-            Some(resolved.map_err(|err| finish(Err(err), None))?)
+            let env = gather_env()?;
+            Some(policy::resolve_workspace(
+                which.workspace.as_deref(),
+                &env.cwd,
+                &env.homes,
+            )?)
         }
     };
-    match kept::live(workspace.as_deref()) {
-        Ok(records) => Ok((records, workspace)),
-        Err(e) => Err(failed(&e)),
-    }
-}
-
-fn failed(e: &KeptError) -> ExitCode {
-    crate::say!("sandgate: {e}");
-    match e {
-        KeptError::Directory(_) => ExitCode::from(EXIT_CONFIG),
-        _ => ExitCode::from(EXIT_INTERNAL),
-    }
+    let records = kept::live(workspace.as_deref()).map_err(SubcommandError::Kept)?;
+    Ok((records, workspace))
 }
 
 /// Where `which` looked, for "nothing" messages.
@@ -62,11 +48,8 @@ fn shown(record: &Record, processes: Option<&[kept::Process]>) -> serde_json::Va
 }
 
 /// `sandgate ps [--workspace DIR | --all] [--json]`.
-pub(super) fn ps(which: &KeptSelection, json: bool) -> ExitCode {
-    let (records, workspace) = match selected(which) {
-        Ok(found) => found,
-        Err(code) => return code,
-    };
+pub(super) fn ps(which: &KeptSelection, json: bool) -> Result<(), Error> {
+    let (records, workspace) = selected(which)?;
     let listed: Vec<(Record, Vec<kept::Process>)> = records
         .into_iter()
         .map(|r| {
@@ -77,11 +60,11 @@ pub(super) fn ps(which: &KeptSelection, json: bool) -> ExitCode {
     if json {
         let kept: Vec<_> = listed.iter().map(|(r, p)| shown(r, Some(p))).collect();
         crate::out!("{}", json!({ "kept": kept }));
-        return ExitCode::SUCCESS;
+        return Ok(());
     }
     if listed.is_empty() {
         crate::out!("nothing kept running in {}", scope(workspace.as_deref()));
-        return ExitCode::SUCCESS;
+        return Ok(());
     }
     let mut text = String::new();
     for (record, processes) in &listed {
@@ -98,24 +81,17 @@ pub(super) fn ps(which: &KeptSelection, json: bool) -> ExitCode {
         }
     }
     crate::output::stdout_bytes(text.as_bytes());
-    ExitCode::SUCCESS
+    Ok(())
 }
 
 /// `sandgate stop [--workspace DIR | --all] [--json]`.
-pub(super) fn stop(which: &KeptSelection, json: bool) -> ExitCode {
-    let (records, workspace) = match selected(which) {
-        Ok(found) => found,
-        Err(code) => return code,
-    };
+pub(super) fn stop(which: &KeptSelection, json: bool) -> Result<(), Error> {
+    let (records, workspace) = selected(which)?;
     let mut stopped = Vec::new();
-    let mut status = ExitCode::SUCCESS;
     for record in &records {
         match kept::stop(record) {
             Ok(()) => stopped.push(record),
-            Err(e) => {
-                crate::say!("sandgate: cannot stop {}: {e}", record.pid);
-                status = ExitCode::from(EXIT_INTERNAL);
-            }
+            Err(e) => crate::say!("sandgate: cannot stop {}: {e}", record.pid),
         }
     }
     if json {
@@ -133,7 +109,14 @@ pub(super) fn stop(which: &KeptSelection, json: bool) -> ExitCode {
             );
         }
     }
-    status
+    match stopped.len() == records.len() {
+        true => Ok(()),
+        false => Err(SubcommandError::NotAllStopped {
+            stopped: stopped.len(),
+            of: records.len(),
+        }
+        .into()),
+    }
 }
 
 /// A command line as a shell would read it back, safe to show on a terminal: the

@@ -13,7 +13,7 @@ use crate::audit::{AuditError, AuditLog};
 use crate::cli::{self, AuditAction, Cli, RunArgs, Sub};
 use crate::denial::{marker, Escalation, Form, Reporter};
 use crate::doctor;
-use crate::error::{Error, EXIT_USAGE};
+use crate::error::{Error, SubcommandError, EXIT_USAGE};
 use crate::exec::{self, ExecError, Launch, Outcome};
 use crate::logfile::{self, LogFileError};
 use crate::policy::host_rules::HostRules;
@@ -156,11 +156,11 @@ fn plain(args: Vec<OsString>, caller: Caller) -> ExitCode {
             json,
             knobs,
             workspace,
-        }) => presets(json, &knobs, workspace.as_deref()),
+        }) => done(presets(json, &knobs, workspace.as_deref())),
         Some(Sub::Explain { json, call }) => explain::explain(call, json, caller),
         Some(Sub::Audit {
             action: AuditAction::Verify { log },
-        }) => verify(log),
+        }) => done(verify(log)),
         Some(Sub::Completions { shell }) => {
             let mut command = <Cli as clap::CommandFactory>::command();
             let mut script = Vec::new();
@@ -168,11 +168,18 @@ fn plain(args: Vec<OsString>, caller: Caller) -> ExitCode {
             crate::output::stdout_bytes(&script);
             ExitCode::SUCCESS
         }
-        Some(Sub::Approvals { action }) => crate::approvals::run(action),
-        Some(Sub::InstallLinks { dir }) => install_links(&dir),
-        Some(Sub::Tmp { workspace, clean }) => tmp(workspace.as_deref(), clean),
-        Some(Sub::Ps { which, json }) => kept::ps(&which, json),
-        Some(Sub::Stop { which, json }) => kept::stop(&which, json),
+        Some(Sub::Approvals { action }) => match crate::approvals::run(action) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(why) => {
+                crate::say!("sandgate approvals: {why}");
+                let err = Error::from(SubcommandError::Approvals(why));
+                ExitCode::from(err.exit_code())
+            }
+        },
+        Some(Sub::InstallLinks { dir }) => done(install_links(&dir)),
+        Some(Sub::Tmp { workspace, clean }) => done(tmp(workspace.as_deref(), clean)),
+        Some(Sub::Ps { which, json }) => done(kept::ps(&which, json)),
+        Some(Sub::Stop { which, json }) => done(kept::stop(&which, json)),
         // The subcommand is the prefix link's other spelling: an agent's call too.
         Some(Sub::Prefix { command }) => match prefix_call(argv0.clone(), command) {
             Invocation::Shell {
@@ -210,6 +217,15 @@ fn doctor(json: bool) -> ExitCode {
         crate::output::stdout_bytes(doctor::render_text(&report).as_bytes());
     }
     ExitCode::SUCCESS
+}
+
+/// Turns a subcommand's result into sandgate's exit status, saying why it failed as a
+/// run's refusal is said.
+fn done(result: Result<(), Error>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => finish(Err(err), None),
+    }
 }
 
 /// Turns a call's result into sandgate's exit status (or its death by the command's

@@ -2,18 +2,17 @@
 //! `audit verify`, `tmp` (`ps` and `stop` are in `kept`).
 
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 use serde_json::json;
 
-use super::{finish, gather_env, Layers};
+use super::{gather_env, Layers};
 use crate::cli;
-use crate::error::{EXIT_CONFIG, EXIT_INTERNAL, EXIT_USAGE};
+use crate::error::{Error, SubcommandError};
 use crate::policy;
 use crate::private_temp;
 
 /// `sandgate install-links DIR`.
-pub(super) fn install_links(dir: &Path) -> ExitCode {
+pub(super) fn install_links(dir: &Path) -> Result<(), Error> {
     let result = std::env::current_exe().and_then(|exe| {
         std::fs::create_dir_all(dir)?;
         for name in ["sandgate-sh", "sandgate-prefix"] {
@@ -24,29 +23,27 @@ pub(super) fn install_links(dir: &Path) -> ExitCode {
         }
         Ok(())
     });
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            crate::say!("sandgate: cannot install links in {}: {e}", dir.display());
-            ExitCode::from(EXIT_INTERNAL)
+    result.map_err(|source| {
+        SubcommandError::Links {
+            dir: dir.to_path_buf(),
+            source,
         }
-    }
+        .into()
+    })
 }
 
 /// `sandgate presets`: the table and the current preset for the effective knobs.
-pub(super) fn presets(json: bool, knobs: &cli::Knobs, workspace: Option<&Path>) -> ExitCode {
-    let current = gather_env().and_then(|env| {
-        let layers = Layers::load()?;
-        // Only to find the project file: no command runs, so home is no hazard here.
-        let workspace = policy::resolve_workspace(workspace, &env.cwd, &[])?;
-        let standing = layers.standing(knobs, &workspace, &env)?;
-        let hosts = layers.standing_hosts(&standing.denied_hosts)?;
-        Ok((standing, hosts))
-    });
-    let (current, hosts) = match current {
-        Ok(current) => current,
-        Err(err) => return finish(Err(err), None),
-    };
+pub(super) fn presets(
+    json: bool,
+    knobs: &cli::Knobs,
+    workspace: Option<&Path>,
+) -> Result<(), Error> {
+    let env = gather_env()?;
+    let layers = Layers::load()?;
+    // Only to find the project file: no command runs, so home is no hazard here.
+    let workspace = policy::resolve_workspace(workspace, &env.cwd, &[])?;
+    let current = layers.standing(knobs, &workspace, &env)?;
+    let hosts = layers.standing_hosts(&current.denied_hosts)?;
     let table = policy::preset::table();
     if json {
         let body = json!({
@@ -74,7 +71,7 @@ pub(super) fn presets(json: bool, knobs: &cli::Knobs, workspace: Option<&Path>) 
         }
         crate::output::stdout_bytes(text.as_bytes());
     }
-    ExitCode::SUCCESS
+    Ok(())
 }
 
 /// The preset table as text: a header, one row per preset (the current one starred) and,
@@ -157,30 +154,16 @@ fn preset_limits(limits: &crate::limits::PresetLimits) -> String {
 }
 
 /// `sandgate audit verify`: checks the hash chain.
-pub(super) fn verify(log: Option<PathBuf>) -> ExitCode {
+pub(super) fn verify(log: Option<PathBuf>) -> Result<(), Error> {
     // Without --log, the log a run would write: a configuration that cannot be read is
     // said as a run says it, not taken for no log at all.
     let path = match log {
-        Some(path) => Some(path),
-        None => match Layers::load() {
-            Ok(layers) => {
-                let flag = std::env::var_os("SANDGATE_AUDIT_LOG").map(PathBuf::from);
-                layers.audit_log(flag).map(|l| l.path().to_path_buf())
-            }
-            Err(err) => return finish(Err(err), None),
-        },
-    };
-    let refused = |kind: &str, message: String, code: u8| {
-        crate::say!("sandgate: {message}");
-        crate::say!(
-            "{}",
-            crate::denial::marker(kind, None, &message, serde_json::Map::new())
-        );
-        ExitCode::from(code)
-    };
-    let Some(path) = path else {
-        let message = "no audit log configured; pass --log FILE".to_owned();
-        return refused("usage", message, EXIT_USAGE);
+        Some(path) => path,
+        None => {
+            let flag = std::env::var_os("SANDGATE_AUDIT_LOG").map(PathBuf::from);
+            let log = Layers::load()?.audit_log(flag);
+            log.ok_or(SubcommandError::NoAuditLog)?.path().to_path_buf()
+        }
     };
     match crate::audit::verify(&path) {
         Ok(lines) => {
@@ -188,84 +171,52 @@ pub(super) fn verify(log: Option<PathBuf>) -> ExitCode {
                 "sandgate: audit log {} verifies: {lines} lines",
                 path.display()
             );
-            ExitCode::SUCCESS
+            Ok(())
         }
-        // Both say the log cannot be vouched for: 1, the log's verdict, with a marker that
+        // Both say the log cannot be vouched for: the log's verdict, with a marker that
         // tells a log that could not be read from one that was edited.
         Err(crate::audit::AuditError::Unreadable { path, source })
             if source.kind() == std::io::ErrorKind::NotFound =>
         {
-            let message = format!(
-                "there is no audit log at {}: no escalation has been recorded there yet, or the log was removed",
-                path.display()
-            );
-            refused("audit_unreadable", message, 1)
+            Err(SubcommandError::NoAuditLogAt(path).into())
         }
-        Err(e @ crate::audit::AuditError::Unreadable { .. }) => {
-            refused("audit_unreadable", e.to_string(), 1)
-        }
-        Err(e) => refused("audit_broken", e.to_string(), 1),
+        Err(e) => Err(SubcommandError::Unverified(e).into()),
     }
 }
 
 /// `sandgate tmp [--workspace DIR] [--clean]`.
-pub(super) fn tmp(workspace: Option<&Path>, clean: bool) -> ExitCode {
-    let workspace =
-        // The same workspace a run would use (home refused likewise).
-        gather_env().and_then(|env| {
-            Ok(policy::resolve_workspace(
-                workspace, &env.cwd, &env.homes,
-            )?)
-        });
-    let workspace = match workspace {
-        Ok(ws) => ws,
-        Err(err) => return finish(Err(err), None),
-    };
+pub(super) fn tmp(workspace: Option<&Path>, clean: bool) -> Result<(), Error> {
+    // The same workspace a run would use (home refused likewise).
+    let env = gather_env()?;
+    let workspace = policy::resolve_workspace(workspace, &env.cwd, &env.homes)?;
     if !clean {
         crate::out!("{}", private_temp::path_for(&workspace).display());
-        return ExitCode::SUCCESS;
+        return Ok(());
     }
     // A workspace-write call kept running in this workspace has the temp as its /tmp (and
     // the cache layers mounted): it ends before they go.
-    let users = crate::kept::live(Some(&workspace)).map(|records| {
-        records
-            .into_iter()
-            .filter(|r| r.mode == policy::Mode::WorkspaceWrite)
-            .collect::<Vec<_>>()
-    });
-    for record in users.iter().flatten() {
-        if let Err(e) = crate::kept::stop(record) {
-            crate::say!(
-                "sandgate: cannot stop the kept processes using it (pid {}): {e}; nothing removed",
-                record.pid
-            );
-            return ExitCode::from(EXIT_INTERNAL);
-        }
+    let users = crate::kept::live(Some(&workspace)).map_err(SubcommandError::Kept)?;
+    for record in users
+        .iter()
+        .filter(|r| r.mode == policy::Mode::WorkspaceWrite)
+    {
+        crate::kept::stop(record).map_err(|source| SubcommandError::TempInUse {
+            pid: record.pid,
+            source,
+        })?;
         crate::out!(
             "stopped {}, kept by a call in this workspace, which used it",
             record.pid
         );
     }
-    if let Err(e) = users {
-        crate::say!("sandgate: {e}");
-        return ExitCode::from(EXIT_CONFIG);
+    if private_temp::clean(&workspace).map_err(SubcommandError::Temp)? {
+        crate::out!(
+            "removed {} (and its cache layers, {})",
+            private_temp::path_for(&workspace).display(),
+            private_temp::layers_path_for(&workspace).display()
+        );
+    } else {
+        crate::out!("{} has no private temp", workspace.display());
     }
-    match private_temp::clean(&workspace) {
-        Ok(true) => {
-            crate::out!(
-                "removed {} (and its cache layers, {})",
-                private_temp::path_for(&workspace).display(),
-                private_temp::layers_path_for(&workspace).display()
-            );
-            ExitCode::SUCCESS
-        }
-        Ok(false) => {
-            crate::out!("{} has no private temp", workspace.display());
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            crate::say!("sandgate: {e}");
-            ExitCode::from(EXIT_CONFIG)
-        }
-    }
+    Ok(())
 }

@@ -12,7 +12,6 @@ mod socket;
 mod watch;
 
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 use crate::approval::neutralise;
 use crate::cli::ApprovalsAction;
@@ -28,15 +27,15 @@ pub fn listening_default() -> Option<PathBuf> {
     socket::connect(&path).ok().map(|_| path)
 }
 
-/// Runs one `sandgate approvals …` action.
-pub fn run(action: ApprovalsAction) -> ExitCode {
+/// Runs one `sandgate approvals …` action; fails with why it could not.
+pub fn run(action: ApprovalsAction) -> Result<(), String> {
     let socket_of = |given: Option<PathBuf>| {
         given
             .map(|p| socket::absolute(&p))
             .or_else(socket::default_path)
             .ok_or_else(|| socket::SocketError::NoDefault.to_string())
     };
-    let result = match action {
+    match action {
         ApprovalsAction::Serve {
             socket,
             http,
@@ -59,20 +58,7 @@ pub fn run(action: ApprovalsAction) -> ExitCode {
             socket_of(socket.socket).and_then(|socket| answer(&socket, &id, Decision::Rejected))
         }
         ApprovalsAction::Watch { socket } => {
-            return match socket_of(socket.socket) {
-                Ok(socket) => watch::watch(&socket),
-                Err(why) => {
-                    crate::say!("sandgate approvals: {why}");
-                    ExitCode::FAILURE
-                }
-            }
-        }
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(why) => {
-            crate::say!("sandgate approvals: {why}");
-            ExitCode::FAILURE
+            socket_of(socket.socket).and_then(|socket| watch::watch(&socket))
         }
     }
 }

@@ -8,7 +8,6 @@ use std::collections::HashSet;
 use std::io::{IsTerminal, Read};
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -26,19 +25,10 @@ struct Shown {
 }
 
 /// Runs the prompt until end of input (Ctrl-D) or until the server goes away.
-pub fn watch(socket: &Path) -> ExitCode {
-    let fail = |why: String| {
-        crate::say!("sandgate approvals: {why}");
-        ExitCode::FAILURE
-    };
-    let client = match Client::new(socket) {
-        Ok(client) => client,
-        Err(e) => return fail(e.to_string()),
-    };
-    let board = match client.board(None) {
-        Ok(board) => board,
-        Err(e) => return fail(e.to_string()),
-    };
+/// Fails with why the server could not be reached or the prompt not kept.
+pub fn watch(socket: &Path) -> Result<(), String> {
+    let client = Client::new(socket).map_err(|e| e.to_string())?;
+    let board = client.board(None).map_err(|e| e.to_string())?;
     crate::out!(
         "sandgate approvals: watching {}; each question is shown as it arrives (Ctrl-D ends)",
         socket.display()
@@ -53,7 +43,7 @@ pub fn watch(socket: &Path) -> ExitCode {
         if shown.is_none() {
             if let Some(question) = pending.iter().find(|q| !seen.contains(&q.id)) {
                 let Ok(code) = crate::approval::fresh_code() else {
-                    return fail("no randomness for the confirmation code (/dev/urandom)".into());
+                    return Err("no randomness for the confirmation code (/dev/urandom)".into());
                 };
                 // Lines typed before this question appeared are not answers to it.
                 if stdin.is_terminal() {
@@ -75,10 +65,7 @@ pub fn watch(socket: &Path) -> ExitCode {
         let mut fds = [PollFd::new(stdin.as_fd(), PollFlags::POLLIN)];
         let ready = poll(&mut fds, PollTimeout::from(200u16)).unwrap_or(0) > 0;
         while let Ok(change) = changes.try_recv() {
-            let board = match change {
-                Ok(board) => board,
-                Err(why) => return fail(why),
-            };
+            let board = change?;
             if let Some(on_screen) = &shown {
                 if !board.pending.iter().any(|q| q.id == on_screen.id) {
                     let state = board
@@ -100,7 +87,7 @@ pub fn watch(socket: &Path) -> ExitCode {
         }
         let mut buf = [0u8; 1024];
         let n = match stdin.lock().read(&mut buf) {
-            Ok(0) | Err(_) => return ExitCode::SUCCESS,
+            Ok(0) | Err(_) => return Ok(()),
             Ok(n) => n,
         };
         typed.extend_from_slice(&buf[..n]);
