@@ -1,5 +1,5 @@
 //! A small WebDriver client: Debian's chromedriver driving a headless Chromium, spoken to
-//! over ureq (sandgate's own HTTP client) and serde_json. The panel tests need seven
+//! over ureq (a test-only HTTP client) and serde_json. The panel tests need seven
 //! commands (new session, navigate, find, click, text, execute, screenshot). fantoccini
 //! builds without TLS, but would add some sixty-five crates for them (two generations of
 //! ICU, a second `http`, `time`, two `cookie`s) and make every browser test async.

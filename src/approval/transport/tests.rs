@@ -1,6 +1,8 @@
 use super::*;
 
+use std::io::{Read, Write};
 use std::net::TcpListener;
+use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixListener;
 use std::thread::{self, JoinHandle};
 
@@ -139,7 +141,7 @@ fn server_error_is_a_reply_not_an_error() -> TestResult {
 
 #[test]
 fn redirect_is_returned_not_followed() -> TestResult {
-    // If ureq followed this, it would hit a dead port and fail instead of returning 302.
+    // Were it followed, it would hit a dead port and fail instead of returning 302.
     let dead = dead_port()?;
     let respond = reply(format!(
         "HTTP/1.1 302 Found\r\nLocation: http://{dead}/elsewhere\r\nContent-Length: 0\r\n\r\n"
@@ -411,7 +413,7 @@ fn an_interrupt_that_never_comes_changes_nothing() -> TestResult {
 
 #[test]
 fn token_cannot_inject_headers() -> TestResult {
-    // ureq refuses the header before connecting, so nothing reaches the listener.
+    // The header is refused before connecting, so nothing reaches the listener.
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let endpoint = Endpoint::Http {
         url: format!("http://{}/", listener.local_addr()?),
