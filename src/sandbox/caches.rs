@@ -419,7 +419,11 @@ impl Opened<'_> {
                 };
                 let mut mounted = Vec::new();
                 for ((_, beneath), target) in caches.iter().zip(&targets) {
-                    let tree = sys::clone_tree(walk_beneath(fs.as_fd(), beneath)?.as_fd(), false)?;
+                    let tree = sys::clone_tree(
+                        crate::no_symlinks::beneath(fs.as_fd(), beneath, OFlag::O_DIRECTORY)?
+                            .as_fd(),
+                        false,
+                    )?;
                     sys::move_mount(tree.as_fd(), target.as_fd())?;
                     mounted.push(Mounted {
                         fd: tree,
@@ -443,17 +447,6 @@ impl Opened<'_> {
             _ => Err(io::Error::from_raw_os_error(libc::EINVAL)),
         }
     }
-}
-
-/// Opens `path` beneath the (detached) overlay `root`, one directory at a time, none of
-/// them a link.
-fn walk_beneath(root: BorrowedFd<'_>, path: &Path) -> io::Result<OwnedFd> {
-    let flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-    let mut cur = openat(root, ".", flags, Mode::empty())?;
-    for part in path.iter() {
-        cur = openat(cur.as_fd(), part, flags, Mode::empty())?;
-    }
-    Ok(cur)
 }
 
 /// A detached overlay mount of `lower` with `upper` and `work`, each named by its fd.
