@@ -859,6 +859,49 @@ fn explain_runs_nothing_and_reads_as_text() {
     }
 }
 
+/// Where the kernel lacks a layer, explain refuses as the run would (78, naming it), and
+/// with `--allow-degraded` lists it as unenforced, in the text too.
+#[test]
+fn explain_says_what_a_degraded_run_would_lack() {
+    let env = TestEnv::new();
+    let explain = |extra: &[&str]| {
+        let mut cmd = bare(&env);
+        cmd.env("SANDGATE_DEBUG_PRETEND_MISSING", "landlock")
+            .args(["explain", "--sandbox", "read-only"])
+            .args(extra)
+            .args(["--", "true"]);
+        output(&mut cmd)
+    };
+    let out = explain(&["--json"]);
+    assert_status(&out, 78);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("landlock filesystem rules"),
+        "{}",
+        show(&out)
+    );
+    assert!(
+        stderr.contains("\"kind\":\"unenforceable\""),
+        "{}",
+        show(&out)
+    );
+    assert!(out.stdout.is_empty(), "{}", show(&out));
+
+    let out = explain(&["--json", "--allow-degraded"]);
+    assert_status(&out, 0);
+    let got: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", show(&out)));
+    let landlock = ["landlock-filesystem", "landlock-network", "landlock-scopes"];
+    assert_eq!(got["unenforced"], serde_json::json!(landlock), "{got:#}");
+    assert_eq!(got["plan"]["confined"], true, "{got:#}");
+
+    let out = explain(&["--allow-degraded"]);
+    assert_status(&out, 0);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = "degraded:   without landlock-filesystem, landlock-network, landlock-scopes (--allow-degraded)";
+    assert!(text.lines().any(|l| l == line), "{text}");
+}
+
 /// A request an agent's wrapper carries (its options guard, then the model's command handed
 /// to `eval` as one quoted word) is found where a run finds it; a directive followed by
 /// what the shell would read as an option is refused as a run refuses it.

@@ -102,7 +102,8 @@ struct HiddenView {
 /// `-c CMDSTRING` (a directive line at its head included); exit 0, or the error a run would
 /// have stopped at.
 pub(super) fn explain(call: Vec<OsString>, json: bool, caller: Caller) -> ExitCode {
-    let (flags, command_string) = split_command_string(call);
+    let (flags, command_string, json_among_flags) = split_own_words(call);
+    let json = json || json_among_flags;
     match Cli::try_parse_from(std::iter::once(OsString::from("sandgate")).chain(flags)) {
         Ok(cli) => super::done(print(cli, command_string, json, caller)),
         Err(e) => super::usage(&e),
@@ -132,11 +133,13 @@ fn print(
     Ok(())
 }
 
-/// Takes `-c CMDSTRING` out of the flags before any `--`: the shell-mode form, which the
-/// run's own flags do not define.
-fn split_command_string(call: Vec<OsString>) -> (Vec<OsString>, Option<String>) {
+/// Takes what explain reads itself out of the call's flags (those before any `--`):
+/// `-c CMDSTRING`, the shell-mode form the run's own flags do not define, and `--json`
+/// wherever it stands. A flag's value is never taken for either.
+fn split_own_words(call: Vec<OsString>) -> (Vec<OsString>, Option<String>, bool) {
+    let takes_value = super::flags_taking_values();
     let mut flags = Vec::with_capacity(call.len());
-    let mut string = None;
+    let (mut string, mut json) = (None, false);
     let mut words = call.into_iter();
     while let Some(word) = words.next() {
         if word == "--" {
@@ -148,9 +151,20 @@ fn split_command_string(call: Vec<OsString>) -> (Vec<OsString>, Option<String>) 
             string = words.next().map(|s| s.to_string_lossy().into_owned());
             continue;
         }
+        if word == "--json" {
+            json = true;
+            continue;
+        }
+        let value = word
+            .to_str()
+            .and_then(|w| w.strip_prefix("--"))
+            .is_some_and(|name| takes_value.contains(&name));
         flags.push(word);
+        if value {
+            flags.extend(words.next());
+        }
     }
-    (flags, string)
+    (flags, string, json)
 }
 
 fn explained(args: &mut RunArgs, caller: Caller) -> Result<Explained, Error> {
@@ -401,4 +415,29 @@ fn network(p: &PlanView) -> String {
         "through sandgate's proxy to {}{never}",
         p.hosts_allowed.join(", ")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(w: &[&str]) -> Vec<OsString> {
+        w.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn json_and_a_command_string_are_taken_wherever_they_stand_but_never_as_a_value() {
+        let (flags, string, json) =
+            split_own_words(words(&["--sandbox", "read-only", "--json", "-c", "make"]));
+        assert_eq!(
+            (flags, string, json),
+            (words(&["--sandbox", "read-only"]), Some("make".into()), true)
+        );
+        // The value of a flag that takes one, and anything after `--`, stay as they are.
+        let call = words(&["--keep-env", "--json", "--", "echo", "--json", "-c"]);
+        let (flags, string, json) = split_own_words(call.clone());
+        assert_eq!((flags, string, json), (call, None, false));
+        let call = words(&["--keep-env", "-c", "--", "true"]);
+        assert_eq!(split_own_words(call.clone()), (call, None, false));
+    }
 }

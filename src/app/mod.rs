@@ -95,6 +95,16 @@ fn long_flags(command: &clap::Command) -> Vec<(String, bool)> {
         .collect()
 }
 
+/// sandgate's long flags that take a value, without their `--`.
+fn flags_taking_values() -> Vec<&'static str> {
+    LONG_FLAGS
+        .get_or_init(|| long_flags(&<Cli as clap::CommandFactory>::command()))
+        .iter()
+        .filter(|(_, value)| *value)
+        .map(|(name, _)| name.as_str())
+        .collect()
+}
+
 /// `argv` without the escalation request it carried (`--sandbox-permissions` and
 /// `--justification`, each with its value): a retry adds the wider request, and clap takes
 /// each flag once. Only sandgate's flags are looked at: the first `--` or operand ends them.
