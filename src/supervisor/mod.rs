@@ -539,7 +539,7 @@ fn handle(
         proc_alive: std::cell::Cell::new(false),
     };
     let row = crate::syscalls::lookup(i64::from(notif.data.nr));
-    let (answer, denial) = match row.map(|row| row.rule) {
+    let (answer, denial) = match row.map(|row| &row.rule) {
         Some(Rule::Connect) => match mediate_connect(&call, context) {
             Ok(connect) => match workers.perform(listener, notif, Job::Connect(connect)) {
                 Some(answer) => (answer, None),
@@ -562,7 +562,7 @@ fn handle(
             context.procs.umask_changed(call.tid().as_raw(), umask);
             (Answer::Continue, None)
         }
-        Some(Rule::Path(_)) => {
+        Some(Rule::Path(row)) => {
             // The interrupting signal of a hand-over must not cut a performed call short:
             // a file handed back with ADDFD would reach the caller as fd 0, and a
             // filesystem that lets a signal interrupt it (FUSE, NFS) would fail a rename
@@ -577,11 +577,11 @@ fn handle(
                 // The kernel's refusal of what was performed and failed there, marked as
                 // the observer predicts it.
                 Handled::Answer(Answer::Error(libc::EROFS), None) if context.reporter.is_some() => {
-                    (Answer::Error(libc::EROFS), observe::check(&call, context))
+                    (Answer::Error(libc::EROFS), observe::check(&call, row, context))
                 }
                 Handled::Answer(answer, denial) => (answer, denial),
                 Handled::Kernel if context.reporter.is_some() => {
-                    (Answer::Continue, observe::check(&call, context))
+                    (Answer::Continue, observe::check(&call, row, context))
                 }
                 Handled::Kernel => (Answer::Continue, None),
             }

@@ -14,7 +14,7 @@ use super::{Call, Context};
 use crate::denial::{Denial, Sealed};
 use crate::policy::Mode;
 use crate::sys;
-use crate::syscalls::{self, Effect, PathAt};
+use crate::syscalls::{Effect, PathAt, PathCall};
 
 /// Returns the path as the caller named it, joined to its cwd or dirfd when relative.
 pub fn shown_path(call: &Call<'_>, dirfd: i32, path: &[u8]) -> String {
@@ -402,10 +402,10 @@ impl VerdictCache {
     }
 }
 
-/// Checks one observed call; returns the denial to record, if the profile refuses it.
-pub fn check(call: &Call<'_>, context: &Context) -> Option<Denial> {
+/// Checks one observed call of the path call `row`; returns the denial to record, if the
+/// profile refuses it.
+pub fn check(call: &Call<'_>, row: &PathCall, context: &Context) -> Option<Denial> {
     let registers = &call.notif.data.args;
-    let row = syscalls::path_call(i64::from(call.notif.data.nr))?;
     let args = row.paths(registers);
     let root = context.root.as_ref()?;
     for arg in &args {
