@@ -69,7 +69,7 @@ pub(super) fn decide(
         }
     };
     let decided = match &verdict {
-        Verdict::Grant => json!({"id": id, "outcome": "allowed-once"}),
+        Verdict::Grant => json!({"id": id, "outcome": Outcome::AllowedOnce.as_str()}),
         Verdict::Refuse(refusal) => {
             json!({"id": id, "outcome": refusal.outcome(), "reason": refusal.kind()})
         }

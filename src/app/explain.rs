@@ -431,7 +431,11 @@ mod tests {
             split_own_words(words(&["--sandbox", "read-only", "--json", "-c", "make"]));
         assert_eq!(
             (flags, string, json),
-            (words(&["--sandbox", "read-only"]), Some("make".into()), true)
+            (
+                words(&["--sandbox", "read-only"]),
+                Some("make".into()),
+                true
+            )
         );
         // The value of a flag that takes one, and anything after `--`, stay as they are.
         let call = words(&["--keep-env", "--json", "--", "echo", "--json", "-c"]);

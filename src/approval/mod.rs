@@ -49,8 +49,8 @@ impl Outcome {
     /// Returns the audit spelling.
     pub fn as_str(&self) -> &'static str {
         match self {
-            Outcome::AllowedOnce => "allowed-once",
-            Outcome::Rejected => "rejected",
+            Outcome::AllowedOnce => request::Decision::AllowedOnce.as_str(),
+            Outcome::Rejected => request::Decision::Rejected.as_str(),
             Outcome::Cancelled { .. } => "cancelled",
             Outcome::Unavailable { .. } => "unavailable",
         }
@@ -240,7 +240,9 @@ pub fn parse_reply(body: &[u8], id: &str) -> Outcome {
         None => return unavailable("the reply has no id"),
     }
     match reply.get("decision") {
-        Some(Value::String(d)) if d == "allowed-once" => Outcome::AllowedOnce,
+        Some(Value::String(d)) if d == request::Decision::AllowedOnce.as_str() => {
+            Outcome::AllowedOnce
+        }
         Some(_) => Outcome::Rejected,
         None => unavailable("the reply has no decision"),
     }

@@ -11,6 +11,28 @@ pub const VERSION: u32 = 1;
 /// The one kind of question there is.
 pub const KIND: &str = "sandbox_escalation";
 
+/// The two answers a question can get: `allowed-once` grants the one call, anything else
+/// (`rejected` the only other the format names) does not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Decision {
+    AllowedOnce,
+    Rejected,
+}
+
+impl Decision {
+    /// Both, as a question offers them.
+    pub const ALL: [Decision; 2] = [Decision::AllowedOnce, Decision::Rejected];
+
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::AllowedOnce => "allowed-once",
+            Decision::Rejected => "rejected",
+        }
+    }
+}
+
 /// One escalation question.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Request {
@@ -74,7 +96,7 @@ impl Request {
             workspace: workspace.to_owned(),
             standing,
             requested,
-            options: vec!["allowed-once".into(), "rejected".into()],
+            options: Decision::ALL.map(|d| d.as_str().to_owned()).to_vec(),
             expires_at: humantime::format_rfc3339_seconds(expires).to_string(),
         }
     }

@@ -9,6 +9,8 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
+/// The two answers a question can get. Nothing else is ever sent back to an asker.
+pub use crate::approval::request::Decision;
 use crate::approval::request::{self, Request, Requested, Standing};
 use crate::approval::{neutralise, shell_quote};
 
@@ -24,23 +26,6 @@ const SHOWN_ENDED: usize = 20;
 const MAX_WAIT: Duration = Duration::from_secs(86_400);
 /// The shortest id prefix `answer` accepts in place of the whole id.
 pub const MIN_PREFIX: usize = 6;
-
-/// The two answers a question can get. Nothing else is ever sent back to an asker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Decision {
-    AllowedOnce,
-    Rejected,
-}
-
-impl Decision {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Decision::AllowedOnce => "allowed-once",
-            Decision::Rejected => "rejected",
-        }
-    }
-}
 
 /// Who answered, for the record the panel and `list` show.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -188,9 +173,9 @@ fn validate(request: &Request, now: SystemTime) -> Result<SystemTime, AskRefused
     if !id_ok {
         return invalid("the id must be 1 to 64 letters, digits, - or _");
     }
-    if !["allowed-once", "rejected"]
+    if !Decision::ALL
         .iter()
-        .all(|o| request.options.iter().any(|x| x == o))
+        .all(|o| request.options.iter().any(|x| x == o.as_str()))
     {
         return invalid("options must offer allowed-once and rejected");
     }

@@ -577,7 +577,10 @@ fn handle(
                 // The kernel's refusal of what was performed and failed there, marked as
                 // the observer predicts it.
                 Handled::Answer(Answer::Error(libc::EROFS), None) if context.reporter.is_some() => {
-                    (Answer::Error(libc::EROFS), observe::check(&call, row, context))
+                    (
+                        Answer::Error(libc::EROFS),
+                        observe::check(&call, row, context),
+                    )
                 }
                 Handled::Answer(answer, denial) => (answer, denial),
                 Handled::Kernel if context.reporter.is_some() => {
