@@ -7,6 +7,9 @@
 //! The command strings are framed the way each agent frames what its model asked for, so
 //! a test fails when that framing hides the first-line directive from sandgate.
 
+// A test crate: its helpers fail as its tests do, by unwrapping (sandgate never does).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::io::Write;
@@ -44,7 +47,7 @@ fn run(mut cmd: Command, stdin: Stdin) -> Output {
         Stdin::OpenPipe => held,
         _ => None,
     };
-    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    let out = child.wait_with_output().unwrap();
     drop(held);
     out
 }
@@ -60,7 +63,7 @@ fn run_with_stdin(mut cmd: Command, data: &[u8]) -> Output {
     if let Some(mut s) = child.stdin.take() {
         let _ = s.write_all(data);
     }
-    child.wait_with_output().unwrap_or_else(|e| panic!("{e}"))
+    child.wait_with_output().unwrap()
 }
 
 /// A shell-quoted word, as node's and Python's quoting helpers write it.
@@ -168,9 +171,8 @@ fn set_up() -> Option<(TestEnv, Links)> {
     let env = TestEnv::new();
     let dir = install_links(&env);
     let shim = env.root.join("shim");
-    std::fs::create_dir(&shim).unwrap_or_else(|e| panic!("{e}"));
-    std::os::unix::fs::symlink(sandgate_inside(), shim.join("bash"))
-        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(&shim).unwrap();
+    std::os::unix::fs::symlink(sandgate_inside(), shim.join("bash")).unwrap();
     let links = Links {
         sh: dir.join("sandgate-sh"),
         prefix: dir.join("sandgate-prefix"),
@@ -390,9 +392,9 @@ fn goose_shell_variable() {
 /// the checkout), and closes stdin at once.
 fn github_step(env: &TestEnv, shell_args: &[&str], script: &str, extra: &[(&str, &str)]) -> Output {
     let temp = env.root.join("_temp");
-    std::fs::create_dir_all(&temp).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(&temp).unwrap();
     let file = temp.join("7c9e6679-7425-40de-944b-e07fc1f90ae7");
-    std::fs::write(&file, script).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&file, script).unwrap();
     let mut cmd = Command::new(sandgate_inside());
     env.isolate(&mut cmd);
     cmd.current_dir(&env.ws)

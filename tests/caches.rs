@@ -4,6 +4,9 @@
 //! same workspace only, until `sandgate tmp --clean`; persistence paths and credentials
 //! around the caches stay as they were; a symlink at a cache's path is not followed.
 
+// A test crate: its helpers fail as its tests do, by unwrapping (sandgate never does).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::collections::BTreeMap;
@@ -45,7 +48,7 @@ impl Home {
         let home = env.root.join("home");
         for dir in DIRS {
             let d = home.join(dir);
-            std::fs::create_dir_all(d.join("sub")).unwrap_or_else(|e| panic!("{e}"));
+            std::fs::create_dir_all(d.join("sub")).unwrap();
             write(&d.join("keep.txt"), &format!("kept in {dir}\n"));
             write(&d.join("gone.txt"), "removed inside\n");
             write(&d.join("sub/nested.bin"), "\u{0}\u{1}binary\n");
@@ -53,7 +56,7 @@ impl Home {
         for file in FILES {
             write(&home.join(file), "");
         }
-        std::fs::create_dir_all(home.join(".cargo/bin")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(home.join(".cargo/bin")).unwrap();
         write(&home.join(".cargo/bin/x"), "#!/bin/sh\necho tool\n");
         write(
             &home.join(".cargo/credentials.toml"),
@@ -99,11 +102,11 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, String> {
     fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, String>) {
         let mut entries: Vec<_> = std::fs::read_dir(dir)
             .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-            .map(|e| e.unwrap_or_else(|e| panic!("{e}")).path())
+            .map(|e| e.unwrap().path())
             .collect();
         entries.sort();
         for path in entries {
-            let meta = path.symlink_metadata().unwrap_or_else(|e| panic!("{e}"));
+            let meta = path.symlink_metadata().unwrap();
             let rel = path.strip_prefix(base).unwrap_or(&path).to_path_buf();
             let mode = meta.permissions().mode();
             let desc = if meta.file_type().is_symlink() {
@@ -112,7 +115,7 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, String> {
                 walk(base, &path, out);
                 format!("dir {mode:o}")
             } else {
-                let data = std::fs::read(&path).unwrap_or_else(|e| panic!("{e}"));
+                let data = std::fs::read(&path).unwrap();
                 let hash: String = Sha256::digest(&data)
                     .iter()
                     .map(|b| format!("{b:02x}"))
@@ -198,10 +201,7 @@ fn a_planted_file_stays_in_its_workspace_until_cleaned() {
     );
     let layers = layers_of(&h, &h.env.ws);
     assert!(layers.is_dir(), "{} holds the layers", layers.display());
-    let mode = std::fs::metadata(&layers)
-        .unwrap_or_else(|e| panic!("{e}"))
-        .permissions()
-        .mode();
+    let mode = std::fs::metadata(&layers).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o700, "the layers are the caller's alone");
 
     // The next call in the same workspace sees it; no sandbox sees any layer directory.
@@ -217,7 +217,7 @@ fn a_planted_file_stays_in_its_workspace_until_cleaned() {
 
     // Another workspace does not.
     let other = h.env.root.join("other-ws");
-    std::fs::create_dir(&other).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(&other).unwrap();
     let check = "if test -e \"$HOME/.npm/planted\"; then echo present; else echo absent; fi";
     let (out, _) = h.sh(Some(&other), check);
     assert_status(&out, 0);
@@ -266,11 +266,11 @@ fn persistence_paths_and_credentials_around_the_caches_stay_as_they_were() {
 fn a_symlink_at_a_cache_path_is_not_followed() {
     let h = Home::new();
     let elsewhere = h.env.outside.join("elsewhere");
-    std::fs::create_dir(&elsewhere).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(&elsewhere).unwrap();
     write(&elsewhere.join("keep"), "keep\n");
     let npm = h.home.join(".npm");
-    std::fs::remove_dir_all(&npm).unwrap_or_else(|e| panic!("{e}"));
-    std::os::unix::fs::symlink(&elsewhere, &npm).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::remove_dir_all(&npm).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &npm).unwrap();
     let before = snapshot(&h.env.outside);
     let (out, _) = h.sh(
         None,
@@ -304,10 +304,10 @@ fn go_build_uses_the_host_caches_and_changes_none_of_them() {
     let h = Home::new();
     // Go's own caches are made by go: start from none.
     for dir in ["go", ".cache/go-build"] {
-        std::fs::remove_dir_all(h.home.join(dir)).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::remove_dir_all(h.home.join(dir)).unwrap();
     }
     let proxy = h.env.root.join("proxy/example.com/dep/@v");
-    std::fs::create_dir_all(&proxy).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(&proxy).unwrap();
     write(&proxy.join("list"), "v0.1.0\n");
     write(
         &proxy.join("v0.1.0.info"),
@@ -368,7 +368,7 @@ fn go_build_uses_the_host_caches_and_changes_none_of_them() {
         .home
         .join("go/pkg/mod/example.com/dep@v0.1.0/dep.go")
         .exists());
-    std::fs::create_dir_all(h.home.join(".cache/go-build")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(h.home.join(".cache/go-build")).unwrap();
     let before = snapshot(&h.home);
 
     let log = h.env.root.join("denials.ndjson");
@@ -420,10 +420,10 @@ fn cargo_build_offline_uses_the_host_registry_cache_and_changes_none_of_it() {
     let h = Home::new();
     // Cargo's own caches are made by cargo: start from none.
     for dir in ["registry", "git"] {
-        std::fs::remove_dir_all(h.home.join(".cargo").join(dir)).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::remove_dir_all(h.home.join(".cargo").join(dir)).unwrap();
     }
     for file in FILES {
-        std::fs::remove_file(h.home.join(file)).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::remove_file(h.home.join(file)).unwrap();
     }
     let stand_in = StandIn::registries(&h.env.root.join("registry"));
     let project = h.env.ws.join("app");

@@ -4,6 +4,9 @@
 //! workspace's private temp and cache layers while a process left by an earlier call keeps
 //! swapping directories in them for symlinks to the host's Go module cache.
 
+// A test crate: its helpers fail as its tests do, by unwrapping (sandgate never does).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::collections::BTreeMap;
@@ -46,10 +49,9 @@ fn tmp_clean_never_follows_a_symlink_swapped_in_by_a_process_left_behind() {
     // Go keeps its module cache read-only (directories 0555); npm's cache is a layer too.
     let modcache = home.join("go/pkg/mod");
     let module = modcache.join("example.com/m@v1.0.0");
-    std::fs::create_dir_all(module.join("sub")).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::create_dir_all(home.join(".npm")).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(module.join("go.mod"), "module example.com/m\n")
-        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(module.join("sub")).unwrap();
+    std::fs::create_dir_all(home.join(".npm")).unwrap();
+    std::fs::write(module.join("go.mod"), "module example.com/m\n").unwrap();
     for dir in [
         module.join("sub"),
         module.clone(),

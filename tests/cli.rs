@@ -2,6 +2,9 @@
 //! subcommand, the preset table, shell completions of every closed-set value, and the
 //! message (and marker) of each way a call can be refused before anything runs.
 
+// A test crate: its helpers fail as its tests do, by unwrapping (sandgate never does).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::os::unix::fs::PermissionsExt;
@@ -30,9 +33,8 @@ struct LockedHome(std::path::PathBuf);
 impl LockedHome {
     fn new(env: &TestEnv, name: &str) -> LockedHome {
         let home = env.root.join(name);
-        std::fs::create_dir_all(home.join(".config/sandgate")).unwrap_or_else(|e| panic!("{e}"));
-        std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o000))
-            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(home.join(".config/sandgate")).unwrap();
+        std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o000)).unwrap();
         LockedHome(home)
     }
 }
@@ -109,11 +111,10 @@ fn flags_before_a_subcommand_are_the_subcommands_own() {
     refusal(&out, 64, "'--no-observe'");
     // A program named like a subcommand runs after `--`.
     let bin = env.root.join("bin");
-    std::fs::create_dir(&bin).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(&bin).unwrap();
     let program = bin.join("presets");
-    std::fs::write(&program, "#!/bin/sh\necho the program ran\n").unwrap_or_else(|e| panic!("{e}"));
-    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755))
-        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&program, "#!/bin/sh\necho the program ran\n").unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
     let out = output(
         bare(&env)
             .args(["--sandbox", "full-access", "--", "presets"])
@@ -128,7 +129,7 @@ fn the_preset_table_has_whitespace_between_every_column() {
     let env = TestEnv::new();
     let json = output(bare(&env).args(["presets", "--json"]));
     assert_status(&json, 0);
-    let table: Value = serde_json::from_slice(&json.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let table: Value = serde_json::from_slice(&json.stdout).unwrap();
     let text = output(bare(&env).arg("presets"));
     assert_status(&text, 0);
     let text = String::from_utf8_lossy(&text.stdout).into_owned();
@@ -178,9 +179,9 @@ fn help_shows_every_way_to_run_a_command() {
 fn bash_completes(words: &[&str]) -> Vec<String> {
     let script = output(Command::new(sandgate()).args(["completions", "bash"]));
     assert_status(&script, 0);
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("sandgate.bash");
-    std::fs::write(&file, &script.stdout).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&file, &script.stdout).unwrap();
     let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
     let driver = format!(
         r#"source '{}'
@@ -276,9 +277,9 @@ fn fish_and_zsh_completions_offer_the_same_values() {
     // the missing value.)
     let script = output(Command::new(sandgate()).args(["completions", "fish"]));
     assert_status(&script, 0);
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("sandgate.fish");
-    std::fs::write(&file, &script.stdout).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&file, &script.stdout).unwrap();
     let query = |line: &str| {
         let out = output(Command::new("fish").env("HOME", dir.path()).args([
             "--no-config",
@@ -307,7 +308,7 @@ fn fish_and_zsh_completions_offer_the_same_values() {
     let script = output(Command::new(sandgate()).args(["completions", "zsh"]));
     assert_status(&script, 0);
     let file = dir.path().join("_sandgate");
-    std::fs::write(&file, &script.stdout).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&file, &script.stdout).unwrap();
     let out = output(Command::new("zsh").arg("-n").arg(&file));
     assert_status(&out, 0);
     let text = String::from_utf8_lossy(&script.stdout);
@@ -426,7 +427,7 @@ fn verifying_a_missing_audit_log_says_it_cannot_be_read() {
     );
     assert_eq!(marker["kind"], "audit_unreadable");
     // A log that reads but was edited says so with its own kind.
-    std::fs::write(&missing, "{\"prev\":\"forged\"}\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&missing, "{\"prev\":\"forged\"}\n").unwrap();
     let marker = refusal(&verify(&missing), 1, "is broken at line 1");
     assert_eq!(marker["kind"], "audit_broken");
     // Without --log, a configuration that cannot be read is said as a run says it.
@@ -454,7 +455,7 @@ fn sandgates_own_state_directory_is_refused_as_a_workspace_or_writable_root() {
     assert_status(&out, 0);
     let state = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
     let state = state.parent().unwrap_or(Path::new("/")).to_path_buf();
-    std::fs::create_dir_all(&state).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(&state).unwrap();
     let shown = state.display().to_string();
     for flags in [vec!["--workspace", &shown], vec!["--writable-root", &shown]] {
         let out = output(bare(&env).args(&flags).args(["--", "true"]));
@@ -499,7 +500,7 @@ fn a_directory_given_as_the_command_is_named_as_one() {
     }
     // A file without execute permission still says so.
     let file = env.ws.join("data.txt");
-    std::fs::write(&file, "x").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&file, "x").unwrap();
     let out = output(
         bare(&env)
             .args(["--sandbox", "full-access", "--"])
@@ -534,7 +535,7 @@ fn a_directory_is_named_as_the_sandbox_sees_it() {
     refusal(&out, 126, "Permission denied");
     // Control: the sandbox's own directory is named as one.
     let dir = env.ws.join("a-dir");
-    std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(&dir).unwrap();
     let out = output(
         bare(&env)
             .args(["--sandbox", "workspace-write", "--workspace"])
@@ -603,11 +604,11 @@ fn a_program_given_as_a_script_is_refused_with_the_way_to_run_it() {
     let out = output(bare(&env).args(["--sandbox", "read-only", "--", "ls", "/"]));
     assert_status(&out, 0);
     // A script of that name in the current directory is a script.
-    std::fs::write(env.ws.join("ls"), "echo the script\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(env.ws.join("ls"), "echo the script\n").unwrap();
     let out = output(bare(&env).args(["--sandbox", "read-only", "ls"]));
     assert_status(&out, 0);
     assert_eq!(String::from_utf8_lossy(&out.stdout), "the script\n");
-    std::fs::remove_file(env.ws.join("ls")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::remove_file(env.ws.join("ls")).unwrap();
     // Through a link: bash's own refusal, and no sandgate line.
     let sh = install_links(&env).join("sandgate-sh");
     let out = output(env.command(&sh).arg("ls"));
@@ -637,9 +638,8 @@ fn a_refused_subcommand_prints_a_marker() {
 /// what the test itself controls.
 fn explained(env: &TestEnv, args: &[&str], nested_in: Option<&str>) -> Value {
     let home = env.root.join("home");
-    std::fs::create_dir_all(home.join(".cargo/registry")).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(home.join(".npmrc"), "//registry.npmjs.org/:_authToken=x\n")
-        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(home.join(".cargo/registry")).unwrap();
+    std::fs::write(home.join(".npmrc"), "//registry.npmjs.org/:_authToken=x\n").unwrap();
     let mut cmd = Command::new(sandgate());
     cmd.env_clear();
     env.isolate(&mut cmd);

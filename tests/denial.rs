@@ -1,6 +1,9 @@
 //! Denial markers: what the kernel refused, reported by the supervisor as one
 //! structured marker per operation, with the exact retry.
 
+// A test crate: its helpers fail as its tests do, by unwrapping (sandgate never does).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::process::Output;
@@ -62,20 +65,19 @@ fn each_denial_class_yields_exactly_one_marker() {
     let env = TestEnv::new();
     let out_dir = env.outside.to_string_lossy().into_owned();
     let victim = format!("{out_dir}/victim");
-    std::fs::write(&victim, "v").unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(env.ws.join("mine"), "m").unwrap_or_else(|e| panic!("{e}"));
-    std::fs::create_dir_all(env.ws.join(".git/hooks")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&victim, "v").unwrap();
+    std::fs::write(env.ws.join("mine"), "m").unwrap();
+    std::fs::create_dir_all(env.ws.join(".git/hooks")).unwrap();
     let sock = format!("{out_dir}/service.sock");
-    let _unix = std::os::unix::net::UnixListener::bind(&sock).unwrap_or_else(|e| panic!("{e}"));
+    let _unix = std::os::unix::net::UnixListener::bind(&sock).unwrap();
     let abstract_name = format!("sandgate-denial-{}", std::process::id());
     let addr =
         <std::os::unix::net::SocketAddr as std::os::linux::net::SocketAddrExt>::from_abstract_name(
             abstract_name.as_bytes(),
         )
-        .unwrap_or_else(|e| panic!("{e}"));
-    let _abstract =
-        std::os::unix::net::UnixListener::bind_addr(&addr).unwrap_or_else(|e| panic!("{e}"));
-    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
+    let _abstract = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let tcp_addr = tcp.local_addr().map(|a| a.to_string()).unwrap_or_default();
     let ws_new = env.ws.join("new").to_string_lossy().into_owned();
     let hook = env
@@ -324,10 +326,8 @@ fn allowed_work_yields_no_marker() {
     }
     let env = TestEnv::new();
     let log = env.root.join("denials.ndjson");
-    std::fs::write(env.ws.join("main.c"), "int main(void) { return 0; }\n")
-        .unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(env.ws.join("Makefile"), "app: main.c\n\tcc -o app main.c\n")
-        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(env.ws.join("main.c"), "int main(void) { return 0; }\n").unwrap();
+    std::fs::write(env.ws.join("Makefile"), "app: main.c\n\tcc -o app main.c\n").unwrap();
     let id = "git -c user.name=t -c user.email=t@example.com";
     let script = format!(
         "git init -q && {id} add . && {id} commit -qm one && make -s && ./app && echo data > /dev/null && mktemp /tmp/sg.XXXXXX | xargs rm -f && {id} status --short >/dev/null"
@@ -535,7 +535,7 @@ fn a_link_planted_at_the_denial_log_path_is_not_followed() {
         }
     }
     // Control: once the link is gone, the same call runs and logs its marker there.
-    std::fs::remove_file(env.ws.join("denials.ndjson")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::remove_file(env.ws.join("denials.ndjson")).unwrap();
     let out = next("workspace-write", &env.ws.join("denials.ndjson"));
     assert_command_failed(&out);
     assert!(env.ws.join("ran").exists(), "{}", show(&out));

@@ -2,6 +2,9 @@
 //! today, it has every section a reader looks for, what those sections name is what the
 //! code reads, and man-db renders it without a warning.
 
+// A test crate: its helpers fail as its tests do, by unwrapping (sandgate never does).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 #[path = "../man/page.rs"]
 mod page;
 
@@ -72,13 +75,13 @@ fn the_warning_check_sees_a_real_warning() {
     // Control for the test above: the same invocation on the page with an undefined macro
     // and an unbreakable line must print groff's warnings, or an empty stderr proves
     // nothing.
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
     let broken: PathBuf = dir.path().join("broken.1");
-    let mut text = std::fs::read_to_string(PAGE).unwrap_or_else(|e| panic!("{e}"));
+    let mut text = std::fs::read_to_string(PAGE).unwrap();
     text.push_str(".SH BROKEN\n.NOSUCHMACRO\n");
     text.push_str(&"x".repeat(120));
     text.push('\n');
-    std::fs::write(&broken, text).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&broken, text).unwrap();
     let out = man(&broken);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -160,11 +163,11 @@ fn the_synopsis_shows_every_way_to_run_a_command() {
 fn sandgate_variables(dir: &Path, out: &mut std::collections::BTreeSet<String>) {
     let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     for entry in entries {
-        let path = entry.unwrap_or_else(|e| panic!("{e}")).path();
+        let path = entry.unwrap().path();
         if path.is_dir() {
             sandgate_variables(&path, out);
         } else if path.extension().is_some_and(|x| x == "rs") {
-            let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{e}"));
+            let text = std::fs::read_to_string(&path).unwrap();
             for (at, _) in text.match_indices("SANDGATE_") {
                 let name: String = text[at..]
                     .chars()
@@ -309,7 +312,7 @@ fn completions_are_produced_for_each_shell() {
         let out = Command::new(env!("CARGO_BIN_EXE_sandgate"))
             .args(["completions", shell])
             .output()
-            .unwrap_or_else(|e| panic!("{e}"));
+            .unwrap();
         assert!(out.status.success(), "{shell}");
         assert!(
             String::from_utf8_lossy(&out.stdout).contains("sandbox"),

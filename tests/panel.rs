@@ -3,6 +3,9 @@
 //! the panel's buttons decide them, request text stays text, and the HTTP side refuses
 //! requests without the token, with a foreign `Host`, or deciding by GET.
 
+// A test crate: its helpers fail as its tests do, by unwrapping (sandgate never does).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::io::{Read, Write};
@@ -66,19 +69,15 @@ impl Server {
     /// A raw HTTP/1.1 request to the panel port: `head` is the request line and any
     /// headers after `Host` (which is `host`); returns the status, headers and body.
     fn raw(&self, host: &str, head: &str, body: &str) -> (u16, String, String) {
-        let mut stream = TcpStream::connect(&self.addr).unwrap_or_else(|e| panic!("{e}"));
-        stream
-            .set_read_timeout(Some(SOON))
-            .unwrap_or_else(|e| panic!("{e}"));
+        let mut stream = TcpStream::connect(&self.addr).unwrap();
+        stream.set_read_timeout(Some(SOON)).unwrap();
         let (line, headers) = head.split_once("\r\n").unwrap_or((head, ""));
         let request = format!(
             "{line}\r\nHost: {host}\r\n{headers}{}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
             if headers.is_empty() || headers.ends_with("\r\n") { "" } else { "\r\n" },
             body.len()
         );
-        stream
-            .write_all(request.as_bytes())
-            .unwrap_or_else(|e| panic!("{e}"));
+        stream.write_all(request.as_bytes()).unwrap();
         let mut reply = String::new();
         stream
             .read_to_string(&mut reply)
@@ -205,14 +204,14 @@ impl Asker {
     fn finish(mut self) -> Output {
         let mut child = self.0.take().unwrap_or_else(|| panic!("finished twice"));
         let deadline = Instant::now() + SOON;
-        while child.try_wait().unwrap_or_else(|e| panic!("{e}")).is_none() {
+        while child.try_wait().unwrap().is_none() {
             if Instant::now() > deadline {
                 kill_group(&mut child);
                 panic!("the escalating call did not end after the panel's answer");
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        child.wait_with_output().unwrap_or_else(|e| panic!("{e}"))
+        child.wait_with_output().unwrap()
     }
 }
 
@@ -307,7 +306,7 @@ fn allow_once_in_the_panel_runs_the_waiting_call_and_request_text_stays_text() {
     let out = asker.finish();
     assert_status(&out, 0);
     assert_eq!(
-        std::fs::read_to_string(env.ws.join("file")).unwrap_or_else(|e| panic!("{e}")),
+        std::fs::read_to_string(env.ws.join("file")).unwrap(),
         "hi\n"
     );
 
@@ -592,12 +591,12 @@ fn http_refuses_requests_without_the_token_with_a_foreign_host_or_deciding_by_ge
 fn screenshot_of_a_pending_question() {
     let env = TestEnv::new();
     let project = env.root.join("webapp");
-    std::fs::create_dir(&project).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(&project).unwrap();
     std::fs::write(
         project.join("Makefile"),
         "dist:\n\tmkdir -p dist && echo built > dist/app.txt\n",
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     let server = Server::start(&env);
     let browser = Browser::start(&test_base(), 960, 640);
     open_panel(&browser, &server);

@@ -2,6 +2,9 @@
 //! sandgate on PATH. (The set-up and install blocks are run verbatim by `.ci/run` instead:
 //! one builds and runs this very suite, the other installs sandgate.)
 
+// A test crate: its helpers fail as its tests do, by unwrapping (sandgate never does).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use support::*;

@@ -1,5 +1,8 @@
 //! Shell mode: sandgate as a drop-in `bash` for agents, CI and make.
 
+// A test crate: its helpers fail as its tests do, by unwrapping (sandgate never does).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::io::Write;
@@ -21,18 +24,18 @@ fn run_with_stdin(mut cmd: Command, stdin: &[u8]) -> Output {
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
+    let mut child = cmd.spawn().unwrap();
     if let Some(mut s) = child.stdin.take() {
         let _ = s.write_all(stdin);
     }
-    child.wait_with_output().unwrap_or_else(|e| panic!("{e}"))
+    child.wait_with_output().unwrap()
 }
 
 #[test]
 fn option_forms_behave_as_bash() {
     let env = TestEnv::new();
     let script = env.ws.join("script.sh");
-    std::fs::write(&script, "echo \"script $0 $1\"; exit 4\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&script, "echo \"script $0 $1\"; exit 4\n").unwrap();
     let s = script.to_string_lossy().into_owned();
     let forms: Vec<Vec<&str>> = vec![
         vec!["-lc", "echo login $0", "name"],
@@ -95,7 +98,7 @@ fn make_with_sandgate_sh_as_shell() {
             outside.display()
         ),
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     let shell = format!("SHELL={}", sh.display());
     let out = output(env.command("make").args([&shell, "all"]));
     assert_status(&out, 0);
@@ -212,7 +215,7 @@ fn scripts_from_a_file_or_stdin_honour_the_directive_and_retry_with_it() {
         directive("from a file"),
         write("file")
     );
-    std::fs::write(&job, text).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&job, text).unwrap();
     let out = output(sandgate().arg(&job));
     assert_status(&out, 0);
     assert!(env.outside.join("file").exists(), "{}", show(&out));
@@ -253,8 +256,7 @@ fn scripts_from_a_file_or_stdin_honour_the_directive_and_retry_with_it() {
     }
     // Without a directive the writes are refused; the markers say where it goes.
     let plain = env.ws.join("plain.sh");
-    std::fs::write(&plain, format!("{} 2>/dev/null; exit 1\n", write("plain")))
-        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&plain, format!("{} 2>/dev/null; exit 1\n", write("plain"))).unwrap();
     let out = output(env.sandgate("workspace-write").arg(&plain));
     assert_status(&out, 1);
     let marker = first_marker(&out);
@@ -503,7 +505,7 @@ fn the_retry_argv_of_a_call_through_a_link_runs_as_given() {
             "prefix --" => cmd.args(["prefix", "--", &script]),
             "sandgate-sh -- tmp" => {
                 std::fs::write(env.ws.join("tmp"), format!("{script}\n"))
-                    .unwrap_or_else(|e| panic!("{e}"));
+                    .unwrap();
                 cmd.args(["--", "tmp"])
             }
             _ => cmd
@@ -555,7 +557,7 @@ fn a_directive_after_double_dash_asks_as_without_it() {
             env.outside.join(name).display()
         )
     };
-    std::fs::write(env.ws.join("job.sh"), write("from-script")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(env.ws.join("job.sh"), write("from-script")).unwrap();
     for args in [
         vec!["-c".to_owned(), "--".to_owned(), write("from-string")],
         vec!["--".to_owned(), "job.sh".to_owned()],
@@ -590,8 +592,8 @@ fn a_directive_where_bash_does_not_run_it_asks_for_nothing() {
         env.ws.join("job.sh"),
         format!("{directive}\n{}\n", write("job")),
     )
-    .unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(env.ws.join("-"), format!("{directive}\n")).unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
+    std::fs::write(env.ws.join("-"), format!("{directive}\n")).unwrap();
     let shell = |args: &[String]| {
         let mut cmd = env.command(&sh);
         cmd.env("SANDGATE_APPROVER", approver).args(args);
@@ -616,7 +618,7 @@ fn a_directive_where_bash_does_not_run_it_asks_for_nothing() {
         env.ws.join("plain.sh"),
         plain.lines().skip(1).collect::<Vec<_>>().join("\n"),
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     let out = output(&mut shell(&strings(&["-", "plain.sh"])));
     assert_command_failed(&out);
     for name in ["stdin", "shopt", "job"] {
@@ -683,9 +685,9 @@ fn a_command_line_that_is_not_utf8_gets_no_retry_argv() {
     let sh = install_links(&env).join("sandgate-sh");
     let name = std::ffi::OsStr::from_bytes(b"job\xff.sh");
     let script = format!("echo done > '{}'\n", env.outside.join("x").display());
-    std::fs::write(env.ws.join(name), &script).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(env.ws.join(name), &script).unwrap();
     // The file a lossy retry would run instead.
-    std::fs::write(env.ws.join("job\u{fffd}.sh"), &script).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(env.ws.join("job\u{fffd}.sh"), &script).unwrap();
     for cmd in [
         env.command(&sh).arg(name),
         env.command(sandgate_inside()).arg(name),
@@ -727,7 +729,7 @@ fn a_script_under_the_shared_temp_is_not_read_for_a_directive() {
         .prefix("sandgate-test-script-")
         .suffix(".sh")
         .tempfile_in("/tmp")
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
     let target = env.outside.join("from-tmp");
     std::fs::write(
         host_script.path(),
@@ -736,12 +738,12 @@ fn a_script_under_the_shared_temp_is_not_read_for_a_directive() {
             target.display()
         ),
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     std::fs::set_permissions(
         host_script.path(),
         std::os::unix::fs::PermissionsExt::from_mode(0o644),
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     let mut cmd = env.sandgate("workspace-write");
     cmd.env("SANDGATE_APPROVER", approver)
         .arg(host_script.path());
@@ -753,7 +755,7 @@ fn a_script_under_the_shared_temp_is_not_read_for_a_directive() {
 
     // The same script outside the shared temps asks, and runs widened.
     let script = env.ws.join("job.sh");
-    std::fs::copy(host_script.path(), &script).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::copy(host_script.path(), &script).unwrap();
     let mut cmd = env.sandgate("workspace-write");
     cmd.env("SANDGATE_APPROVER", approver).arg(&script);
     let out = output(&mut cmd);
@@ -837,13 +839,11 @@ fn the_retry_runs_the_command_string_without_its_directive_line() {
     let env = TestEnv::new();
     let approver = GRANTING_APPROVER;
     let bin = env.root.join("hash-bin");
-    std::fs::create_dir(&bin).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(&bin).unwrap();
     let ran = env.outside.join("hash-ran");
     let hash = bin.join("#");
-    std::fs::write(&hash, format!("#!/bin/sh\ntouch '{}'\n", ran.display()))
-        .unwrap_or_else(|e| panic!("{e}"));
-    std::fs::set_permissions(&hash, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&hash, format!("#!/bin/sh\ntouch '{}'\n", ran.display())).unwrap();
+    std::fs::set_permissions(&hash, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let path = format!(
         "{}:{}",
         bin.display(),
@@ -944,7 +944,7 @@ fn a_retry_names_sandgate_by_its_own_path() {
         let out = output(&mut cmd);
         assert_command_failed(&out);
         let marker = first_marker(&out);
-        let expected = std::fs::canonicalize(sandgate()).unwrap_or_else(|e| panic!("{e}"));
+        let expected = std::fs::canonicalize(sandgate()).unwrap();
         assert_eq!(
             marker["retry"]["argv"][0],
             expected.display().to_string(),

@@ -160,8 +160,8 @@ mod tests {
         assert_eq!(
             parse_answer("h", b"+127.0.0.1:80\n+[::1]:80\n"),
             Ok(vec![
-                "127.0.0.1:80".parse().unwrap_or_else(|e| panic!("{e}")),
-                "[::1]:80".parse().unwrap_or_else(|e| panic!("{e}")),
+                "127.0.0.1:80".parse().unwrap(),
+                "[::1]:80".parse().unwrap(),
             ])
         );
         for bad in [

@@ -411,9 +411,7 @@ mod tests {
     #[test]
     fn the_first_answer_wins_and_reaches_the_asker() {
         let mut board = Board::default();
-        let (mut rx, _) = board
-            .ask(request("aaaaaaaa1"), now())
-            .unwrap_or_else(|e| panic!("{e}"));
+        let (mut rx, _) = board.ask(request("aaaaaaaa1"), now()).unwrap();
         assert_eq!(
             board.answer(
                 "aaaaaaaa1",
@@ -447,12 +445,8 @@ mod tests {
     #[test]
     fn withdrawn_and_expired_questions_take_no_answer() {
         let mut board = Board::default();
-        let (_rx1, _) = board
-            .ask(request("w1"), now())
-            .unwrap_or_else(|e| panic!("{e}"));
-        let (_rx2, _) = board
-            .ask(request("e1"), now())
-            .unwrap_or_else(|e| panic!("{e}"));
+        let (_rx1, _) = board.ask(request("w1"), now()).unwrap();
+        let (_rx2, _) = board.ask(request("e1"), now()).unwrap();
         board.withdraw("w1", now());
         board.expire("e1", now());
         // Ending twice, or in another way, changes nothing.
@@ -490,9 +484,7 @@ mod tests {
     #[test]
     fn an_answer_whose_asker_is_gone_is_a_withdrawal() {
         let mut board = Board::default();
-        let (rx, _) = board
-            .ask(request("gone1"), now())
-            .unwrap_or_else(|e| panic!("{e}"));
+        let (rx, _) = board.ask(request("gone1"), now()).unwrap();
         drop(rx);
         assert_eq!(
             board.answer(
@@ -510,12 +502,8 @@ mod tests {
     #[test]
     fn ids_are_unique_and_prefixes_must_be_long_and_unambiguous() {
         let mut board = Board::default();
-        let _a = board
-            .ask(request("abcdef01"), now())
-            .unwrap_or_else(|e| panic!("{e}"));
-        let _b = board
-            .ask(request("abcdef02"), now())
-            .unwrap_or_else(|e| panic!("{e}"));
+        let _a = board.ask(request("abcdef01"), now()).unwrap();
+        let _b = board.ask(request("abcdef02"), now()).unwrap();
         assert!(matches!(
             board.ask(request("abcdef01"), now()),
             Err(AskRefused::RepeatedId(_))
@@ -549,9 +537,7 @@ mod tests {
         );
         // A question asked under the start of another's id does not take answers typed as
         // that start; named whole (as the panel and `watch` do), each is its own.
-        let _c = board
-            .ask(request("abcdef01x"), now())
-            .unwrap_or_else(|e| panic!("{e}"));
+        let _c = board.ask(request("abcdef01x"), now()).unwrap();
         assert_eq!(
             answer(&mut board, "abcdef01"),
             Err(AnswerRefused::Ambiguous("abcdef01".into()))
@@ -582,7 +568,7 @@ mod tests {
         assert!(matches!(board.ask(bad, now()), Err(AskRefused::Invalid(_))));
         let mut far = request("z");
         far.expires_at = "2999-01-01T00:00:00Z".into();
-        let (_rx, expires) = board.ask(far, now()).unwrap_or_else(|e| panic!("{e}"));
+        let (_rx, expires) = board.ask(far, now()).unwrap();
         assert!(expires <= now() + MAX_WAIT);
         for n in 1..MAX_PENDING {
             let _ = board.ask(request(&format!("p{n}")), now());

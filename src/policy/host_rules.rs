@@ -552,9 +552,8 @@ mod tests {
     #[test]
     fn denied_wins_over_allowed() {
         let rules = HostRules {
-            allowed: parse_entries(["*.example.com", "other.org"])
-                .unwrap_or_else(|e| panic!("{e}")),
-            denied: parse_entries(["secret.example.com"]).unwrap_or_else(|e| panic!("{e}")),
+            allowed: parse_entries(["*.example.com", "other.org"]).unwrap(),
+            denied: parse_entries(["secret.example.com"]).unwrap(),
             allow_private: false,
         };
         assert!(!rules.is_empty());
@@ -562,7 +561,7 @@ mod tests {
         assert_eq!(rules.verdict("Secret.Example.com.", 443), Verdict::Denied);
         // A denial without a port denies every port, whatever allows one.
         let with_port = HostRules {
-            allowed: parse_entries(["secret.example.com:8080"]).unwrap_or_else(|e| panic!("{e}")),
+            allowed: parse_entries(["secret.example.com:8080"]).unwrap(),
             ..rules.clone()
         };
         assert_eq!(
@@ -582,8 +581,7 @@ mod tests {
     #[test]
     fn registries_set_expands_and_is_valid() {
         assert_eq!(set_names(), vec!["registries"]);
-        let patterns =
-            parse_entries(["@registries", "crates.io"]).unwrap_or_else(|e| panic!("{e}"));
+        let patterns = parse_entries(["@registries", "crates.io"]).unwrap();
         let shown: Vec<String> = patterns.iter().map(ToString::to_string).collect();
         for host in [
             "registry.npmjs.org",
@@ -621,11 +619,11 @@ mod tests {
     #[test]
     fn serializes_as_canonical_text() {
         let rules = HostRules {
-            allowed: parse_entries(["Example.com:8080", "[::1]"]).unwrap_or_else(|e| panic!("{e}")),
+            allowed: parse_entries(["Example.com:8080", "[::1]"]).unwrap(),
             denied: Vec::new(),
             allow_private: true,
         };
-        let json = serde_json::to_string(&rules).unwrap_or_else(|e| panic!("{e}"));
+        let json = serde_json::to_string(&rules).unwrap();
         assert_eq!(
             json,
             r#"{"allowed":["example.com:8080","[::1]"],"denied":[],"allow_private":true}"#

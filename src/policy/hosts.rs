@@ -108,7 +108,7 @@ mod tests {
             &managed,
             &strings(&["a.test:8080"]),
         )
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
         assert_eq!(rules.allowed.len(), 4);
         assert!(matches!(
             rules.verdict("evil.example", 443),

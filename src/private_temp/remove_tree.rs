@@ -173,20 +173,17 @@ mod tests {
     fn a_deep_locked_tree_with_links_out_is_emptied_and_nothing_outside_changes() {
         let base = std::env::temp_dir().join(format!("sandgate-remove-{}", std::process::id()));
         let (tree, outside) = (base.join("tree"), base.join("outside"));
-        std::fs::create_dir_all(outside.join("kept")).unwrap_or_else(|e| panic!("{e}"));
-        std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o555))
-            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(outside.join("kept")).unwrap();
+        std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o555)).unwrap();
         let mut deep = tree.clone();
         for level in 0..(3 * DEEPEST + 5) {
             deep.push(format!("level-{level}"));
-            std::fs::create_dir_all(&deep).unwrap_or_else(|e| panic!("{e}"));
-            std::os::unix::fs::symlink(&outside, deep.join("out"))
-                .unwrap_or_else(|e| panic!("{e}"));
+            std::fs::create_dir_all(&deep).unwrap();
+            std::os::unix::fs::symlink(&outside, deep.join("out")).unwrap();
         }
-        std::fs::write(deep.join("file"), "x").unwrap_or_else(|e| panic!("{e}"));
-        std::fs::set_permissions(&deep, std::fs::Permissions::from_mode(0o000))
-            .unwrap_or_else(|e| panic!("{e}"));
-        let root = std::fs::File::open(&tree).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(deep.join("file"), "x").unwrap();
+        std::fs::set_permissions(&deep, std::fs::Permissions::from_mode(0o000)).unwrap();
+        let root = std::fs::File::open(&tree).unwrap();
 
         let emptied = empty(root.as_fd());
 
@@ -195,8 +192,7 @@ mod tests {
             .unwrap_or_default();
         let outside_mode = mode(&outside);
         let kept = outside.join("kept").exists();
-        std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o755))
-            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o755)).unwrap();
         let _ = std::fs::remove_dir_all(&base);
         assert!(emptied.is_ok(), "{emptied:?}");
         assert!(left.is_empty(), "{left:?}");

@@ -182,11 +182,11 @@ mod tests {
         let mut child = std::process::Command::new("sleep")
             .arg("60")
             .spawn()
-            .unwrap_or_else(|e| panic!("{e}"));
+            .unwrap();
         let tid = child.id() as libc::pid_t;
         let cwd = |dir: BorrowedFd<'_>| readlinkat(dir, "cwd");
         assert!(dirs.with(tid, cwd).is_ok());
-        let (cached, fresh) = dirs.get(tid).unwrap_or_else(|e| panic!("{e}"));
+        let (cached, fresh) = dirs.get(tid).unwrap();
         assert!(!fresh);
         let _ = child.kill();
         let _ = child.wait();
@@ -207,7 +207,7 @@ mod tests {
     fn facts_are_read_once_and_follow_the_umask() {
         let dirs = ProcDirs::default();
         let me = nix::unistd::gettid().as_raw();
-        let first = dirs.facts(me, false).unwrap_or_else(|e| panic!("{e}"));
+        let first = dirs.facts(me, false).unwrap();
         assert_eq!(dirs.facts(me, false), Ok(first));
         dirs.umask_changed(me, 0o077);
         assert_eq!(dirs.facts(me, false).map(|f| f.umask), Ok(0o077));
@@ -227,7 +227,7 @@ mod tests {
     fn the_cache_is_bounded() {
         let dirs = ProcDirs::default();
         let me = nix::unistd::getpid().as_raw();
-        let (mine, fresh) = dirs.get(me).unwrap_or_else(|e| panic!("{e}"));
+        let (mine, fresh) = dirs.get(me).unwrap();
         assert!(fresh);
         assert!(dirs.get(me).is_ok_and(|(_, fresh)| !fresh));
         // Fill it with other callers' entries: the next caller starts it over.

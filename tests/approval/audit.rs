@@ -28,11 +28,11 @@ fn fifty_parallel_requests_leave_one_hundred_chained_lines() {
             cmd.args(["--approver", approvers[i % approvers.len()], "--", "true"]);
             cmd.stdout(std::process::Stdio::null())
                 .stderr(std::process::Stdio::null());
-            cmd.spawn().unwrap_or_else(|e| panic!("{e}"))
+            cmd.spawn().unwrap()
         })
         .collect();
     for mut child in children {
-        child.wait().unwrap_or_else(|e| panic!("{e}"));
+        child.wait().unwrap();
     }
     let records = env.audit_records();
     assert_eq!(records.len(), 100);
@@ -76,7 +76,7 @@ fn fifty_parallel_requests_leave_one_hundred_chained_lines() {
         1,
     );
     assert_ne!(edited, text);
-    std::fs::write(env.audit_log(), edited).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(env.audit_log(), edited).unwrap();
     let broken = verify(&env.audit_log());
     assert_status(&broken, 1);
     assert!(
@@ -185,7 +185,7 @@ fn a_link_planted_at_the_audit_log_path_is_not_followed() {
         assert_eq!(std::fs::read(&bashrc).unwrap_or_default(), b"keep\n");
     }
     // Control: without the link, the same request is asked, granted and recorded there.
-    std::fs::remove_file(env.ws.join("audit.jsonl")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::remove_file(env.ws.join("audit.jsonl")).unwrap();
     let out = escalate(&env, &env.ws.join("audit.jsonl"), &granting, &[]);
     assert_status(&out, 0);
     assert!(asked.exists() && env.ws.join("ran").exists());
@@ -252,7 +252,7 @@ fn a_held_audit_lock_delays_an_escalation_only_a_bounded_time() {
     // A first request creates the log.
     let out = escalate(&env, &log, &granting, &["--approval", "never"]);
     assert_status(&out, 77);
-    let before = std::fs::read(&log).unwrap_or_else(|e| panic!("{e}"));
+    let before = std::fs::read(&log).unwrap();
     {
         let _holder = LockHolder::hold(&lock_file_of(&log), &env.root.join("locked"));
         let start = std::time::Instant::now();
@@ -297,7 +297,7 @@ fn an_unwritable_audit_log_blocks_a_grant_but_never_turns_a_refusal_into_125() {
     let env = TestEnv::new();
     let log = env.audit_log();
     let target = env.outside.join("target");
-    std::fs::write(&target, "keep\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&target, "keep\n").unwrap();
     // The approver answers after the `asked` record is written, and breaks the log before
     // the `decided` one: the path now holds a link sandgate will not write through.
     let breaking = format!(
@@ -306,8 +306,8 @@ fn an_unwritable_audit_log_blocks_a_grant_but_never_turns_a_refusal_into_125() {
         t = target.display()
     );
     let restore = || {
-        std::fs::remove_file(&log).unwrap_or_else(|e| panic!("{e}"));
-        std::fs::rename(log.with_extension("jsonl.moved"), &log).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::remove_file(&log).unwrap();
+        std::fs::rename(log.with_extension("jsonl.moved"), &log).unwrap();
     };
     for decision in ["rejected", "garbage"] {
         let out = escalate(&env, &log, &approver(&breaking, decision), &[]);

@@ -92,12 +92,12 @@ fn a_project_file_cannot_widen() {
         return;
     }
     let env = TestEnv::new();
-    std::fs::create_dir(env.ws.join(".sandgate")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(env.ws.join(".sandgate")).unwrap();
     std::fs::write(
         env.ws.join(".sandgate/config.json"),
         r#"{"sandbox": "full-access", "max_mode": "full-access", "approval_endpoint": "http://127.0.0.1:9/"}"#,
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     let mut cmd = env.sandgate("workspace-write");
     cmd.args(["--", "touch"]).arg(env.outside.join("f"));
     let out = output(&mut cmd);
@@ -116,7 +116,7 @@ fn a_project_file_cannot_widen() {
         env.ws.join(".sandgate/config.json"),
         r#"{"sandbox": "read-only"}"#,
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     let mut cmd = env.sandgate("workspace-write");
     cmd.args(["--", "touch"]).arg(env.ws.join("g"));
     assert_command_failed(&output(&mut cmd));
@@ -130,7 +130,7 @@ fn the_managed_ceiling_holds_against_flags_and_approved_requests() {
         env.root.join("managed.json"),
         r#"{"max_mode": "workspace-write"}"#,
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     let out = env.run("full-access", &["true"]);
     assert_status(&out, 78);
     assert!(
@@ -165,18 +165,18 @@ fn the_managed_ceiling_holds_against_flags_and_approved_requests() {
 #[test]
 fn managed_allowed_presets_and_the_user_file() {
     let env = TestEnv::new();
-    std::fs::create_dir_all(env.root.join("config")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(env.root.join("config")).unwrap();
     std::fs::write(
         env.root.join("config/config.json"),
         r#"{"preset": "locked"}"#,
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     assert_eq!(presets_json(&env, &[])["current"]["preset"], "locked");
     std::fs::write(
         env.root.join("managed.json"),
         r#"{"allowed_presets": ["ci"]}"#,
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     let mut cmd = env.sandgate("workspace-write");
     cmd.args(["--preset", "ci", "--", "true"]);
     assert_status(&output(&mut cmd), 0);

@@ -169,11 +169,8 @@ fn hostile_replies_never_run_the_command() {
 #[test]
 fn a_refused_connection_is_unavailable_and_does_not_fall_through() {
     let env = TestEnv::new();
-    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
-    let url = format!(
-        "http://{}/",
-        dead.local_addr().unwrap_or_else(|e| panic!("{e}"))
-    );
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/", dead.local_addr().unwrap());
     drop(dead);
     // An approver program is configured too; a failing endpoint must not fall back to it.
     let granted = env.root.join("approver-ran");
@@ -210,7 +207,7 @@ fn a_unix_socket_endpoint_grants_with_a_token_file_set() {
     }
     let env = TestEnv::new();
     let token = env.root.join("token");
-    std::fs::write(&token, "s3cret\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&token, "s3cret\n").unwrap();
     let ep = TestEndpoint::unix(&env.root.join("approve.sock"), |r, _| {
         Reply::decision(r, "allowed-once")
     });

@@ -189,7 +189,7 @@ fn a_grant_covers_this_call_only() {
     assert!(r["expires_at"].is_string() && r["id"].is_string());
     assert_eq!(r["workspace"], env.ws.to_string_lossy().as_ref());
     // The next call, without a request, is back at the standing mode.
-    std::fs::remove_file(env.outside.join("f")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::remove_file(env.outside.join("f")).unwrap();
     let out = escalate(&env, "workspace-write", &["--approval-endpoint", &ep.url]);
     assert_command_failed(&out);
     assert!(!env.outside.join("f").exists());

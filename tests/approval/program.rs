@@ -31,7 +31,7 @@ fn the_approver_grants_only_with_allowed_once() {
     assert_status(&out, 0);
     assert!(env.ws.join("ran").exists(), "{}", show(&out));
     assert_eq!(last_outcome(&env), "allowed-once");
-    std::fs::remove_file(env.ws.join("ran")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::remove_file(env.ws.join("ran")).unwrap();
 
     for (approver, outcome) in [
         (answering("rejected"), "rejected"),

@@ -96,7 +96,7 @@ fn a_question_whose_asker_was_killed_leaves_the_list_and_takes_no_answer() {
     let server = ApprovalsServer::start(&env, &[]);
     let mut asker = ask(&env, "killed", "write");
     let id = server.only_pending_id(&env);
-    asker.kill().unwrap_or_else(|e| panic!("{e}"));
+    asker.kill().unwrap();
     let _ = asker.wait();
     let board = server.board_until(&env, |b| b["pending"].as_array().is_some_and(Vec::is_empty));
     assert_eq!(board["decided"][0]["id"], id.as_str());
@@ -199,7 +199,7 @@ fn the_watch_prompt_allows_only_when_its_code_is_typed() {
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
     let mut typed = watch.stdin.take().unwrap_or_else(|| panic!("no stdin"));
     let mut shown =
         BufReader::new(watch.stdout.take().unwrap_or_else(|| panic!("no stdout"))).lines();
@@ -221,14 +221,12 @@ fn the_watch_prompt_allows_only_when_its_code_is_typed() {
     let asker = ask(&env, "said-yes", "write");
     let code = code_shown();
     assert_eq!(code.len(), 5, "{code}");
-    typed.write_all(b"y\n").unwrap_or_else(|e| panic!("{e}"));
+    typed.write_all(b"y\n").unwrap();
     assert_status(&ended(asker), 77);
 
     let asker = ask(&env, "typed-code", "write");
     let code = code_shown();
-    typed
-        .write_all(format!("{code}\n").as_bytes())
-        .unwrap_or_else(|e| panic!("{e}"));
+    typed.write_all(format!("{code}\n").as_bytes()).unwrap();
     assert_status(&ended(asker), 0);
     assert!(env.ws.join("typed-code").exists() && !env.ws.join("said-yes").exists());
     assert_eq!(server.board(&env)["decided"][0]["decided_by"], "watch");
@@ -252,7 +250,7 @@ fn an_agents_call_through_a_link_is_answered_by_the_server_at_the_default_socket
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        cmd.spawn().unwrap_or_else(|e| panic!("{e}"))
+        cmd.spawn().unwrap()
     };
     // Without a server, a link has nobody to ask.
     let out = ended(call("no-server"));
@@ -265,7 +263,7 @@ fn an_agents_call_through_a_link_is_answered_by_the_server_at_the_default_socket
 
     let server = ApprovalsServer::start(&env, &[]);
     let doctor = output(&mut env_command(&env, &["doctor", "--json"]));
-    let report: Value = serde_json::from_slice(&doctor.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let report: Value = serde_json::from_slice(&doctor.stdout).unwrap();
     let asks = format!("the approvals server at {}", server.socket.display());
     assert_eq!(
         report["answerer"]["agent_link"],
@@ -292,8 +290,7 @@ fn a_socket_others_could_reach_is_not_asked_and_not_served() {
         .to_owned();
     let mode = |m: u32| {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(m))
-            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(m)).unwrap();
     };
     mode(0o755);
     // The asker does not take a server whose directory others can enter.
@@ -318,11 +315,10 @@ fn a_socket_others_could_reach_is_not_asked_and_not_served() {
     );
     // A server does not start in a directory others can enter.
     let open = env.root.join("open");
-    std::fs::create_dir(&open).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(&open).unwrap();
     {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755))
-            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
     let sock = open.join("approvals.sock");
     let out = output(&mut env_command(
@@ -423,7 +419,7 @@ fn a_sandboxed_peer_on_a_socket_it_can_reach_is_refused() {
         &["--approval-endpoint", &server.endpoint()],
     )
     .spawn()
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     let id = server.only_pending_id(&env);
     // The connect itself is allowed here (a socket beneath the workspace). The sandbox's
     // supervisor performs it, so the kernel names the supervisor as the peer: the server

@@ -83,7 +83,7 @@ fn ask_with_runtime(env: &TestEnv, runtime: &Path, file: &str) -> std::process::
 /// Stops the fake servers that note questions in `log`, and waits for them to go.
 fn stop_fakes(log: &Path) {
     let stop = log.with_extension("log.stop");
-    std::fs::write(&stop, "").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&stop, "").unwrap();
     std::thread::sleep(std::time::Duration::from_millis(500));
     let _ = std::fs::remove_file(&stop);
 }
@@ -185,7 +185,7 @@ fn a_connect_made_by_a_supervisor_that_has_exited_but_is_not_reaped_is_refused()
         &["--approval-endpoint", &server.endpoint()],
     )
     .spawn()
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     let id = server.only_pending_id(&env);
 
     // Connects, then leaves (keeps) a process in the background that holds the connection and,
@@ -226,13 +226,13 @@ fn a_connect_made_by_a_supervisor_that_has_exited_but_is_not_reaped_is_refused()
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    let mut attacker = attacker.spawn().unwrap_or_else(|e| panic!("{e}"));
+    let mut attacker = attacker.spawn().unwrap();
     let pid = attacker.id();
     wait_until("the attacking sandgate exits", || {
         state_of(pid) == Some('Z')
     });
     signal(server.pid(), "-CONT");
-    std::fs::write(&go, "").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&go, "").unwrap();
     wait_until("the background process reports", || reply.exists());
     let _ = attacker.wait();
     let answered = std::fs::read_to_string(&reply).unwrap_or_default();
@@ -250,13 +250,13 @@ fn a_connect_made_by_a_supervisor_that_has_exited_but_is_not_reaped_is_refused()
     assert!(!env.ws.join("granted").exists());
 
     // The control: the same program outside any sandbox is the user's own, and answers.
-    std::fs::remove_file(&reply).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::remove_file(&reply).unwrap();
     let out = env.run("full-access", &["/usr/bin/python3", "-c", &script]);
     assert_status(&out, 0);
     wait_until("the background process reports", || reply.exists());
     let answered = std::fs::read_to_string(&reply).unwrap_or_default();
     assert!(answered.contains("200 OK"), "{answered}");
-    let status = asker.wait().unwrap_or_else(|e| panic!("{e}"));
+    let status = asker.wait().unwrap();
     assert_eq!(status.code(), Some(0));
     assert!(env.ws.join("granted").exists());
 }
@@ -270,7 +270,7 @@ fn list_shows_every_bidirectional_control_as_an_escape() {
     let name = "notes\u{61c}\u{202e}txt.sh";
     let mut asker = asker(&env, name, "tidy \u{61c}the notes", &[])
         .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
     let id = server.only_pending_id(&env);
     let out = server.client(&env, &["list"]);
     assert_status(&out, 0);
@@ -346,7 +346,7 @@ fn the_panel_does_not_start_with_a_token_that_could_be_guessed() {
     // pid there, which a panel token must not: another user on the machine reads the
     // server's pid and start time in /proc.
     let fake = env.root.join("urandom");
-    std::fs::write(&fake, "0123456789abcdef").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&fake, "0123456789abcdef").unwrap();
     let out = serve_with_urandom(&env, Some(&fake), &env.root.join("a/approvals.sock"));
     assert_ne!(out.status.code(), Some(99), "cannot mount: {}", show(&out));
     assert!(
@@ -412,9 +412,7 @@ print(reply.decode(errors="replace"), flush=True)
 fn an_asker_under_the_start_of_anothers_id_does_not_take_its_answer() {
     let env = TestEnv::new();
     let server = ApprovalsServer::start(&env, &[]);
-    let mut asker = asker(&env, "granted", "write", &[])
-        .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let mut asker = asker(&env, "granted", "write", &[]).spawn().unwrap();
     let id = server.only_pending_id(&env);
     // An agent sees the question arrive and asks under the first 8 characters of its id,
     // the start a person would type after reading `approvals list`.
@@ -427,11 +425,11 @@ fn an_asker_under_the_start_of_anothers_id_does_not_take_its_answer() {
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
     server.pending(&env, 2);
     let out = server.client(&env, &["allow", start]);
     let _ = hostile.kill();
-    let answered = hostile.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    let answered = hostile.wait_with_output().unwrap();
     let answered = String::from_utf8_lossy(&answered.stdout);
     assert!(
         !answered.contains("allowed-once"),
@@ -445,7 +443,7 @@ fn an_asker_under_the_start_of_anothers_id_does_not_take_its_answer() {
     );
     // The control: the whole id reaches the question it names.
     assert_status(&server.client(&env, &["allow", &id]), 0);
-    let status = asker.wait().unwrap_or_else(|e| panic!("{e}"));
+    let status = asker.wait().unwrap();
     assert_eq!(status.code(), Some(0));
     assert!(env.ws.join("granted").exists());
 }
@@ -490,14 +488,13 @@ fn a_body_that_trickles_is_cut_off() {
     use std::io::{Read, Write};
     let env = TestEnv::new();
     let server = ApprovalsServer::start(&env, &[]);
-    let mut stream =
-        std::os::unix::net::UnixStream::connect(&server.socket).unwrap_or_else(|e| panic!("{e}"));
+    let mut stream = std::os::unix::net::UnixStream::connect(&server.socket).unwrap();
     stream
         .write_all(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"id\":")
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
     stream
         .set_read_timeout(Some(std::time::Duration::from_secs(30)))
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
     let mut reply = String::new();
     let _ = stream.read_to_string(&mut reply);
     assert!(reply.starts_with("HTTP/1.1 408"), "{reply:?}");

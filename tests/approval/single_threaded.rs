@@ -73,15 +73,15 @@ fn a_grant_through_a_named_endpoint_forks_the_command_single_threaded() {
         .arg(&go)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
+    let mut child = cmd.spawn().unwrap();
     let mut stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
     let mut ready = [0u8; 6];
     use std::io::Read;
     let _ = stdout.read_exact(&mut ready);
     let status =
         std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
-    std::fs::write(&go, "").unwrap_or_else(|e| panic!("{e}"));
-    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&go, "").unwrap();
+    let out = child.wait_with_output().unwrap();
     assert_status(&out, 0);
     assert_eq!(&ready, b"ready\n", "{}", show(&out));
     let threads: Vec<&str> = status

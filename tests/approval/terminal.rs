@@ -47,7 +47,7 @@ fn on_pty(
     extra_env: &[(&str, &str)],
 ) -> (Option<i32>, String) {
     let pty = nix::pty::openpty(None, None).unwrap_or_else(|e| panic!("openpty: {e}"));
-    let slave = |fd: &OwnedFd| Stdio::from(fd.try_clone().unwrap_or_else(|e| panic!("{e}")));
+    let slave = |fd: &OwnedFd| Stdio::from(fd.try_clone().unwrap());
     let mut cmd = env.command("setsid");
     cmd.args(["-c", "/bin/sh", "-c", script]);
     cmd.env("SG", sandgate())
@@ -59,11 +59,11 @@ fn on_pty(
     cmd.stdin(slave(&pty.slave))
         .stdout(slave(&pty.slave))
         .stderr(slave(&pty.slave));
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
+    let mut child = cmd.spawn().unwrap();
     drop(cmd);
     drop(pty.slave);
     let master = std::fs::File::from(pty.master);
-    let mut reader = master.try_clone().unwrap_or_else(|e| panic!("{e}"));
+    let mut reader = master.try_clone().unwrap();
     let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
     std::thread::spawn(move || {
         let mut buf = [0u8; 4096];
@@ -76,7 +76,7 @@ fn on_pty(
     let mut shown = Vec::new();
     let mut writer = master;
     if let Keys::AheadThenCode(early) = keys {
-        writer.write_all(early).unwrap_or_else(|e| panic!("{e}"));
+        writer.write_all(early).unwrap();
     }
     let mut typed = matches!(keys, Keys::Nothing);
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
@@ -98,7 +98,7 @@ fn on_pty(
                 }
                 Keys::Nothing => vec![],
             };
-            writer.write_all(&answer).unwrap_or_else(|e| panic!("{e}"));
+            writer.write_all(&answer).unwrap();
             typed = true;
         }
         if let Ok(Some(_)) = child.try_wait() {
@@ -109,7 +109,7 @@ fn on_pty(
         }
     }
     let _ = child.kill();
-    let status = child.wait().unwrap_or_else(|e| panic!("{e}"));
+    let status = child.wait().unwrap();
     (status.code(), String::from_utf8_lossy(&shown).into_owned())
 }
 
@@ -140,7 +140,7 @@ fn only_the_code_shown_grants_and_y_alone_rejects() {
     assert!(shown.contains("y or yes does not allow it"), "{shown}");
     assert_eq!(last_outcome(&env), "allowed-once");
     let first_code = code_on(&shown);
-    std::fs::remove_file(&ran).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::remove_file(&ran).unwrap();
     for keys in [
         Keys::Typed(b"y\n"),
         Keys::Typed(b"yes\n"),
@@ -244,7 +244,7 @@ fn agent_links(env: &TestEnv) -> std::path::PathBuf {
     let dir = env.root.join("bin");
     let out = output(Command::new(sandgate()).arg("install-links").arg(&dir));
     assert_status(&out, 0);
-    std::os::unix::fs::symlink(sandgate(), dir.join("bash")).unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink(sandgate(), dir.join("bash")).unwrap();
     dir
 }
 

@@ -35,7 +35,7 @@ fn denial_paths(log: &Path) -> Vec<String> {
 fn wait_within(child: &mut std::process::Child, limit: Duration) -> std::process::ExitStatus {
     let started = Instant::now();
     loop {
-        if let Some(status) = child.try_wait().unwrap_or_else(|e| panic!("{e}")) {
+        if let Some(status) = child.try_wait().unwrap() {
             return status;
         }
         if started.elapsed() > limit {
@@ -49,12 +49,12 @@ fn wait_within(child: &mut std::process::Child, limit: Duration) -> std::process
 /// `sandgate -- CMD 2>&1 | head -1`: both streams into one pipe whose reader leaves
 /// after the first line.
 fn spawn_into_head(mut cmd: Command) -> std::process::Child {
-    let (reader, writer) = nix::unistd::pipe().unwrap_or_else(|e| panic!("{e}"));
-    let second: OwnedFd = writer.try_clone().unwrap_or_else(|e| panic!("{e}"));
+    let (reader, writer) = nix::unistd::pipe().unwrap();
+    let second: OwnedFd = writer.try_clone().unwrap();
     cmd.stdin(Stdio::null())
         .stdout(Stdio::from(writer))
         .stderr(Stdio::from(second));
-    let child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
+    let child = cmd.spawn().unwrap();
     drop(cmd);
     let mut first = String::new();
     let _ = BufReader::new(std::fs::File::from(reader)).read_line(&mut first);
@@ -141,13 +141,12 @@ fn the_detached_supervisor_logs_a_background_processs_refusals() {
 /// it again, as a pipe made by another user (`sudo -u … sandgate … 2>&1 | …`) is to sandgate.
 fn full_pipe(foreign: bool) -> (OwnedFd, OwnedFd) {
     use nix::fcntl::{fcntl, FcntlArg, OFlag};
-    let (reader, writer) = nix::unistd::pipe().unwrap_or_else(|e| panic!("{e}"));
-    fcntl(&writer, FcntlArg::F_SETFL(OFlag::O_NONBLOCK)).unwrap_or_else(|e| panic!("{e}"));
+    let (reader, writer) = nix::unistd::pipe().unwrap();
+    fcntl(&writer, FcntlArg::F_SETFL(OFlag::O_NONBLOCK)).unwrap();
     while nix::unistd::write(&writer, &[b'.'; 4096]).is_ok() {}
-    fcntl(&writer, FcntlArg::F_SETFL(OFlag::empty())).unwrap_or_else(|e| panic!("{e}"));
+    fcntl(&writer, FcntlArg::F_SETFL(OFlag::empty())).unwrap();
     if foreign {
-        nix::sys::stat::fchmod(&writer, nix::sys::stat::Mode::empty())
-            .unwrap_or_else(|e| panic!("{e}"));
+        nix::sys::stat::fchmod(&writer, nix::sys::stat::Mode::empty()).unwrap();
     }
     (reader, writer)
 }
@@ -178,7 +177,7 @@ fn a_full_stderr_holds_neither_the_command_nor_sandgate() {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::from(writer));
-        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
+        let mut child = cmd.spawn().unwrap();
         drop(cmd);
         // The command failed, so sandgate has markers to show and nowhere to put them.
         let status = wait_within(&mut child, Duration::from_secs(30));
@@ -202,24 +201,22 @@ fn a_full_terminal_that_cannot_be_reopened_holds_sandgate_two_seconds_at_most() 
     // writable. A marker longer than that room must not hold sandgate past its patience.
     let env = TestEnv::new();
     let log = env.root.join("tty.ndjson");
-    let pty = nix::pty::openpty(None, None).unwrap_or_else(|e| panic!("{e}"));
+    let pty = nix::pty::openpty(None, None).unwrap();
     let slave = pty.slave;
     let flags = nix::fcntl::OFlag::O_NONBLOCK;
-    nix::fcntl::fcntl(&slave, nix::fcntl::FcntlArg::F_SETFL(flags))
-        .unwrap_or_else(|e| panic!("{e}"));
+    nix::fcntl::fcntl(&slave, nix::fcntl::FcntlArg::F_SETFL(flags)).unwrap();
     while nix::unistd::write(&slave, &[b'.'; 512]).is_ok() {}
     nix::fcntl::fcntl(
         &slave,
         nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::empty()),
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     let mut freed = 0;
     while freed < 300 {
         let mut buf = [0u8; 300];
-        freed += nix::unistd::read(&pty.master, &mut buf[..300 - freed])
-            .unwrap_or_else(|e| panic!("{e}"));
+        freed += nix::unistd::read(&pty.master, &mut buf[..300 - freed]).unwrap();
     }
-    nix::sys::stat::fchmod(&slave, nix::sys::stat::Mode::empty()).unwrap_or_else(|e| panic!("{e}"));
+    nix::sys::stat::fchmod(&slave, nix::sys::stat::Mode::empty()).unwrap();
     let script = format!(
         "for i in $(seq 1 20); do echo x > '{}/'$i; done 2>/dev/null; exit 3",
         env.outside.display()
@@ -232,7 +229,7 @@ fn a_full_terminal_that_cannot_be_reopened_holds_sandgate_two_seconds_at_most() 
         .stdout(Stdio::null())
         .stderr(Stdio::from(slave));
     let started = Instant::now();
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
+    let mut child = cmd.spawn().unwrap();
     drop(cmd);
     let status = wait_within(&mut child, Duration::from_secs(30));
     drop(pty.master);
@@ -270,7 +267,7 @@ fn the_detached_supervisor_does_not_hold_the_callers_stderr() {
     .stdin(Stdio::null())
     .stdout(Stdio::null())
     .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
+    let mut child = cmd.spawn().unwrap();
     let mut stderr = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {

@@ -273,7 +273,7 @@ fn a_background_writer_cannot_splice_fields_into_a_tagged_marker() {
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped());
-        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
+        let mut child = cmd.spawn().unwrap();
         let mut stderr = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
         let mut data = Vec::new();
         let mut buf = [0u8; 4096];

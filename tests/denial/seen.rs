@@ -13,12 +13,10 @@ use crate::support::*;
 /// which holds nothing protected.
 fn plant(env: &TestEnv) {
     let ws = &env.ws;
-    let write = |p: &Path, text: &str| std::fs::write(p, text).unwrap_or_else(|e| panic!("{e}"));
-    let link = |target: &Path, at: &Path| {
-        std::os::unix::fs::symlink(target, at).unwrap_or_else(|e| panic!("{e}"))
-    };
-    std::fs::create_dir_all(ws.join(".sandgate")).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::create_dir_all(ws.join("deep/sub")).unwrap_or_else(|e| panic!("{e}"));
+    let write = |p: &Path, text: &str| std::fs::write(p, text).unwrap();
+    let link = |target: &Path, at: &Path| std::os::unix::fs::symlink(target, at).unwrap();
+    std::fs::create_dir_all(ws.join(".sandgate")).unwrap();
+    std::fs::create_dir_all(ws.join("deep/sub")).unwrap();
     write(
         &ws.join(".sandgate/config.json"),
         r#"{"protected_paths": ["keep.txt"]}"#,
@@ -243,8 +241,8 @@ fn a_frozen_directory_reports_what_cannot_be_made_in_it() {
         return;
     }
     let env = TestEnv::new();
-    std::fs::create_dir_all(env.ws.join("sub")).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(env.ws.join("existing"), "a\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(env.ws.join("sub")).unwrap();
+    std::fs::write(env.ws.join("existing"), "a\n").unwrap();
     let script = "echo b >> existing && echo write-existing >> sub/did
         echo c > sub/inside && echo create-inside >> sub/did
         mkdir made 2>/dev/null && echo mkdir >> sub/did

@@ -83,7 +83,7 @@ fn a_core_dumping_signal_passes_through_without_a_core_from_sandgate() {
 #[test]
 fn missing_and_non_executable_commands() {
     let env = TestEnv::new();
-    std::fs::write(env.ws.join("script"), "#!/bin/sh\necho hi\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(env.ws.join("script"), "#!/bin/sh\necho hi\n").unwrap();
     for mode in ["read-only", "workspace-write", "full-access"] {
         let out = env.run(mode, &["sandgate-no-such-command"]);
         assert_status(&out, 127);

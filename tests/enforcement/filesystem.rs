@@ -8,7 +8,7 @@ fn read_only_reads_anywhere_and_writes_nowhere() {
         return;
     }
     let env = TestEnv::new();
-    std::fs::write(env.outside.join("data"), "secret").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(env.outside.join("data"), "secret").unwrap();
     let out = env.run(
         "read-only",
         &["cat", &env.outside.join("data").to_string_lossy()],
@@ -51,7 +51,7 @@ fn read_only_allows_dev_null_and_a_private_tmp_that_vanishes() {
     let marker = tempfile::Builder::new()
         .prefix("host-only")
         .tempfile_in("/tmp")
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
     let out = env.sh(
         "read-only",
         &format!("test -e '{}'", marker.path().display()),
@@ -69,8 +69,8 @@ fn workspace_write_writes_in_the_workspace_and_its_private_tmp() {
     let host_file = tempfile::Builder::new()
         .prefix("sandgate-ww")
         .tempfile_in("/tmp")
-        .unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(host_file.path(), "host\n").unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
+    std::fs::write(host_file.path(), "host\n").unwrap();
     let tmp = host_file.path().to_string_lossy().into_owned();
     let out = env.sh(
         "workspace-write",
@@ -100,10 +100,9 @@ fn workspace_write_cannot_write_outside_by_any_path() {
     let env = TestEnv::new();
     let out_dir = env.outside.to_string_lossy().into_owned();
     let victim = env.outside.join("victim");
-    std::fs::write(&victim, "original").unwrap_or_else(|e| panic!("{e}"));
-    std::os::unix::fs::symlink(&env.outside, env.ws.join("escape"))
-        .unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(env.ws.join("mine"), "mine").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&victim, "original").unwrap();
+    std::os::unix::fs::symlink(&env.outside, env.ws.join("escape")).unwrap();
+    std::fs::write(env.ws.join("mine"), "mine").unwrap();
     let attempts = [
         format!("echo x > '{out_dir}/new'"),
         "echo x > escape/new".to_owned(),
@@ -125,7 +124,7 @@ fn workspace_write_cannot_write_outside_by_any_path() {
         format!("touch -d 2001-01-01 '{out_dir}/victim'"),
         format!("rm -f '{out_dir}/victim'"),
     ];
-    let before = std::fs::metadata(&victim).unwrap_or_else(|e| panic!("{e}"));
+    let before = std::fs::metadata(&victim).unwrap();
     for attempt in &attempts {
         let out = env.sh("workspace-write", attempt);
         assert_command_failed(&out);
@@ -181,7 +180,7 @@ fn inotify_watches_only_where_the_sandbox_may_write() {
         return;
     }
     let env = TestEnv::new();
-    std::fs::create_dir_all(env.ws.join("src")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(env.ws.join("src")).unwrap();
     env.put(
         "watch.py",
         r#"import ctypes, os, struct, sys

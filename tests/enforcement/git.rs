@@ -41,10 +41,7 @@ fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let mut out = vec![];
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d)
-            .unwrap_or_else(|e| panic!("{e}"))
-            .flatten()
-        {
+        for entry in std::fs::read_dir(&d).unwrap().flatten() {
             let path = entry.path();
             if path.is_dir() && !path.is_symlink() {
                 stack.push(path.clone());
@@ -70,8 +67,8 @@ fn hooks_and_config_cannot_be_created_changed_renamed_or_replaced() {
     }
     let env = TestEnv::new();
     git(&env.ws, &["init", "-q"]);
-    std::fs::create_dir_all(env.ws.join(".sandgate")).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(env.ws.join(".sandgate/config.json"), "{}").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(env.ws.join(".sandgate")).unwrap();
+    std::fs::write(env.ws.join(".sandgate/config.json"), "{}").unwrap();
     let hooks = snapshot(&env.ws.join(".git/hooks"));
     let config = std::fs::read(env.ws.join(".git/config")).unwrap_or_default();
     let attempts = [
@@ -150,9 +147,9 @@ fn a_worktree_protects_the_real_git_dir_behind_the_dot_git_file() {
     }
     let env = TestEnv::new();
     let main = env.root.join("main");
-    std::fs::create_dir(&main).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(&main).unwrap();
     git(&main, &["init", "-q"]);
-    std::fs::write(main.join("f"), "x").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(main.join("f"), "x").unwrap();
     git(&main, &["add", "."]);
     git(&main, &["commit", "-qm", "init"]);
     let wt = env.root.join("wt");
@@ -207,7 +204,7 @@ fn an_info_directory_made_inside_still_guards_its_attributes() {
     }
     let env = TestEnv::new();
     git(&env.ws, &["init", "-q"]);
-    std::fs::remove_dir_all(env.ws.join(".git/info")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::remove_dir_all(env.ws.join(".git/info")).unwrap();
     let plant = "mkdir .git/info && echo ok > .git/info/exclude && echo '* filter=x' > .git/info/attributes";
     let out = env.sh("workspace-write", plant);
     assert_command_failed(&out);
@@ -223,7 +220,7 @@ fn an_info_directory_made_inside_still_guards_its_attributes() {
         show(&out)
     );
     // Control: unconfined, the same plant lands.
-    std::fs::remove_dir_all(env.ws.join(".git/info")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::remove_dir_all(env.ws.join(".git/info")).unwrap();
     assert_status(&env.sh("full-access", plant), 0);
     assert!(env.ws.join(".git/info/attributes").exists());
 }
@@ -276,7 +273,7 @@ fn git_commands_that_change_configuration_work_inside() {
     );
     ok(ws, &["commit", "-q", "-m", "sub"]);
     ok(ws, &["submodule", "deinit", "-q", "-f", "sub"]);
-    std::fs::remove_dir_all(ws.join(".git/modules/sub")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::remove_dir_all(ws.join(".git/modules/sub")).unwrap();
     let o = origin.display();
     let script = format!(
         "set -e
@@ -360,11 +357,10 @@ fn a_repository_made_inside_makes_the_host_s_git_run_nothing() {
         let payload = format!("touch '{}'; false", marker.display());
         let out = host_git(&env, &env.root, &["init", "-q", &ws.to_string_lossy()]);
         assert_status(&out, 0);
-        std::fs::write(ws.join("f"), "f\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ws.join("f"), "f\n").unwrap();
         assert_status(&host_git(&env, &ws, &["add", "f"]), 0);
         assert_status(&host_git(&env, &ws, &["commit", "-q", "-m", "f"]), 0);
-        std::fs::write(ws.join("payload.sh"), format!("#!/bin/sh\n{payload}\n"))
-            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ws.join("payload.sh"), format!("#!/bin/sh\n{payload}\n")).unwrap();
         let script = format!(
             r#"git init -q evil && git -C evil commit -q --allow-empty -m e
                git -C evil config core.fsmonitor "{payload}"
@@ -387,7 +383,7 @@ fn a_repository_made_inside_makes_the_host_s_git_run_nothing() {
         ]);
         assert_status(&output(&mut cmd), 0);
         // The host's next git commands.
-        std::fs::write(ws.join("f"), "changed\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ws.join("f"), "changed\n").unwrap();
         let mut ran = vec![];
         for (dir, args) in [
             (ws.join("evil"), &["status"][..]),

@@ -88,8 +88,8 @@ impl Gate {
     pub(super) fn new() -> Gate {
         let env = TestEnv::new();
         let home = env.root.join("home");
-        std::fs::create_dir(&home).unwrap_or_else(|e| panic!("{e}"));
-        std::fs::write(home.join(".gitconfig"), USER_GITCONFIG).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir(&home).unwrap();
+        std::fs::write(home.join(".gitconfig"), USER_GITCONFIG).unwrap();
         let g = Gate {
             out: env.outside.clone(),
             origin: env.root.join("origin.git"),
@@ -102,7 +102,7 @@ impl Gate {
         g.ok(root, &["init", "-q", &s(&g.subsrc)]);
         g.ok(&g.subsrc, &["commit", "-q", "--allow-empty", "-m", "s1"]);
         g.ok(ws, &["init", "-q"]);
-        std::fs::write(ws.join("f"), "a\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ws.join("f"), "a\n").unwrap();
         g.ok(ws, &["add", "f"]);
         g.ok(ws, &["commit", "-q", "-m", "init"]);
         g.ok(ws, &["remote", "add", "origin", &s(&g.origin)]);
@@ -130,7 +130,7 @@ impl Gate {
     /// The tags whose payload ran.
     pub(super) fn ran(&self) -> BTreeSet<String> {
         std::fs::read_dir(&self.out)
-            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap()
             .flatten()
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .collect()
@@ -246,9 +246,7 @@ impl Gate {
             ws_ypixel: 0,
         };
         let pty = nix::pty::openpty(Some(&size), None).unwrap_or_else(|e| panic!("openpty: {e}"));
-        let slave = |fd: &std::os::fd::OwnedFd| {
-            Stdio::from(fd.try_clone().unwrap_or_else(|e| panic!("{e}")))
-        };
+        let slave = |fd: &std::os::fd::OwnedFd| Stdio::from(fd.try_clone().unwrap());
         cmd.env_remove("PAGER")
             .env_remove("GIT_PAGER")
             .stdin(slave(&pty.slave))
@@ -666,7 +664,7 @@ fn a_git_directory_planted_in_a_registered_submodule_runs_nothing() {
         }
         g.ok(&ws, &["commit", "-q", "-m", "subs"]);
         g.ok(&ws, &["submodule", "deinit", "-q", "-f", "--all"]);
-        std::fs::remove_dir_all(ws.join(".git/modules")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::remove_dir_all(ws.join(".git/modules")).unwrap();
         let cfg = format!(
             "{BASE_CONFIG}[core]\n\tfsmonitor = \"{}; false\"\n",
             g.payload("sub-by-hand")
@@ -813,9 +811,8 @@ fn another_repository_in_the_workspace_cannot_be_edited_in_place() {
             let repo = g.env.ws.join(&rel);
             g.ok(&g.env.ws, &["clone", "-q", &s(&g.origin), &rel]);
             let hook = repo.join(".git/hooks/pre-commit");
-            std::fs::write(&hook, "#!/bin/sh\ntrue\n").unwrap_or_else(|e| panic!("{e}"));
-            std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755))
-                .unwrap_or_else(|e| panic!("{e}"));
+            std::fs::write(&hook, "#!/bin/sh\ntrue\n").unwrap();
+            std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
             let (cfg_tag, hook_tag) = (format!("cfg-{edit}"), format!("hook-{edit}"));
             let cfg_text = format!("[core]\n\tfsmonitor = \"{}; false\"\n", g.payload(&cfg_tag));
             g.env.put(&format!("p/{cfg_tag}"), &cfg_text, 0o644);

@@ -144,7 +144,7 @@ fn git_submodule_update_init_works_inside() {
     g.ok(&ws, &["submodule", "add", "-q", &s(&g.subsrc), "s2"]);
     g.ok(&ws, &["commit", "-q", "-m", "s2"]);
     g.ok(&ws, &["submodule", "deinit", "-q", "-f", "s2"]);
-    std::fs::remove_dir_all(ws.join(".git/modules/s2")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::remove_dir_all(ws.join(".git/modules/s2")).unwrap();
     let (out, _) = g.sandboxed("workspace-write", "git submodule update -q --init s2");
     assert_status(&out, 0);
     assert_eq!(g.ok(&ws.join("s2"), &["log", "--format=%s", "-1"]), "s1\n");

@@ -51,7 +51,7 @@ impl Fx {
             env.root.join("linked"),
             env.root.join("subsrc"),
         );
-        std::fs::create_dir(&home).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir(&home).unwrap();
         let marker = env.outside.join("payload-ran");
         let fx = Fx {
             env,
@@ -66,7 +66,7 @@ impl Fx {
         fx.ok(root, &["init", "-q", &s(&fx.subsrc)]);
         fx.ok(&fx.subsrc, &["commit", "-q", "--allow-empty", "-m", "s1"]);
         fx.ok(ws, &["init", "-q"]);
-        std::fs::write(ws.join("f"), "a\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ws.join("f"), "a\n").unwrap();
         fx.ok(ws, &["add", "f"]);
         fx.ok(ws, &["commit", "-q", "-m", "init"]);
         fx.ok(ws, &["remote", "add", "origin", &s(&origin)]);
@@ -172,10 +172,7 @@ impl Fx {
                 )),
                 Ok(m) if m.is_dir() => {
                     out.push((shown, "dir".into()));
-                    for entry in std::fs::read_dir(&path)
-                        .unwrap_or_else(|e| panic!("{e}"))
-                        .flatten()
-                    {
+                    for entry in std::fs::read_dir(&path).unwrap().flatten() {
                         roots.push(entry.path());
                     }
                 }
@@ -538,7 +535,7 @@ fn a_submodule_s_config_and_hooks_cannot_be_written() {
             target: ".git/modules/sub/config",
             payload: &|fx| {
                 let config = std::fs::read_to_string(fx.env.ws.join(".git/modules/sub/config"))
-                    .unwrap_or_else(|e| panic!("{e}"));
+                    .unwrap();
                 format!("{config}{}", fx.fsmonitor())
             },
             exec: false,
@@ -652,7 +649,7 @@ fn what_the_configuration_points_git_at_in_the_workspace_stays_read_only() {
             what: "a hook in the workspace directory core.hooksPath names",
             setup: &|fx| {
                 let dir = fx.env.ws.join(".githooks");
-                std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
+                std::fs::create_dir(&dir).unwrap();
                 fx.ok(&fx.env.ws, &["config", "core.hooksPath", &s(&dir)]);
             },
             prelude: "",
@@ -756,9 +753,9 @@ fn racing_a_symlinked_directory_or_the_path_buffer_plants_nothing() {
     let prepare = || {
         let fx = Fx::new();
         for dir in ["d/hooks", "d/info", "ok/hooks", "ok/info"] {
-            std::fs::create_dir_all(fx.env.ws.join(dir)).unwrap_or_else(|e| panic!("{e}"));
+            std::fs::create_dir_all(fx.env.ws.join(dir)).unwrap();
         }
-        std::os::unix::fs::symlink(".git", fx.env.ws.join("dl")).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink(".git", fx.env.ws.join("dl")).unwrap();
         fx.put("src", &fx.hook(), true);
         fx
     };
@@ -901,7 +898,7 @@ fn git_keeps_working_inside_the_sandbox() {
     );
     fx.ok(&ws, &["commit", "-q", "-m", "sub2"]);
     fx.ok(&ws, &["submodule", "deinit", "-q", "-f", "sub2"]);
-    std::fs::remove_dir_all(ws.join(".git/modules/sub2")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::remove_dir_all(ws.join(".git/modules/sub2")).unwrap();
     fx.ok(&ws, &["submodule", "init", "-q", "sub2"]);
     let script = r#"set -e
 G="git -c user.name=t -c user.email=t@example.com -c protocol.file.allow=always"

@@ -17,7 +17,7 @@ pub(super) const SECRET: &str = "SECRET-CONTENT";
 fn fake_home(env: &TestEnv) -> PathBuf {
     let home = env.root.join("home");
     for dir in [".ssh", ".aws", ".docker", ".local/bin", ".config", "proj"] {
-        std::fs::create_dir_all(home.join(dir)).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(home.join(dir)).unwrap();
     }
     for (file, text) in [
         (".bashrc", "# rc\n"),
@@ -28,7 +28,7 @@ fn fake_home(env: &TestEnv) -> PathBuf {
         (".docker/config.json", SECRET),
         ("notes.txt", "notes\n"),
     ] {
-        std::fs::write(home.join(file), text).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(home.join(file), text).unwrap();
     }
     home
 }
@@ -40,12 +40,7 @@ pub(super) fn read(path: &Path) -> String {
 pub(super) fn listing(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| {
-            e.unwrap_or_else(|e| panic!("{e}"))
-                .file_name()
-                .to_string_lossy()
-                .into_owned()
-        })
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
     names
@@ -91,7 +86,7 @@ fn running_from_home_without_a_repo_is_refused_before_anything_runs() {
     let env = TestEnv::new();
     let home = fake_home(&env);
     let link = env.root.join("home-link");
-    std::os::unix::fs::symlink(&home, &link).unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink(&home, &link).unwrap();
     // From home, from a directory holding it, and with $HOME naming it through a link.
     for (home_var, cwd) in [(&home, &home), (&home, &env.root), (&link, &home)] {
         for mode in ["read-only", "workspace-write", "full-access"] {
@@ -237,7 +232,7 @@ fn persistence_paths_stay_read_only_in_an_explicit_workspace_holding_home() {
 
     // $HOME naming the home through a link guards the same files.
     let link = env.root.join("home-link");
-    std::os::unix::fs::symlink(&home, &link).unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink(&home, &link).unwrap();
     let out = sh_at(
         &env,
         "workspace-write",
@@ -302,9 +297,9 @@ fn credentials_read_as_empty_in_restricted_profiles() {
     let home = fake_home(&env);
     // A credential directory behind a link is hidden where it really is.
     let kube = env.root.join("kube-real");
-    std::fs::create_dir(&kube).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(kube.join("config"), SECRET).unwrap_or_else(|e| panic!("{e}"));
-    std::os::unix::fs::symlink(&kube, home.join(".kube")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(&kube).unwrap();
+    std::fs::write(kube.join("config"), SECRET).unwrap();
+    std::os::unix::fs::symlink(&kube, home.join(".kube")).unwrap();
     let ws: &str = &env.ws.to_string_lossy();
     for mode in ["read-only", "workspace-write"] {
         let out = sh_at(
@@ -382,21 +377,21 @@ fn the_user_config_can_unhide_and_hide_paths_the_project_can_only_hide() {
     }
     let env = TestEnv::new();
     let home = fake_home(&env);
-    std::fs::write(env.ws.join("local.env"), SECRET).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(env.ws.join("project.env"), SECRET).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(env.ws.join("local.env"), SECRET).unwrap();
+    std::fs::write(env.ws.join("project.env"), SECRET).unwrap();
     let config = env.root.join("config");
-    std::fs::create_dir_all(&config).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(&config).unwrap();
     std::fs::write(
         config.join("config.json"),
         r#"{"hidden_paths": ["local.env"], "unhidden_paths": ["~/.netrc"]}"#,
     )
-    .unwrap_or_else(|e| panic!("{e}"));
-    std::fs::create_dir_all(env.ws.join(".sandgate")).unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
+    std::fs::create_dir_all(env.ws.join(".sandgate")).unwrap();
     std::fs::write(
         env.ws.join(".sandgate/config.json"),
         r#"{"hidden_paths": ["project.env"], "unhidden_paths": ["~/.ssh"]}"#,
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     let ws: &str = &env.ws.to_string_lossy();
     let out = sh_at(
         &env,
@@ -477,7 +472,7 @@ fn own_files_case(env: &TestEnv, mode: &str, audit: &Path, denial_log: &Path) {
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
+    let mut child = cmd.spawn().unwrap();
     let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
     // A sandbox that blocks on a lock must fail the test, not hang it.
     let (tx, rx) = std::sync::mpsc::channel();
@@ -496,7 +491,7 @@ fn own_files_case(env: &TestEnv, mode: &str, audit: &Path, denial_log: &Path) {
         "{mode}: the sandbox read something or could not lock"
     );
     for real in [audit, denial_log] {
-        let file = std::fs::File::open(real).unwrap_or_else(|e| panic!("{e}"));
+        let file = std::fs::File::open(real).unwrap();
         let locked = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock);
         assert!(
             locked.is_ok(),
@@ -506,7 +501,7 @@ fn own_files_case(env: &TestEnv, mode: &str, audit: &Path, denial_log: &Path) {
     }
     // Closing its stdin lets the script end.
     drop(child.stdin.take());
-    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    let out = child.wait_with_output().unwrap();
     assert_status(&out, 0);
 }
 
@@ -517,18 +512,18 @@ fn sandgates_own_files_are_unreadable_and_unlockable_inside() {
     }
     let env = TestEnv::new();
     let config = env.root.join("config");
-    std::fs::create_dir_all(&config).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(config.join("config.json"), "{}").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(config.join("config.json"), "{}").unwrap();
     for (audit, denial_log) in [
         (env.audit_log(), env.root.join("denials.ndjson")),
         // Inside the workspace (a writable root), they are hidden all the same.
         (env.ws.join("audit.jsonl"), env.ws.join("denials.ndjson")),
     ] {
         if let Some(dir) = audit.parent() {
-            std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("{e}"));
+            std::fs::create_dir_all(dir).unwrap();
         }
-        std::fs::write(&audit, "{\"audit\":1}\n").unwrap_or_else(|e| panic!("{e}"));
-        std::fs::write(&denial_log, "{\"denial\":1}\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&audit, "{\"audit\":1}\n").unwrap();
+        std::fs::write(&denial_log, "{\"denial\":1}\n").unwrap();
         for mode in ["read-only", "workspace-write"] {
             own_files_case(&env, mode, &audit, &denial_log);
             let mut cmd = env.sandgate(mode);

@@ -36,7 +36,7 @@ fn home_with_tools(env: &TestEnv) -> (PathBuf, PathBuf) {
         home.join("go"),
         home.join("proj"),
     ] {
-        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(&dir).unwrap();
     }
     for (file, text) in [
         (".bashrc", "# rc\n"),
@@ -44,7 +44,7 @@ fn home_with_tools(env: &TestEnv) -> (PathBuf, PathBuf) {
         (".config/app/settings", "x\n"),
         ("notes.txt", "notes\n"),
     ] {
-        std::fs::write(home.join(file), text).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(home.join(file), text).unwrap();
     }
     (home, site)
 }
@@ -98,7 +98,7 @@ fn nothing_a_host_program_runs_later_is_writable_in_a_home_workspace() {
     let env = TestEnv::new();
     let (home, site) = home_with_tools(&env);
     let pth = site.join("evil.pth");
-    std::fs::write(env.root.join("evil.pth"), PTH).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(env.root.join("evil.pth"), PTH).unwrap();
     let planted = env.root.join("evil.pth").display().to_string();
     let attempts: Vec<(String, PathBuf)> = vec![
         (format!("cp '{planted}' '{}'", pth.display()), pth.clone()),
@@ -147,9 +147,9 @@ fn nothing_a_host_program_runs_later_is_writable_in_a_home_workspace() {
     // The host's python runs nothing the sandbox left...
     assert!(!python_ran_a_pth(&env, &home));
     // ... as it would have, had the .pth been written (the check can fail).
-    std::fs::write(&pth, PTH).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&pth, PTH).unwrap();
     assert!(python_ran_a_pth(&env, &home));
-    std::fs::remove_file(&pth).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::remove_file(&pth).unwrap();
 
     // The work the user chose the home for still works: its projects and plain files.
     let out = in_home(
@@ -212,10 +212,9 @@ fn what_path_and_the_rc_file_reach_into_is_read_only_whole() {
     }
     let env = TestEnv::new();
     let (home, _) = home_with_tools(&env);
-    std::fs::create_dir_all(home.join("sdk")).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(home.join("sdk/init.sh"), "# sdk\n").unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(home.join(".bashrc"), "source \"$HOME/sdk/init.sh\"\n")
-        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(home.join("sdk")).unwrap();
+    std::fs::write(home.join("sdk/init.sh"), "# sdk\n").unwrap();
+    std::fs::write(home.join(".bashrc"), "source \"$HOME/sdk/init.sh\"\n").unwrap();
     let attempt = |what: &str, target: &str| {
         format!("if echo x >> {target} 2>/dev/null; then echo {what}=wrote; else echo {what}=refused; fi;")
     };
@@ -259,8 +258,8 @@ fn a_cache_in_a_sealed_entry_keeps_its_copy_on_write_layer() {
     let env = TestEnv::new();
     let (home, _) = home_with_tools(&env);
     let registry = home.join(".cargo/registry/cache");
-    std::fs::create_dir_all(&registry).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(registry.join("host.crate"), "host\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(&registry).unwrap();
+    std::fs::write(registry.join("host.crate"), "host\n").unwrap();
     let out = in_home(
         &env,
         &home,

@@ -25,12 +25,10 @@ impl HostServer {
         let dir = tempfile::Builder::new()
             .prefix("sandgate-tmux-")
             .tempdir_in("/tmp")
-            .unwrap_or_else(|e| panic!("{e}"));
+            .unwrap();
         let socket = dir.path().join("default");
-        let listener = UnixListener::bind(&socket).unwrap_or_else(|e| panic!("{e}"));
-        listener
-            .set_nonblocking(true)
-            .unwrap_or_else(|e| panic!("{e}"));
+        let listener = UnixListener::bind(&socket).unwrap();
+        listener.set_nonblocking(true).unwrap();
         HostServer {
             _dir: dir,
             socket,
@@ -66,8 +64,7 @@ fn a_host_server_in_tmp_sees_no_connection_and_keeps_its_socket() {
     let env = TestEnv::new();
     let server = HostServer::start();
     let sock = server.socket.to_string_lossy().into_owned();
-    std::os::unix::fs::symlink(&server.socket, env.ws.join("tmux-link"))
-        .unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink(&server.socket, env.ws.join("tmux-link")).unwrap();
     let inode = server.inode();
     // The control: unconfined, the connect reaches the server.
     assert_eq!(env.probe("full-access", &["unix-connect", &sock]), "ok");
@@ -102,7 +99,7 @@ fn a_host_server_in_tmp_sees_no_connection_and_keeps_its_socket() {
         );
     }
     // The server is still the one behind that path.
-    UnixStream::connect(&server.socket).unwrap_or_else(|e| panic!("{e}"));
+    UnixStream::connect(&server.socket).unwrap();
     assert_eq!(server.connections(), 1);
 }
 
@@ -143,10 +140,8 @@ fn an_extra_writable_root_does_not_make_its_sockets_reachable() {
     }
     let env = TestEnv::new();
     let socket = env.outside.join("service.sock");
-    let listener = UnixListener::bind(&socket).unwrap_or_else(|e| panic!("{e}"));
-    listener
-        .set_nonblocking(true)
-        .unwrap_or_else(|e| panic!("{e}"));
+    let listener = UnixListener::bind(&socket).unwrap();
+    listener.set_nonblocking(true).unwrap();
     let log = env.root.join("denials.ndjson");
     let mut cmd = env.sandgate("workspace-write");
     cmd.arg("--writable-root")
@@ -184,20 +179,17 @@ fn a_host_fifo_and_a_host_shm_file_receive_nothing() {
     let dir = tempfile::Builder::new()
         .prefix("sandgate-fifo-")
         .tempdir_in("/tmp")
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
     let fifo = dir.path().join("editor-fifo");
-    let status = Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let status = Command::new("mkfifo").arg(&fifo).status().unwrap();
     assert!(status.success());
     let shm = PathBuf::from(format!("/dev/shm/sandgate-test-{}", std::process::id()));
-    std::fs::write(&shm, "host").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&shm, "host").unwrap();
     let mut reader = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(&fifo)
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
     let (fifo_s, shm_s) = (fifo.display(), shm.display());
     for mode in RESTRICTED {
         env.sh(
@@ -283,10 +275,9 @@ fn abstract_names_are_private_both_ways() {
     let env = TestEnv::new();
     // A host abstract socket is not reachable from inside.
     let host_name = format!("sandgate-host-{}", std::process::id());
-    let addr = std::os::unix::net::SocketAddr::from_abstract_name(&host_name)
-        .unwrap_or_else(|e| panic!("{e}"));
-    let host = UnixListener::bind_addr(&addr).unwrap_or_else(|e| panic!("{e}"));
-    host.set_nonblocking(true).unwrap_or_else(|e| panic!("{e}"));
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(&host_name).unwrap();
+    let host = UnixListener::bind_addr(&addr).unwrap();
+    host.set_nonblocking(true).unwrap();
     assert_eq!(
         env.probe("full-access", &["unix-connect-abstract", &host_name]),
         "ok"
@@ -310,14 +301,13 @@ fn abstract_names_are_private_both_ways() {
             .args(["unix-bind-abstract", &inner, "1500"])
             .stdout(std::process::Stdio::piped())
             .spawn()
-            .unwrap_or_else(|e| panic!("{e}"));
+            .unwrap();
         let mut first = [0u8; 6];
         if let Some(out) = child.stdout.as_mut() {
-            out.read_exact(&mut first).unwrap_or_else(|e| panic!("{e}"));
+            out.read_exact(&mut first).unwrap();
         }
         assert_eq!(&first, b"bound\n", "{mode}");
-        let inner_addr = std::os::unix::net::SocketAddr::from_abstract_name(&inner)
-            .unwrap_or_else(|e| panic!("{e}"));
+        let inner_addr = std::os::unix::net::SocketAddr::from_abstract_name(&inner).unwrap();
         assert!(
             UnixStream::connect_addr(&inner_addr).is_err(),
             "{mode}: the host reached a name the sandbox bound"
@@ -333,9 +323,9 @@ fn a_writable_root_or_tmpdir_swapped_for_a_symlink_is_refused_next_time() {
     }
     let env = TestEnv::new();
     let target = env.outside.join("target");
-    std::fs::create_dir(&target).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(&target).unwrap();
     for dir in ["data", "tmpdir"] {
-        std::fs::create_dir(env.ws.join(dir)).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir(env.ws.join(dir)).unwrap();
     }
     // One call swaps both for symlinks to the outside.
     let out = env.sh(
@@ -395,10 +385,9 @@ fn a_root_raced_between_a_directory_and_a_symlink_never_becomes_the_links_target
     }
     let env = TestEnv::new();
     let secret = env.outside.join("secret");
-    std::fs::create_dir(&secret).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::create_dir(env.ws.join("build")).unwrap_or_else(|e| panic!("{e}"));
-    std::os::unix::fs::symlink(&secret, env.ws.join("build-link"))
-        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(&secret).unwrap();
+    std::fs::create_dir(env.ws.join("build")).unwrap();
+    std::os::unix::fs::symlink(&secret, env.ws.join("build-link")).unwrap();
     // An earlier call leaves (keeps) a process swapping the two while later calls set up.
     // It swaps for 20 s at most; the calls go on until enough have raced it (a loaded
     // machine starts fewer calls a second), and then it is stopped.
@@ -447,7 +436,7 @@ fn host_message_queues_are_not_listed_inside() {
     // mount with a queue in it, as systemd machines do.
     if !Path::new("/dev/mqueue").is_dir() {
         if is_root() {
-            std::fs::create_dir("/dev/mqueue").unwrap_or_else(|e| panic!("{e}"));
+            std::fs::create_dir("/dev/mqueue").unwrap();
         } else if !require("dev-mqueue", false) {
             return;
         }
@@ -598,16 +587,16 @@ fn a_workspace_under_tmp_stays_visible_with_its_markers() {
     let dir = tempfile::Builder::new()
         .prefix("sandgate-ws-in-tmp-")
         .tempdir_in("/tmp")
-        .unwrap_or_else(|e| panic!("{e}"));
-    let ws = std::fs::canonicalize(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
     let git = Command::new("git")
         .args(["init", "-q"])
         .current_dir(&ws)
         .env("HOME", &env.root)
         .status()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
     assert!(git.success());
-    std::fs::write(ws.join("tracked"), "x").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(ws.join("tracked"), "x").unwrap();
     for (mode, needed) in [
         ("read-only", "workspace-write"),
         ("workspace-write", "full-access"),
@@ -661,7 +650,7 @@ fn tmp_clean_removes_the_private_temp_without_following_a_planted_link() {
     }
     let env = TestEnv::new();
     let victim = env.outside.join("keep");
-    std::fs::write(&victim, "precious").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&victim, "precious").unwrap();
     let out = env.sh(
         "workspace-write",
         &format!(

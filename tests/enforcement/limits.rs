@@ -107,7 +107,7 @@ fn assert_limit_reached(out: &Output, limit: &str, value: u64) {
 
 /// `MemTotal` in bytes, as the kernel reports it to this process.
 fn mem_total() -> u64 {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_else(|e| panic!("{e}"));
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
     let kib: u64 = meminfo
         .lines()
         .find_map(|l| l.strip_prefix("MemTotal:"))
@@ -188,8 +188,8 @@ fn mount_and_df_inside_show_the_bound_and_every_tmpfs_sandgate_makes_has_one() {
     }
     let env = TestEnv::new();
     // A hidden file, so that the masks' tmpfs is made too.
-    std::fs::create_dir_all(env.root.join("config")).unwrap_or_else(|e| panic!("{e}"));
-    let host = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(env.root.join("config")).unwrap();
+    let host = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     let host_devices: Vec<&str> = host.lines().filter_map(|l| l.split(' ').nth(2)).collect();
     let out = sh_with(
         &env,
@@ -240,14 +240,13 @@ fn a_project_may_lower_the_tmpfs_bound_but_not_raise_it() {
     }
     let env = TestEnv::new();
     let project = env.ws.join(".sandgate");
-    std::fs::create_dir_all(&project).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(&project).unwrap();
     let shm_size = |flags: &[&str]| {
         let out = sh_with(&env, "read-only", flags, "cat /proc/self/mountinfo");
         assert_status(&out, 0);
         (super_options(&stdout(&out), "/dev/shm"), stderr(&out))
     };
-    std::fs::write(project.join("config.json"), r#"{"tmpfs_size": "64G"}"#)
-        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(project.join("config.json"), r#"{"tmpfs_size": "64G"}"#).unwrap();
     let (options, said) = shm_size(&["--tmpfs-size", "4M"]);
     assert!(options.contains("size=4096k,"), "{options}");
     assert!(
@@ -258,8 +257,7 @@ fn a_project_may_lower_the_tmpfs_bound_but_not_raise_it() {
     let (options, said) = shm_size(&[]);
     assert!(!options.contains("size=67108864k"), "{options}");
     assert!(said.contains("ignoring `tmpfs_size`"), "{said}");
-    std::fs::write(project.join("config.json"), r#"{"tmpfs_size": "2M"}"#)
-        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(project.join("config.json"), r#"{"tmpfs_size": "2M"}"#).unwrap();
     let (options, said) = shm_size(&["--tmpfs-size", "4M"]);
     assert!(options.contains("size=2048k,"), "{options}");
     assert!(!said.contains("ignoring"), "{said}");
@@ -347,8 +345,7 @@ fn a_memory_hog_is_killed_at_the_memory_limit_and_sandgate_says_so() {
 /// The host's directory of cgroup `path` (as `/proc/PID/cgroup` names it) in the v1
 /// hierarchy of `controller`.
 fn v1_dir(controller: &str, path: &str) -> PathBuf {
-    let mountinfo =
-        std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_else(|e| panic!("{e}"));
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     let point = mountinfo
         .lines()
         .filter(|l| l.contains(" - cgroup "))
@@ -401,7 +398,7 @@ fn from_the_host_the_calls_cgroups_hold_their_limits_while_it_runs_and_are_gone_
         "-c",
         "cat /proc/self/cgroup > cgroups.tmp && mv cgroups.tmp cgroups; while [ ! -e go ]; do sleep 0.02; done",
     ]);
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
+    let mut child = cmd.spawn().unwrap();
     let written = env.ws.join("cgroups");
     wait_for("the command's cgroups", || written.exists());
     let cgroups = call_cgroups(&std::fs::read_to_string(&written).unwrap_or_default());
@@ -432,8 +429,8 @@ fn from_the_host_the_calls_cgroups_hold_their_limits_while_it_runs_and_are_gone_
         }
         assert!(!read(dir, "cgroup.procs").is_empty(), "{}", dir.display());
     }
-    std::fs::write(env.ws.join("go"), "").unwrap_or_else(|e| panic!("{e}"));
-    let status = child.wait().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(env.ws.join("go"), "").unwrap();
+    let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(0));
     for (_, dir) in &cgroups {
         assert!(!dir.exists(), "left behind: {}", dir.display());
@@ -582,8 +579,7 @@ fn the_managed_configuration_caps_a_limit_and_makes_it_required() {
         return;
     }
     let env = TestEnv::new();
-    std::fs::write(env.root.join("managed.json"), r#"{"limit_pids": 20}"#)
-        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(env.root.join("managed.json"), r#"{"limit_pids": 20}"#).unwrap();
     let pids_max =
         "cat /sys/fs/cgroup/pids$(grep ':pids:' /proc/self/cgroup | cut -d: -f3)/pids.max";
     let out = sh_with(&env, "read-only", &["--limit-pids", "50"], pids_max);
@@ -611,19 +607,19 @@ fn the_managed_configuration_caps_a_limit_and_makes_it_required() {
         show(&out)
     );
     // A project may go lower still, never higher.
-    std::fs::create_dir_all(env.ws.join(".sandgate")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(env.ws.join(".sandgate")).unwrap();
     std::fs::write(
         env.ws.join(".sandgate/config.json"),
         r#"{"limit_pids": 10}"#,
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     let out = sh_with(&env, "read-only", &[], pids_max);
     assert_eq!(stdout(&out), "10", "{}", show(&out));
     std::fs::write(
         env.ws.join(".sandgate/config.json"),
         r#"{"limit_pids": 4000}"#,
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     let out = sh_with(&env, "read-only", &[], pids_max);
     assert_eq!(stdout(&out), "20", "{}", show(&out));
     assert!(

@@ -68,7 +68,7 @@ fn a_nested_call_that_names_no_workspace_keeps_its_parents_inside_an_outer_repos
     // current directory, the nested call's workspace would be that repository.
     init_repository(&env.root);
     let sub = env.ws.join("sub");
-    std::fs::create_dir(&sub).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(&sub).unwrap();
     let sg = sandgate_inside().to_string_lossy().into_owned();
     for cwd in [&env.ws, &sub] {
         let out = env.sh(
@@ -110,7 +110,7 @@ fn nested_widening_is_refused_before_the_audit_log_and_the_outer_sandgate_stays_
     ])
     .args(["--justification", "seed", "--", "true"]);
     assert_status(&output(&mut cmd), 77);
-    let before = std::fs::read(env.audit_log()).unwrap_or_else(|e| panic!("{e}"));
+    let before = std::fs::read(env.audit_log()).unwrap();
     assert!(!before.is_empty());
 
     // An approver that would grant, and leaves a trace if it is ever asked.
@@ -208,7 +208,7 @@ fn a_nested_call_narrower_than_its_parent_gets_no_write_performed() {
     }
     let env = TestEnv::new();
     let extra = env.root.join("extra");
-    std::fs::create_dir(&extra).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(&extra).unwrap();
     let sg = sandgate_inside().to_string_lossy().into_owned();
     let mut cmd = env.sandgate("workspace-write");
     cmd.arg("--writable-root").arg(&extra).args([

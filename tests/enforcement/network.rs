@@ -13,16 +13,10 @@ fn ip_raw_packet_and_netlink_sockets_are_refused() {
         return;
     }
     let env = TestEnv::new();
-    let tcp = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
-    let addr = tcp
-        .local_addr()
-        .unwrap_or_else(|e| panic!("{e}"))
-        .to_string();
-    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
-    let udp_addr = udp
-        .local_addr()
-        .unwrap_or_else(|e| panic!("{e}"))
-        .to_string();
+    let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = tcp.local_addr().unwrap().to_string();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let udp_addr = udp.local_addr().unwrap().to_string();
     // full-access reaches the listener the test started.
     env.assert_refused(&["tcp-connect", &addr], "EPERM");
     env.assert_refused(&["tcp-bind"], "EPERM");
@@ -45,10 +39,9 @@ fn unix_sockets_outside_the_writable_roots_are_unreachable_by_any_path() {
     }
     let env = TestEnv::new();
     let path = env.outside.join("service.sock");
-    let _listener = UnixListener::bind(&path).unwrap_or_else(|e| panic!("{e}"));
-    std::os::unix::fs::symlink(&path, env.ws.join("link.sock")).unwrap_or_else(|e| panic!("{e}"));
-    std::os::unix::fs::symlink(&env.outside, env.ws.join("dir-link"))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let _listener = UnixListener::bind(&path).unwrap();
+    std::os::unix::fs::symlink(&path, env.ws.join("link.sock")).unwrap();
+    std::os::unix::fs::symlink(&env.outside, env.ws.join("dir-link")).unwrap();
     let p = path.to_string_lossy().into_owned();
     for target in [
         p.as_str(),
@@ -82,8 +75,8 @@ fn abstract_unix_sockets_are_refused() {
     }
     let env = TestEnv::new();
     let name = format!("sandgate-test-{}", std::process::id());
-    let addr = SocketAddr::from_abstract_name(name.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
-    let _listener = UnixListener::bind_addr(&addr).unwrap_or_else(|e| panic!("{e}"));
+    let addr = SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let _listener = UnixListener::bind_addr(&addr).unwrap();
     env.assert_refused(&["unix-connect-abstract", &name], "EPERM");
 }
 
@@ -94,7 +87,7 @@ fn unix_datagram_sockets_cannot_send_to_outside_paths() {
     }
     let env = TestEnv::new();
     let path = env.outside.join("dgram.sock");
-    let _receiver = UnixDatagram::bind(&path).unwrap_or_else(|e| panic!("{e}"));
+    let _receiver = UnixDatagram::bind(&path).unwrap();
     let p = path.to_string_lossy().into_owned();
     env.assert_refused(&["unix-dgram-sendto", &p], "EPERM");
     env.assert_refused(&["unix-dgram-sendmsg", &p], "EPERM");
@@ -112,10 +105,9 @@ fn unix_sockets_inside_the_workspace_and_socketpairs_work() {
         env.probe("workspace-write", &["unix-listen-connect", &abs, "a.sock"]),
         "ok"
     );
-    std::fs::remove_file(env.ws.join("a.sock")).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::create_dir(env.ws.join("sub")).unwrap_or_else(|e| panic!("{e}"));
-    std::os::unix::fs::symlink(env.ws.join("sub"), env.ws.join("sub-link"))
-        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::remove_file(env.ws.join("a.sock")).unwrap();
+    std::fs::create_dir(env.ws.join("sub")).unwrap();
+    std::os::unix::fs::symlink(env.ws.join("sub"), env.ws.join("sub-link")).unwrap();
     assert_eq!(
         env.probe(
             "workspace-write",
@@ -151,7 +143,7 @@ fn background_processes_stay_served_after_sandgate_returns() {
     }
     let env = TestEnv::new();
     let sock = env.ws.join("late.sock");
-    let _listener = UnixListener::bind(&sock).unwrap_or_else(|e| panic!("{e}"));
+    let _listener = UnixListener::bind(&sock).unwrap();
     let outside = env.outside.join("late");
     // The background job writes to the stdout pipe it inherited; `output` returns once it
     // has closed it, well after sandgate itself returned.
@@ -188,7 +180,7 @@ fn without_any_supervisor_connects_fail_closed() {
     }
     let env = TestEnv::new();
     let sock = env.ws.join("late.sock");
-    let _listener = UnixListener::bind(&sock).unwrap_or_else(|e| panic!("{e}"));
+    let _listener = UnixListener::bind(&sock).unwrap();
     let result = env.ws.join("result");
     // The result file is opened while the supervisor still answers (an open for writing
     // is a notified call too): by the shell itself, before sandgate can return, not by the
@@ -219,8 +211,8 @@ fn without_any_supervisor_connects_fail_closed() {
         nix::unistd::Pid::from_raw(supervisors[0]),
         nix::sys::signal::Signal::SIGKILL,
     )
-    .unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(env.ws.join("go"), "").unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
+    std::fs::write(env.ws.join("go"), "").unwrap();
     let start = std::time::Instant::now();
     let answer = loop {
         let text = std::fs::read_to_string(&result).unwrap_or_default();
@@ -242,10 +234,8 @@ struct Counting {
 impl Counting {
     fn bind(path: &std::path::Path) -> Counting {
         use std::sync::atomic::Ordering;
-        let listener = UnixListener::bind(path).unwrap_or_else(|e| panic!("{e}"));
-        listener
-            .set_nonblocking(true)
-            .unwrap_or_else(|e| panic!("{e}"));
+        let listener = UnixListener::bind(path).unwrap();
+        listener.set_nonblocking(true).unwrap();
         let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (c, s) = (count.clone(), stop.clone());

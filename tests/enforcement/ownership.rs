@@ -27,7 +27,7 @@ fn foreign_repository(env: &TestEnv) -> PathBuf {
     }
     let repo = env.root.join("theirs");
     init_repository(&repo);
-    std::fs::create_dir(repo.join("sub")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(repo.join("sub")).unwrap();
     chown_tree(&repo, 65534);
     // Others may write both, so that root without its capabilities inside the sandbox
     // is refused a write only by the sandbox.
@@ -107,7 +107,7 @@ fn write_gitconfig(home: &Path, safe: &[&str]) {
             text.push_str(&format!("\tdirectory = \"{value}\"\n"));
         }
     }
-    std::fs::write(home.join(".gitconfig"), text).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(home.join(".gitconfig"), text).unwrap();
 }
 
 #[test]
@@ -116,7 +116,7 @@ fn someone_elses_repository_is_the_workspace_only_when_git_trusts_it() {
     let repo = foreign_repository(&env);
     let cwd = repo.join("sub");
     let home = env.root.join("home");
-    std::fs::create_dir(&home).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(&home).unwrap();
     let parent = repo
         .parent()
         .unwrap_or(Path::new("/"))
@@ -182,7 +182,7 @@ fn a_write_at_the_top_of_someone_elses_repository_is_refused() {
     let repo = foreign_repository(&env);
     let cwd = repo.join("sub");
     let home = env.root.join("home");
-    std::fs::create_dir(&home).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(&home).unwrap();
     let run = |name: &str| {
         let mut cmd = with_home(env.sandgate_without_workspace("workspace-write"), &home);
         cmd.current_dir(&cwd).args([
@@ -238,10 +238,10 @@ fn a_worktree_whose_git_directory_is_someone_elses_is_not_the_workspace() {
     git(&["commit", "-q", "--allow-empty", "-m", "start"]);
     let worktree = env.root.join("linked");
     git(&["worktree", "add", "-q", &worktree.display().to_string()]);
-    std::fs::create_dir(worktree.join("sub")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(worktree.join("sub")).unwrap();
     chown_tree(&main, 65534);
     let home = env.root.join("home");
-    std::fs::create_dir(&home).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(&home).unwrap();
     write_gitconfig(&home, &[]);
     let cwd = worktree.join("sub");
     assert!(!git_uses(&home, &cwd, None));

@@ -27,7 +27,7 @@ impl HostProcess {
             .stdin(Stdio::null())
             .process_group(0)
             .spawn()
-            .unwrap_or_else(|e| panic!("{e}"));
+            .unwrap();
         let host = HostProcess(child);
         // The spawn may return while the kernel is still setting up the new program's
         // arguments (a vfork-style spawn resumes its parent that early).
@@ -109,7 +109,7 @@ fn the_hosts_listening_sockets_are_not_listed() {
         return;
     }
     let env = TestEnv::new();
-    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = format!(":{:04X}", tcp.local_addr().map(|a| a.port()).unwrap_or(0));
     // Short: a socket's path must fit in 108 bytes, wherever the test directory lies.
     let unix_path = env.outside.join(format!(
@@ -118,7 +118,7 @@ fn the_hosts_listening_sockets_are_not_listed() {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64)
     ));
-    let _unix = UnixListener::bind(&unix_path).unwrap_or_else(|e| panic!("{e}"));
+    let _unix = UnixListener::bind(&unix_path).unwrap();
     let unix_name = unix_path.to_string_lossy().into_owned();
     // Control: from the host, and from an unconfined command, both are listed.
     let tables = "cat /proc/1/net/tcp /proc/self/net/tcp /proc/net/tcp /proc/net/unix";
@@ -337,7 +337,7 @@ fn a_kept_server_answers_the_next_call_until_stopped() {
     for mode in RESTRICTED {
         let env = TestEnv::new();
         let mark = unique_mark("kept");
-        std::fs::write(env.ws.join("server.py"), SERVER).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(env.ws.join("server.py"), SERVER).unwrap();
         // read-only cannot bind in the workspace: its server listens in its private /tmp,
         // which no other call sees; only the listing and the stop are checked there.
         let script = match mode {
@@ -497,15 +497,13 @@ fn keeping_comes_from_the_variable_or_the_users_file_never_the_projects() {
         .0
     );
     let config = env.root.join("config");
-    std::fs::create_dir_all(&config).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(config.join("config.json"), r#"{"keep_background": true}"#)
-        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(config.join("config.json"), r#"{"keep_background": true}"#).unwrap();
     assert!(kept(&env, &|_| {}).0);
-    std::fs::remove_file(config.join("config.json")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::remove_file(config.join("config.json")).unwrap();
     let project = env.ws.join(".sandgate");
-    std::fs::create_dir_all(&project).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(project.join("config.json"), r#"{"keep_background": true}"#)
-        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(project.join("config.json"), r#"{"keep_background": true}"#).unwrap();
     let (left, stderr) = kept(&env, &|_| {});
     assert!(!left, "a project file kept the background");
     assert!(stderr.contains("ignoring `keep_background`"), "{stderr}");
@@ -618,24 +616,20 @@ fn a_time_limit_comes_from_the_variable_and_the_files_the_shortest_winning() {
 
     // The user's file gives the default; a flag replaces it.
     let config = env.root.join("config");
-    std::fs::create_dir_all(&config).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(config.join("config.json"), r#"{"timeout": "1s"}"#)
-        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(config.join("config.json"), r#"{"timeout": "1s"}"#).unwrap();
     let (code, quick, out) = limited(&mut env.sandgate("workspace-write"));
     assert_eq!((code, quick), (Some(124), true), "{}", show(&out));
-    std::fs::write(config.join("config.json"), r#"{"timeout": "1h"}"#)
-        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(config.join("config.json"), r#"{"timeout": "1h"}"#).unwrap();
     // The managed file is a ceiling below the user's; a project may lower it further.
-    std::fs::write(env.root.join("managed.json"), r#"{"timeout": "2s"}"#)
-        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(env.root.join("managed.json"), r#"{"timeout": "2s"}"#).unwrap();
     let mut cmd = env.sandgate("workspace-write");
     cmd.args(["--timeout", "1h"]);
     let (code, quick, out) = limited(&mut cmd);
     assert_eq!((code, quick), (Some(124), true), "{}", show(&out));
     assert_eq!(timeout_marker(&out)["timeout"], "2s");
-    std::fs::create_dir_all(env.ws.join(".sandgate")).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(env.ws.join(".sandgate/config.json"), r#"{"timeout": "1s"}"#)
-        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(env.ws.join(".sandgate")).unwrap();
+    std::fs::write(env.ws.join(".sandgate/config.json"), r#"{"timeout": "1s"}"#).unwrap();
     let (code, quick, out) = limited(&mut env.sandgate("workspace-write"));
     assert_eq!((code, quick), (Some(124), true), "{}", show(&out));
     assert_eq!(timeout_marker(&out)["timeout"], "1s");
@@ -648,7 +642,7 @@ fn a_time_limit_comes_from_the_variable_and_the_files_the_shortest_winning() {
         env.ws.join(".sandgate/config.json"),
         r#"{"timeout": "soon"}"#,
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     let mut cmd = env.sandgate("workspace-write");
     cmd.args(["--", "true"]);
     assert_status(&output(&mut cmd), 78);

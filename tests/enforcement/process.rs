@@ -15,7 +15,7 @@ impl Bystander {
                 .arg("60")
                 .stdin(Stdio::null())
                 .spawn()
-                .unwrap_or_else(|e| panic!("{e}")),
+                .unwrap(),
         )
     }
     fn pid(&self) -> String {
@@ -98,24 +98,20 @@ fn a_signal_to_the_process_group_does_not_reach_sandgate() {
         "n=0; trap 'n=$((n+1))' USR1; echo ready; sleep 1; echo \"$n\"",
     ])
     .stdout(Stdio::piped());
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
+    let mut child = cmd.spawn().unwrap();
     let mut reader =
         std::io::BufReader::new(child.stdout.take().unwrap_or_else(|| panic!("no stdout")));
     let mut line = String::new();
     use std::io::{BufRead, Read};
-    reader
-        .read_line(&mut line)
-        .unwrap_or_else(|e| panic!("{e}"));
+    reader.read_line(&mut line).unwrap();
     assert_eq!(line, "ready\n");
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
         nix::sys::signal::Signal::SIGUSR1,
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     let mut rest = String::new();
-    reader
-        .read_to_string(&mut rest)
-        .unwrap_or_else(|e| panic!("{e}"));
+    reader.read_to_string(&mut rest).unwrap();
     let _ = child.wait();
     assert_eq!(rest, "1\n", "control");
 }
@@ -200,12 +196,10 @@ fn a_setuid_root_binary_gains_nothing() {
     let env = TestEnv::new();
     let suid = if is_root() {
         let path = env.root.join("suid-probe");
-        std::fs::copy(probe(), &path).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::copy(probe(), &path).unwrap();
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o4755))
-            .unwrap_or_else(|e| panic!("{e}"));
-        std::fs::set_permissions(&env.root, std::fs::Permissions::from_mode(0o755))
-            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o4755)).unwrap();
+        std::fs::set_permissions(&env.root, std::fs::Permissions::from_mode(0o755)).unwrap();
         Some(path)
     } else {
         let given = std::env::var_os("SANDGATE_TEST_SUID_PROBE").map(std::path::PathBuf::from);
@@ -262,13 +256,13 @@ fn killing_sandgate_leaves_no_orphan() {
         cmd.env("LEFTOVER_MARK", &mark)
             .args(["--", "/bin/sh", "-c", script])
             .stdout(Stdio::piped());
-        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
+        let mut child = cmd.spawn().unwrap();
         let mut line = String::new();
         use std::io::BufRead;
         let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
         std::io::BufReader::new(stdout)
             .read_line(&mut line)
-            .unwrap_or_else(|e| panic!("{e}"));
+            .unwrap();
         assert_eq!(line, "started\n");
         // sandgate, the command and its two background processes; unconfined, sandgate is
         // the command. (A process just started shows its mark once its exec is through.)
@@ -285,7 +279,7 @@ fn killing_sandgate_leaves_no_orphan() {
             running.len() >= expected,
             "{mode}: the test cannot see the call's processes: {running:?}"
         );
-        child.kill().unwrap_or_else(|e| panic!("{e}"));
+        child.kill().unwrap();
         let _ = child.wait();
         let gone = (0..100).any(|_| {
             std::thread::sleep(std::time::Duration::from_millis(50));
@@ -316,22 +310,17 @@ fn signals_sent_to_sandgate_reach_the_command() {
             ),
         ]);
         cmd.stdout(Stdio::piped());
-        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
+        let mut child = cmd.spawn().unwrap();
         let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
         let mut reader = std::io::BufReader::new(stdout);
         let mut line = String::new();
         use std::io::{BufRead, Read};
-        reader
-            .read_line(&mut line)
-            .unwrap_or_else(|e| panic!("{e}"));
+        reader.read_line(&mut line).unwrap();
         assert_eq!(line, "ready\n");
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal)
-            .unwrap_or_else(|e| panic!("{e}"));
-        let status = child.wait().unwrap_or_else(|e| panic!("{e}"));
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
+        let status = child.wait().unwrap();
         let mut rest = String::new();
-        reader
-            .read_to_string(&mut rest)
-            .unwrap_or_else(|e| panic!("{e}"));
+        reader.read_to_string(&mut rest).unwrap();
         assert_eq!(rest, "caught\n", "{signal}");
         assert_eq!(status.code(), Some(number), "{signal}");
     }
@@ -344,15 +333,15 @@ fn stdin_and_stdout_pass_through() {
     cmd.args(["--", "tr", "a-z", "A-Z"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped());
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
+    let mut child = cmd.spawn().unwrap();
     use std::io::Write;
     child
         .stdin
         .take()
         .unwrap_or_else(|| panic!("no stdin"))
         .write_all(b"hello\n")
-        .unwrap_or_else(|e| panic!("{e}"));
-    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
     assert_eq!(out.stdout, b"HELLO\n");
 }
 
@@ -548,7 +537,7 @@ fn a_sandboxed_process_cannot_join_a_host_process_group() {
     // A group of the host's in this same session, as the user's shell's is at the prompt.
     let mut group = Command::new("sleep");
     group.arg("60").stdin(Stdio::null()).process_group(0);
-    let host_group = Bystander(group.spawn().unwrap_or_else(|e| panic!("{e}")));
+    let host_group = Bystander(group.spawn().unwrap());
     env.assert_refused(&["setpgid", &host_group.pid()], "EPERM");
 }
 

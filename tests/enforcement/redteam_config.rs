@@ -24,8 +24,7 @@ impl Home {
         let env = TestEnv::new();
         let home = env.root.join("home");
         for dir in ["fish", "autostart", "systemd", "git"] {
-            std::fs::create_dir_all(home.join(".config").join(dir))
-                .unwrap_or_else(|e| panic!("{e}"));
+            std::fs::create_dir_all(home.join(".config").join(dir)).unwrap();
         }
         init_repository(&home.join(".config"));
         Home { env, home }

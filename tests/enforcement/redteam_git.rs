@@ -26,8 +26,8 @@ impl Repo {
     fn new() -> Repo {
         let env = TestEnv::new();
         let home = env.root.join("home");
-        std::fs::create_dir(&home).unwrap_or_else(|e| panic!("{e}"));
-        std::fs::write(home.join(".gitconfig"), GITCONFIG).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir(&home).unwrap();
+        std::fs::write(home.join(".gitconfig"), GITCONFIG).unwrap();
         Repo { env, home }
     }
 
@@ -46,7 +46,7 @@ impl Repo {
 
     /// A repository with one commit at `dir`.
     fn init(&self, dir: &Path) {
-        std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(dir).unwrap();
         self.ok(dir, &["init", "-q"]);
         self.ok(dir, &["commit", "-q", "--allow-empty", "-m", "init"]);
     }
@@ -249,7 +249,7 @@ fn redteam_core_worktree_moves_a_relative_hooks_path_out_of_its_protection() {
     let r = Repo::new();
     let ws = &r.env.ws;
     r.init(ws);
-    std::fs::create_dir(ws.join(".githooks")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(ws.join(".githooks")).unwrap();
     r.env
         .put(".githooks/pre-commit", "#!/bin/sh\nexit 0\n", 0o755);
     r.ok(ws, &["config", "core.hooksPath", ".githooks"]);

@@ -19,8 +19,7 @@ use crate::support::*;
 /// `~/google-cloud-sdk/path.bash.inc`).
 fn home(env: &TestEnv) -> PathBuf {
     let home = env.root.join("home");
-    std::fs::create_dir_all(home.join("miniconda3/etc/profile.d"))
-        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(home.join("miniconda3/etc/profile.d")).unwrap();
     let out = output(
         Command::new("/usr/bin/python3")
             .args(["-m", "venv", "--without-pip"])
@@ -31,12 +30,12 @@ fn home(env: &TestEnv) -> PathBuf {
         home.join("miniconda3/etc/profile.d/conda.sh"),
         "export CONDA_SHLVL=0\n",
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     std::fs::write(
         home.join(".bashrc"),
         ". \"$HOME/miniconda3/etc/profile.d/conda.sh\"\n",
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     home
 }
 
@@ -63,7 +62,7 @@ fn in_home(env: &TestEnv, home: &Path, script: &str) -> Output {
 fn site_packages(home: &Path) -> PathBuf {
     let lib = home.join("venv/lib");
     let version = std::fs::read_dir(&lib)
-        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap()
         .flatten()
         .map(|e| e.path())
         .find(|p| {

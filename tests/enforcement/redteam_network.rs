@@ -57,10 +57,8 @@ fn redteam_a_hard_link_does_not_bring_a_host_socket_into_the_workspace() {
     use std::io::Write;
     let env = TestEnv::new();
     let path = env.outside.join("svc.sock");
-    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap_or_else(|e| panic!("{e}"));
-    listener
-        .set_nonblocking(true)
-        .unwrap_or_else(|e| panic!("{e}"));
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    listener.set_nonblocking(true).unwrap();
     let script = format!(
         "ln '{}' link.sock 2>/dev/null; '{}' unix-connect link.sock",
         path.display(),

@@ -65,8 +65,7 @@ fn redteam_a_kept_process_does_not_outlive_the_managed_time_limit() {
         return;
     }
     let env = TestEnv::new();
-    std::fs::write(env.root.join("managed.json"), r#"{"timeout": "1s"}"#)
-        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(env.root.join("managed.json"), r#"{"timeout": "1s"}"#).unwrap();
     assert_none(kept_past_a_one_second_limit(
         &env,
         &[],

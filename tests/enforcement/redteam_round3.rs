@@ -26,8 +26,8 @@ impl Home {
     fn new(gitconfig: &str) -> Home {
         let env = TestEnv::new();
         let home = env.root.join("home");
-        std::fs::create_dir(&home).unwrap_or_else(|e| panic!("{e}"));
-        std::fs::write(home.join(".gitconfig"), gitconfig).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir(&home).unwrap();
+        std::fs::write(home.join(".gitconfig"), gitconfig).unwrap();
         Home { env, home }
     }
 
@@ -87,10 +87,10 @@ fn redteam_a_global_relative_hooks_path_runs_hooks_of_a_repository_made_inside()
     let ws = &h.env.ws;
     h.ok(ws, &["init", "-q"]);
     h.ok(ws, &["commit", "-q", "--allow-empty", "-m", "init"]);
-    std::fs::create_dir(ws.join(".githooks")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(ws.join(".githooks")).unwrap();
     // A repository nested in the workspace before the call, not a submodule.
     let nested = ws.join("nested");
-    std::fs::create_dir(&nested).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(&nested).unwrap();
     h.ok(&nested, &["init", "-q"]);
     h.ok(&nested, &["commit", "-q", "--allow-empty", "-m", "init"]);
     let mut failures = Vec::new();
@@ -136,11 +136,9 @@ fn redteam_home_workspace_rewrites_scripts_that_vimrc_and_tmux_conf_name() {
     let env = TestEnv::new();
     let home = env.root.join("home");
     for dir in ["vimfiles", "scripts"] {
-        std::fs::create_dir_all(home.join(dir)).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(home.join(dir)).unwrap();
     }
-    let write = |rel: &str, text: &str| {
-        std::fs::write(home.join(rel), text).unwrap_or_else(|e| panic!("{e}"))
-    };
+    let write = |rel: &str, text: &str| std::fs::write(home.join(rel), text).unwrap();
     write(".vimrc", "source ~/vimfiles/local.vim\n");
     write("vimfiles/local.vim", "\" the user's settings\n");
     write(
@@ -212,15 +210,14 @@ fn redteam_home_workspace_rewrites_a_script_a_systemd_unit_names_with_percent_h(
     let env = TestEnv::new();
     let home = env.root.join("home");
     let units = home.join(".config/systemd/user");
-    std::fs::create_dir_all(&units).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::create_dir_all(home.join("scripts")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(&units).unwrap();
+    std::fs::create_dir_all(home.join("scripts")).unwrap();
     std::fs::write(
         units.join("backup.service"),
         "[Unit]\nDescription=backup\n\n[Service]\nType=oneshot\nExecStart=%h/scripts/backup.sh\n",
     )
-    .unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(home.join("scripts/backup.sh"), "#!/bin/sh\necho backup\n")
-        .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
+    std::fs::write(home.join("scripts/backup.sh"), "#!/bin/sh\necho backup\n").unwrap();
     let out = in_home_workspace(
         &env,
         &home,
@@ -261,11 +258,9 @@ fn redteam_home_workspace_a_full_local_bin_hides_what_systemd_and_fish_name() {
             ".local/bin",
             "scripts",
         ] {
-            std::fs::create_dir_all(home.join(dir)).unwrap_or_else(|e| panic!("{e}"));
+            std::fs::create_dir_all(home.join(dir)).unwrap();
         }
-        let write = |rel: &str, text: &str| {
-            std::fs::write(home.join(rel), text).unwrap_or_else(|e| panic!("{e}"))
-        };
+        let write = |rel: &str, text: &str| std::fs::write(home.join(rel), text).unwrap();
         write(
             ".config/systemd/user/backup.service",
             &format!(

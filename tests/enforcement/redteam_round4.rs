@@ -23,7 +23,7 @@ fn start_holding(cmd: &mut Command) -> (Child, bool) {
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
     let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
     let mut line = String::new();
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -64,7 +64,7 @@ fn holder_script(file: &Path) -> String {
 fn redteam_a_read_only_command_cannot_hold_a_lock_on_a_host_file() {
     let env = TestEnv::new();
     let file = env.outside.join("tool.lock");
-    std::fs::write(&file, "").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&file, "").unwrap();
 
     // Control: full-access holds the host's lock (the payload is real).
     let mut control = env.sandgate("full-access");
@@ -97,7 +97,7 @@ fn redteam_a_read_only_command_cannot_hold_a_lock_on_a_host_file() {
 fn redteam_a_workspace_write_command_cannot_hold_a_lock_on_a_read_only_host_file() {
     let env = TestEnv::new();
     let file = env.outside.join("tool.lock");
-    std::fs::write(&file, "").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&file, "").unwrap();
     let mut cmd = env.sandgate("workspace-write");
     cmd.args(["--", "sh", "-c", &holder_script(&file)]);
     let (child, held) = start_holding(&mut cmd);
@@ -134,7 +134,7 @@ fn host_can_open_for_writing(file: &Path) -> bool {
 fn redteam_a_read_only_command_cannot_lease_a_host_file() {
     let env = TestEnv::new();
     let file = env.outside.join("edited.txt");
-    std::fs::write(&file, "host data\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&file, "host data\n").unwrap();
     let probe = probe();
 
     // Control: full-access takes the lease and holds the host's writers back.
@@ -225,16 +225,15 @@ fn redteam_an_inherited_pipe_is_not_left_non_blocking() {
     use std::os::fd::OwnedFd;
     let env = TestEnv::new();
     for mode in ["full-access", "read-only", "workspace-write"] {
-        let (read, _write) = nix::unistd::pipe().unwrap_or_else(|e| panic!("{e}"));
-        let kept: OwnedFd = read.try_clone().unwrap_or_else(|e| panic!("{e}"));
+        let (read, _write) = nix::unistd::pipe().unwrap();
+        let kept: OwnedFd = read.try_clone().unwrap();
         let out = output(
             env.sandgate(mode)
                 .args(["--", "python3", "-c", SET_NONBLOCK])
                 .stdin(Stdio::from(read)),
         );
         assert_status(&out, 0);
-        let flags = nix::fcntl::fcntl(&kept, nix::fcntl::FcntlArg::F_GETFL)
-            .unwrap_or_else(|e| panic!("{e}"));
+        let flags = nix::fcntl::fcntl(&kept, nix::fcntl::FcntlArg::F_GETFL).unwrap();
         let nonblocking = flags & libc::O_NONBLOCK != 0;
         if mode == "full-access" {
             assert!(nonblocking, "control: the flag was not set");
@@ -287,7 +286,7 @@ print('set', flush=True)\n";
 fn redteam_a_read_only_command_cannot_hold_a_record_lock_on_a_host_file() {
     let env = TestEnv::new();
     let file = env.outside.join("app.sqlite");
-    std::fs::write(&file, "host database").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&file, "host database").unwrap();
     let script = format!(
         "import fcntl, time\n\
 f = open({path:?}, 'rb')\n\
@@ -358,7 +357,7 @@ fn redteam_a_kept_lease_does_not_stop_a_later_call_from_logging() {
             .create_new(true)
             .mode(0o600)
             .open(&log)
-            .unwrap_or_else(|e| panic!("{e}"));
+            .unwrap();
     }
     let mark = unique_mark("rt4-lease");
     let probe = probe();

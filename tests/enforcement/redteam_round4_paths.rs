@@ -20,10 +20,8 @@ use std::time::{Duration, Instant};
 fn redteam_a_host_socket_is_not_reached_through_a_proc_fd_link() {
     let env = TestEnv::new();
     let sock = env.outside.join("svc.sock");
-    let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap_or_else(|e| panic!("{e}"));
-    listener
-        .set_nonblocking(true)
-        .unwrap_or_else(|e| panic!("{e}"));
+    let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    listener.set_nonblocking(true).unwrap();
     let script = r#"
 import os, socket
 fd = os.open(SOCK, os.O_PATH)
@@ -90,11 +88,8 @@ os.write(1, b'FORGED')\n",
     ];
     for mode in ["full-access", "read-only", "workspace-write"] {
         for (what, payload) in payloads {
-            std::fs::write(&log, earlier).unwrap_or_else(|e| panic!("{e}"));
-            let stdout = std::fs::OpenOptions::new()
-                .append(true)
-                .open(&log)
-                .unwrap_or_else(|e| panic!("{e}"));
+            std::fs::write(&log, earlier).unwrap();
+            let stdout = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
             let out = output(
                 env.sandgate(mode)
                     .args(["--", "python3", "-c", payload])
@@ -131,10 +126,8 @@ os.write(1, b'FORGED')\n",
 fn redteam_an_allowed_socket_path_is_not_redirected_by_an_earlier_call() {
     let env = TestEnv::new();
     let sock = env.outside.join("svc.sock");
-    let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap_or_else(|e| panic!("{e}"));
-    listener
-        .set_nonblocking(true)
-        .unwrap_or_else(|e| panic!("{e}"));
+    let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    listener.set_nonblocking(true).unwrap();
     // The earlier call plants the link (a sandboxed command may make symlinks in its
     // workspace).
     let plant = output(
@@ -182,7 +175,7 @@ fn redteam_an_unhide_is_not_redirected_to_a_key_by_a_planted_link() {
     let env = TestEnv::new();
     let home = env.root.join("home");
     for dir in [home.join(".ssh"), home.join(".m2")] {
-        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(&dir).unwrap();
     }
     let key = home.join(".ssh/id_ed25519");
     {
@@ -193,9 +186,8 @@ fn redteam_an_unhide_is_not_redirected_to_a_key_by_a_planted_link() {
             .create_new(true)
             .mode(0o600)
             .open(&key)
-            .unwrap_or_else(|e| panic!("{e}"));
-        f.write_all(b"PRIVATE-KEY-MATERIAL\n")
-            .unwrap_or_else(|e| panic!("{e}"));
+            .unwrap();
+        f.write_all(b"PRIVATE-KEY-MATERIAL\n").unwrap();
     }
     let settings = home.join(".m2/settings.xml");
     let read_key = || {
@@ -208,14 +200,14 @@ fn redteam_an_unhide_is_not_redirected_to_a_key_by_a_planted_link() {
         output(&mut read)
     };
     // Control: a link the host made there unhides the whole `~/.ssh`.
-    std::os::unix::fs::symlink(home.join(".ssh"), &settings).unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink(home.join(".ssh"), &settings).unwrap();
     let control = read_key();
     assert!(
         String::from_utf8_lossy(&control.stdout).contains("PRIVATE-KEY-MATERIAL"),
         "control: the host's link did not unhide the key: {}",
         show(&control)
     );
-    std::fs::remove_file(&settings).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::remove_file(&settings).unwrap();
 
     let mut plant = env.sandgate_without_workspace("workspace-write");
     plant
@@ -339,15 +331,14 @@ fn redteam_a_kept_calls_helpers_do_not_hold_the_callers_pipes() {
 #[test]
 fn redteam_a_projects_hidden_file_is_not_unhidden_by_renaming_its_directory() {
     let env = TestEnv::new();
-    std::fs::create_dir_all(env.ws.join(".sandgate")).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::create_dir_all(env.ws.join("config")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(env.ws.join(".sandgate")).unwrap();
+    std::fs::create_dir_all(env.ws.join("config")).unwrap();
     std::fs::write(
         env.ws.join(".sandgate/config.json"),
         r#"{"hidden_paths": ["config/secrets.json"]}"#,
     )
-    .unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(env.ws.join("config/secrets.json"), "DBPASS=hunter2\n")
-        .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
+    std::fs::write(env.ws.join("config/secrets.json"), "DBPASS=hunter2\n").unwrap();
     // Control: hidden as the project asks.
     let first = output(
         env.sandgate("read-only")
@@ -393,14 +384,14 @@ fn redteam_a_projects_hidden_file_is_not_unhidden_by_renaming_its_directory() {
 #[test]
 fn redteam_a_projects_protected_file_is_not_rewritten_by_renaming_its_directory() {
     let env = TestEnv::new();
-    std::fs::create_dir_all(env.ws.join(".sandgate")).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::create_dir_all(env.ws.join("deploy")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(env.ws.join(".sandgate")).unwrap();
+    std::fs::create_dir_all(env.ws.join("deploy")).unwrap();
     std::fs::write(
         env.ws.join(".sandgate/config.json"),
         r#"{"protected_paths": ["deploy/run.sh"]}"#,
     )
-    .unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(env.ws.join("deploy/run.sh"), "echo legit\n").unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
+    std::fs::write(env.ws.join("deploy/run.sh"), "echo legit\n").unwrap();
     for script in ["mv deploy d2", "echo evil > d2/run.sh && mv d2 deploy"] {
         let _ = output(
             env.sandgate("workspace-write")
@@ -422,8 +413,8 @@ fn redteam_a_projects_protected_file_is_not_rewritten_by_renaming_its_directory(
 fn redteam_host_file_activity_is_not_observed_from_inside() {
     let env = TestEnv::new();
     let dir = env.outside.join("watched");
-    std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(dir.join("notes.txt"), "host\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("notes.txt"), "host\n").unwrap();
     let watcher = r#"
 import ctypes, os, select, struct, sys
 libc = ctypes.CDLL(None, use_errno=True)
@@ -445,7 +436,7 @@ else:
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
-            .unwrap_or_else(|e| panic!("{e}"));
+            .unwrap();
         let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
         let mut reader = BufReader::new(stdout);
         let mut first = String::new();
@@ -478,7 +469,7 @@ else:
 fn redteam_an_unhide_in_the_workspace_is_not_redirected_to_the_users_keys() {
     let env = TestEnv::new();
     let home = env.root.join("home");
-    std::fs::create_dir_all(home.join(".ssh")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
     let key = home.join(".ssh/id_ed25519");
     {
         use std::io::Write;
@@ -488,19 +479,17 @@ fn redteam_an_unhide_in_the_workspace_is_not_redirected_to_the_users_keys() {
             .create_new(true)
             .mode(0o600)
             .open(&key)
-            .unwrap_or_else(|e| panic!("{e}"));
-        f.write_all(b"PRIVATE-KEY-MATERIAL\n")
-            .unwrap_or_else(|e| panic!("{e}"));
+            .unwrap();
+        f.write_all(b"PRIVATE-KEY-MATERIAL\n").unwrap();
     }
-    std::fs::create_dir_all(env.ws.join(".sandgate")).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::create_dir_all(env.ws.join("config")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(env.ws.join(".sandgate")).unwrap();
+    std::fs::create_dir_all(env.ws.join("config")).unwrap();
     std::fs::write(
         env.ws.join(".sandgate/config.json"),
         r#"{"hidden_paths": ["config/secrets.json"]}"#,
     )
-    .unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(env.ws.join("config/secrets.json"), "DBPASS=hunter2\n")
-        .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
+    std::fs::write(env.ws.join("config/secrets.json"), "DBPASS=hunter2\n").unwrap();
     // Control: the key is hidden without the unhide.
     let control = output(
         env.sandgate("read-only")
@@ -576,7 +565,7 @@ fn redteam_a_kept_process_cannot_lock_a_rotated_audit_log() {
     // Control: the approver's grant runs the command, and makes the log.
     let control = escalate();
     assert_status(&control, 0);
-    std::fs::remove_file(&log).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::remove_file(&log).unwrap();
 
     let holder = r#"
 import fcntl, os, sys, time
@@ -612,7 +601,7 @@ for _ in range(600):
     let mut rotated = log.clone().into_os_string();
     rotated.push(".1");
     if log.exists() {
-        std::fs::rename(&log, &rotated).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::rename(&log, &rotated).unwrap();
     }
     let _first = escalate();
     std::thread::sleep(Duration::from_millis(500));
@@ -658,7 +647,7 @@ fn redteam_a_command_cannot_open_its_private_temp_to_others() {
         );
         assert_ne!(mode_of(&tmp).ok(), Some(0o700));
         // Meanwhile nobody else can reach it: the level above is the caller's, 0700.
-        let base_meta = std::fs::symlink_metadata(base).unwrap_or_else(|e| panic!("{e}"));
+        let base_meta = std::fs::symlink_metadata(base).unwrap();
         assert_eq!(
             base_meta.permissions().mode() & 0o7777,
             0o700,

@@ -37,7 +37,7 @@ const SECRET: &str = "REDTEAM5-SECRET";
 fn redteam_a_lock_on_the_callers_stdout_does_not_outlive_the_call() {
     let env = TestEnv::new();
     let log = env.outside.join("build.log");
-    std::fs::write(&log, "").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&log, "").unwrap();
     // Also an open file description's record lock (`F_OFD_SETLK`), which belongs to the
     // description the same way.
     let ofd_lock = "import fcntl, struct, sys\n\
@@ -56,11 +56,8 @@ print('locked', file=sys.stderr)\n";
         for (payload, host_can_lock) in payloads {
             // The caller's description: kept open here after sandgate returns, as a shell's
             // `exec >>build.log` keeps it.
-            let kept = std::fs::OpenOptions::new()
-                .append(true)
-                .open(&log)
-                .unwrap_or_else(|e| panic!("{e}"));
-            let given = kept.try_clone().unwrap_or_else(|e| panic!("{e}"));
+            let kept = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+            let given = kept.try_clone().unwrap();
             let out = output(
                 env.sandgate(mode)
                     .arg("--")
@@ -278,7 +275,7 @@ fn run_in(env: &TestEnv, mode: &str, home: &Path, ws: &Path, script: &str) -> St
 fn new_home(env: &TestEnv) -> (PathBuf, PathBuf) {
     let home = env.root.join("home");
     let ws = home.join("proj");
-    std::fs::create_dir_all(&ws).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(&ws).unwrap();
     chmod(&home, 0o755);
     (home, ws)
 }
@@ -323,7 +320,7 @@ fn redteam_a_flooded_workspace_does_not_uncover_deeper_secrets() {
     let env = TestEnv::new();
     let home = env.root.join("home");
     let project = home.join(".config/nvim");
-    std::fs::create_dir_all(&project).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(&project).unwrap();
     let age = put(&home, ".config/sops/age/keys.txt", SECRET, 0o600);
     // The flood (the first call's scan sees the secret above; the refresh after it must
     // keep seeing it).
@@ -462,13 +459,13 @@ fn redteam_a_directory_closed_after_a_call_is_hidden_at_the_next() {
     chmod(&home.join(".myapp"), 0o700);
     // Replaced: a new closed directory renamed over the old open one, same name.
     let fresh = home.join(".other/store.new");
-    std::fs::create_dir(&fresh).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(fresh.join("token"), "OTHER-SECRET").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(&fresh).unwrap();
+    std::fs::write(fresh.join("token"), "OTHER-SECRET").unwrap();
     chmod(&fresh.join("token"), 0o644);
     chmod(&fresh, 0o700);
-    std::fs::remove_file(&other).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::remove_dir(home.join(".other/store")).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::rename(&fresh, home.join(".other/store")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::remove_file(&other).unwrap();
+    std::fs::remove_dir(home.join(".other/store")).unwrap();
+    std::fs::rename(&fresh, home.join(".other/store")).unwrap();
     let mut failures = vec![];
     for mode in ["read-only", "workspace-write", "read-only"] {
         failures.extend(read_of(
@@ -498,11 +495,9 @@ fn redteam_a_closed_directory_behind_a_dot_entry_link_is_hidden() {
     let (home, ws) = new_home(&env);
     let entry = put(&home, "Sync/vault/bank.gpg", SECRET, 0o644);
     chmod(&home.join("Sync/vault"), 0o700);
-    std::os::unix::fs::symlink(home.join("Sync/vault"), home.join(".vault"))
-        .unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink(home.join("Sync/vault"), home.join(".vault")).unwrap();
     put(&home, "dotfiles/config/app/token", "LINKED-TOKEN", 0o600);
-    std::os::unix::fs::symlink(home.join("dotfiles/config"), home.join(".config"))
-        .unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink(home.join("dotfiles/config"), home.join(".config")).unwrap();
     let through = [home.join(".vault/bank.gpg"), home.join(".config/app/token")];
     let mut failures = vec![];
     for mode in ["read-only", "workspace-write"] {

@@ -33,7 +33,7 @@ pub(super) fn append_to(path: &Path) -> File {
 }
 
 pub(super) fn clone_of(file: &File) -> File {
-    file.try_clone().unwrap_or_else(|e| panic!("{e}"))
+    file.try_clone().unwrap()
 }
 
 /// Keeps `path` from filling the disk while a test pours output into it: truncates it to
@@ -115,7 +115,7 @@ fn redteam_round6_a_call_that_keeps_nothing_leaves_no_copier_for_its_log() {
             )),
     );
     let log = env.outside.join("build.log");
-    std::fs::write(&log, "").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&log, "").unwrap();
     let out = output(
         env.sandgate("workspace-write")
             .args(["--", "python3", "hand_over.py", &call_mark])
@@ -124,7 +124,7 @@ fn redteam_round6_a_call_that_keeps_nothing_leaves_no_copier_for_its_log() {
     let received = wait_for(Duration::from_secs(3), || env.ws.join("received").exists());
     // What still runs of the later call: sandgate's copier carries its command line.
     let left = processes_marked(&call_mark);
-    std::fs::write(env.ws.join("go"), "").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(env.ws.join("go"), "").unwrap();
     let written = wait_for(Duration::from_secs(3), || env.ws.join("written").exists());
     std::thread::sleep(Duration::from_millis(300));
     let after = std::fs::read_to_string(&log).unwrap_or_default();
@@ -229,7 +229,7 @@ fn redteam_round6_a_duplicate_of_the_log_does_not_reach_the_command() {
     let mut failures = vec![];
     for mode in ["full-access", "read-only", "workspace-write"] {
         let log = env.outside.join(format!("{mode}.log"));
-        std::fs::write(&log, "EARLIER BUILD OUTPUT\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&log, "EARLIER BUILD OUTPUT\n").unwrap();
         let sandgate = {
             let mut cmd = env.sandgate(mode);
             cmd.args(["--", "python3", "-c", payload]);
@@ -302,7 +302,7 @@ sys.stdout.write("x" * 3000000 + "\nEND\n")
     let mut failures = vec![];
     for mode in ["read-only", "workspace-write"] {
         let log = env.outside.join(format!("{mode}.log"));
-        std::fs::write(&log, "BEFORE\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&log, "BEFORE\n").unwrap();
         let out = output(
             env.sandgate(mode)
                 .args(["--", "python3", "-c", payload])
@@ -367,7 +367,7 @@ fn redteam_round6_a_kept_writer_does_not_hold_sandgate_up() {
     env.put("flooder.py", FLOODER, 0o644);
     let mark = unique_mark("rt6-flooder");
     let log = env.outside.join("flood.log");
-    std::fs::write(&log, "").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&log, "").unwrap();
     let (stop, truncating) = keep_truncating(&log);
     let started = Instant::now();
     // Waited for itself, not for its output: the kept writers hold no pipe of the test's.
@@ -381,7 +381,7 @@ fn redteam_round6_a_kept_writer_does_not_hold_sandgate_up() {
         .stdout(Stdio::from(append_to(&log)))
         .stderr(Stdio::null())
         .status()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
     let took = started.elapsed();
     // The writers end by themselves after 3 s; then the copier finds its pipe closed.
     let gone = wait_for(Duration::from_secs(8), || {
@@ -411,7 +411,7 @@ fn redteam_round6_a_flooding_command_still_meets_its_time_limit() {
     }
     let env = TestEnv::new();
     let log = env.outside.join("timeout.log");
-    std::fs::write(&log, "").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&log, "").unwrap();
     let (stop, truncating) = keep_truncating(&log);
     let started = Instant::now();
     let out = output(
@@ -474,7 +474,7 @@ fn redteam_round6_a_kept_process_lock_on_the_callers_stdin_outlives_it() {
     }
     let env = TestEnv::new();
     let file = env.outside.join("input.txt");
-    std::fs::write(&file, "input\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&file, "input\n").unwrap();
     let mut failures = vec![];
     for kind in ["flock", "ofd"] {
         let _ = std::fs::remove_file(env.ws.join("locked"));
@@ -489,7 +489,7 @@ fn redteam_round6_a_kept_process_lock_on_the_callers_stdin_outlives_it() {
             lock_stdin(kind)
         );
         // The caller's description, kept open here as a shell keeps its terminal.
-        let kept = File::open(&file).unwrap_or_else(|e| panic!("{e}"));
+        let kept = File::open(&file).unwrap();
         let out = output(
             env.sandgate("workspace-write")
                 .args(["--keep-background", "--", "python3", "-c", &payload])
@@ -535,7 +535,7 @@ fn redteam_round6_a_lock_passed_between_two_calls_does_not_outlive_them() {
     }
     let env = TestEnv::new();
     let file = env.outside.join("shared-input.txt");
-    std::fs::write(&file, "input\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&file, "input\n").unwrap();
     let wait = |name: &str| {
         format!(
             "for _ in range(500):\n\
@@ -551,13 +551,13 @@ fn redteam_round6_a_lock_passed_between_two_calls_does_not_outlive_them() {
         "import fcntl, os, time\nopen('b-started', 'w').close()\n{}fcntl.flock(0, fcntl.LOCK_EX)\nprint('b locked')\n",
         wait("a-done")
     );
-    let kept = File::open(&file).unwrap_or_else(|e| panic!("{e}"));
+    let kept = File::open(&file).unwrap();
     let mut a = env
         .sandgate("workspace-write")
         .args(["--", "python3", "-c", &first])
         .stdin(Stdio::from(clone_of(&kept)))
         .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
     let a_locked = wait_for(Duration::from_secs(5), || env.ws.join("a-locked").exists());
     let b = env
         .sandgate("workspace-write")
@@ -565,10 +565,10 @@ fn redteam_round6_a_lock_passed_between_two_calls_does_not_outlive_them() {
         .stdin(Stdio::from(clone_of(&kept)))
         .stdout(Stdio::piped())
         .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
     let _ = a.wait();
-    std::fs::write(env.ws.join("a-done"), "").unwrap_or_else(|e| panic!("{e}"));
-    let b_out = b.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(env.ws.join("a-done"), "").unwrap();
+    let b_out = b.wait_with_output().unwrap();
     let free = host_can_lock(&file);
     drop(kept);
     assert!(a_locked, "control: call A did not lock");
@@ -597,13 +597,10 @@ fn redteam_round6_sandgate_does_not_drop_a_lock_the_caller_took_meanwhile() {
     }
     let env = TestEnv::new();
     let file = env.outside.join("callers.lock");
-    std::fs::write(&file, "").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&file, "").unwrap();
     // Control: held before the call, held after it.
-    let held = Flock::lock(
-        File::open(&file).unwrap_or_else(|e| panic!("{e}")),
-        FlockArg::LockExclusiveNonblock,
-    )
-    .unwrap_or_else(|(_, e)| panic!("{e}"));
+    let held = Flock::lock(File::open(&file).unwrap(), FlockArg::LockExclusiveNonblock)
+        .unwrap_or_else(|(_, e)| panic!("{e}"));
     let out = output(
         env.sandgate("read-only")
             .args(["--", "true"])
@@ -616,13 +613,13 @@ fn redteam_round6_sandgate_does_not_drop_a_lock_the_caller_took_meanwhile() {
     );
     drop(held);
     // The lock taken while the call runs.
-    let kept = File::open(&file).unwrap_or_else(|e| panic!("{e}"));
+    let kept = File::open(&file).unwrap();
     let mut call = env
         .sandgate("read-only")
         .args(["--", "sleep", "1"])
         .stdin(Stdio::from(clone_of(&kept)))
         .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
     std::thread::sleep(Duration::from_millis(300));
     let held =
         Flock::lock(kept, FlockArg::LockExclusiveNonblock).unwrap_or_else(|(_, e)| panic!("{e}"));

@@ -98,9 +98,9 @@ fn redteam_round6_a_flood_does_not_uncover_a_directory_the_call_needs() {
     let env = TestEnv::new();
     let home = env.root.join("home");
     let ws = home.join(".dotfiles");
-    std::fs::create_dir_all(&ws).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::create_dir_all(home.join(".local/bin")).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::create_dir_all(home.join(".fly/bin")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(home.join(".local/bin")).unwrap();
+    std::fs::create_dir_all(home.join(".fly/bin")).unwrap();
     chmod(&home, 0o755);
     let local = put(&home, ".local/share/app/token", SECRET, 0o600);
     let fly_token = put(&home, ".fly/token", "FLY-TOKEN", 0o600);
@@ -161,8 +161,8 @@ fn redteam_round6_a_flooded_workspace_does_not_take_away_path_tools() {
     let env = TestEnv::new();
     let home = env.root.join("home");
     let ws = home.join(".dotfiles");
-    std::fs::create_dir_all(&ws).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::create_dir_all(home.join(".local/bin")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(home.join(".local/bin")).unwrap();
     chmod(&home, 0o755);
     put(
         &home,
@@ -174,7 +174,7 @@ fn redteam_round6_a_flooded_workspace_does_not_take_away_path_tools() {
         "../share/pipx/venvs/black/bin/black",
         home.join(".local/bin/black"),
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     let path = format!(
         "{}:/usr/local/bin:/usr/bin:/bin",
         home.join(".local/bin").display()
@@ -227,8 +227,8 @@ fn redteam_round6_a_flooded_workspace_does_not_defeat_the_scan_cache() {
     let env = TestEnv::new();
     let home = env.root.join("home");
     let ws = home.join(".dotfiles");
-    std::fs::create_dir_all(&ws).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::create_dir_all(home.join(".config/app")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(home.join(".config/app")).unwrap();
     chmod(&home, 0o755);
     let path = "/usr/local/bin:/usr/bin:/bin";
     let flood = run_at_home(
@@ -274,9 +274,9 @@ fn redteam_round6_a_path_directory_named_through_a_link_still_counts() {
     let env = TestEnv::new();
     let real = env.root.join("real-home");
     let linked = env.root.join("home");
-    std::fs::create_dir_all(real.join(".fly/bin")).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::create_dir_all(real.join("proj")).unwrap_or_else(|e| panic!("{e}"));
-    std::os::unix::fs::symlink(&real, &linked).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(real.join(".fly/bin")).unwrap();
+    std::fs::create_dir_all(real.join("proj")).unwrap();
+    std::os::unix::fs::symlink(&real, &linked).unwrap();
     chmod(&real, 0o755);
     put(&real, ".fly/bin/flyctl", "#!/bin/sh\necho fly-ran\n", 0o755);
     chmod(&real.join(".fly"), 0o700);
@@ -321,13 +321,13 @@ fn redteam_round6_output_past_the_file_size_limit_does_not_kill_sandgate() {
     use std::os::unix::process::ExitStatusExt;
     let env = TestEnv::new();
     let input = env.outside.join("input.txt");
-    std::fs::write(&input, "input\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&input, "input\n").unwrap();
     let payload =
         "import fcntl, sys\nfcntl.flock(0, fcntl.LOCK_EX)\nsys.stdout.write('x' * 2000000)\n";
     let mut failures = vec![];
     for mode in ["read-only", "workspace-write"] {
         let log = env.outside.join(format!("{mode}.log"));
-        let kept = File::open(&input).unwrap_or_else(|e| panic!("{e}"));
+        let kept = File::open(&input).unwrap();
         let mut sandgate = env.sandgate(mode);
         sandgate.args(["--", "python3", "-c", payload]);
         let out = output(
@@ -416,7 +416,7 @@ fn redteam_round6_a_flooded_workspace_does_not_hide_gits_configuration() {
     let env = TestEnv::new();
     let home = env.root.join("home");
     let ws = home.join(".dotfiles");
-    std::fs::create_dir_all(&ws).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(&ws).unwrap();
     chmod(&home, 0o755);
     put(
         &home,

@@ -32,7 +32,7 @@ fn armed_then(cmd: &mut Command, host: impl FnOnce()) -> Output {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap_or_else(|| panic!("stdout")));
     let mut seen = String::new();
     let mut armed = false;
@@ -53,7 +53,7 @@ fn armed_then(cmd: &mut Command, host: impl FnOnce()) -> Output {
         host();
     }
     let _ = stdout.read_to_string(&mut seen);
-    let mut out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    let mut out = child.wait_with_output().unwrap();
     out.stdout = seen.into_bytes();
     out
 }
@@ -78,9 +78,8 @@ fn host_activity(dir: &Path) {
 /// A host directory the sandbox may read: `outside/` with a `secret` in it.
 fn outside_with_secret(env: &TestEnv) -> PathBuf {
     let secret = env.outside.join("secret");
-    std::fs::write(&secret, format!("{SECRET}\n")).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644))
-        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&secret, format!("{SECRET}\n")).unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644)).unwrap();
     env.outside.clone()
 }
 
@@ -233,10 +232,9 @@ fn redteam_round7_a_watch_on_an_allowed_socket_in_tmp_reports_nothing_of_the_hos
     let env = TestEnv::new();
     let dir = PathBuf::from("/tmp").join(unique_mark("rt7-sock"));
     let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(&dir).unwrap();
     let socket = dir.join("agent.sock");
-    let listener =
-        std::os::unix::net::UnixListener::bind(&socket).unwrap_or_else(|e| panic!("{e}"));
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
     let path = socket.display().to_string();
     let host = || {
         std::thread::sleep(Duration::from_millis(100));
@@ -295,9 +293,8 @@ fn redteam_round7_proc_and_fd_paths_lead_no_watch_to_a_host_directory() {
     let env = TestEnv::new();
     let outside = outside_with_secret(&env);
     let o = outside.display().to_string();
-    std::fs::create_dir(env.ws.join("src")).unwrap_or_else(|e| panic!("{e}"));
-    std::os::unix::fs::symlink("/proc/self/fd/9", env.ws.join("fdlink"))
-        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(env.ws.join("src")).unwrap();
+    std::os::unix::fs::symlink("/proc/self/fd/9", env.ws.join("fdlink")).unwrap();
     // fd 9 is the outside directory, opened O_PATH by the shell's `9<` (read-only open).
     let script = format!(
         "exec 9<'{o}'; cd src && exec python3 ../watch.py \
@@ -349,9 +346,8 @@ fn redteam_round7_a_workspace_symlink_leads_no_watch_to_the_host() {
     }
     let env = TestEnv::new();
     let outside = outside_with_secret(&env);
-    std::os::unix::fs::symlink(&outside, env.ws.join("lnk")).unwrap_or_else(|e| panic!("{e}"));
-    std::os::unix::fs::symlink(outside.join("secret"), env.ws.join("flnk"))
-        .unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink(&outside, env.ws.join("lnk")).unwrap();
+    std::os::unix::fs::symlink(outside.join("secret"), env.ws.join("flnk")).unwrap();
     // IN_DONT_FOLLOW = 0x02000000, IN_ONLYDIR = 0x01000000.
     let args = [
         "lnk",
@@ -451,14 +447,14 @@ fn redteam_round7_racing_names_land_no_watch_on_a_host_directory() {
     }
     let env = TestEnv::new();
     let outside = outside_with_secret(&env);
-    std::fs::write(outside.join("x"), "host x\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(outside.join("x"), "host x\n").unwrap();
     for dir in ["race/d", "pdir/x"] {
-        std::fs::create_dir_all(env.ws.join(dir)).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(env.ws.join(dir)).unwrap();
     }
     env.put("race/x", "file\n", 0o644);
     env.put("race/f", "file\n", 0o644);
-    std::os::unix::fs::symlink(&outside, env.ws.join("race/lnk")).unwrap_or_else(|e| panic!("{e}"));
-    std::os::unix::fs::symlink(&outside, env.ws.join("plink")).unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink(&outside, env.ws.join("race/lnk")).unwrap();
+    std::os::unix::fs::symlink(&outside, env.ws.join("plink")).unwrap();
     let out = armed_then(
         env.sandgate("workspace-write")
             .args(["--", "python3", "-c", RACE, "1.5"]),
@@ -632,9 +628,9 @@ fn redteam_round7_a_file_the_command_may_write_in_a_frozen_home_can_be_watched()
     }
     let env = TestEnv::new();
     let home = env.root.join("home");
-    std::fs::create_dir_all(home.join("proj")).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(home.join("notes.txt"), "notes\n").unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(home.join(".bashrc"), "# rc\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(home.join("proj")).unwrap();
+    std::fs::write(home.join("notes.txt"), "notes\n").unwrap();
+    std::fs::write(home.join(".bashrc"), "# rc\n").unwrap();
     env.put("watch.py", WATCH, 0o644);
     let watcher = env.ws.join("watch.py").display().to_string();
     let notes = home.join("notes.txt").display().to_string();
@@ -676,7 +672,7 @@ fn redteam_round7_a_non_dumpable_watcher_can_watch_the_workspace() {
         return;
     }
     let env = TestEnv::new();
-    std::fs::create_dir(env.ws.join("src")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(env.ws.join("src")).unwrap();
     let script = r#"import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)
 libc.prctl(4, 0)
@@ -750,7 +746,7 @@ fn redteam_round7_a_nested_read_only_call_cannot_watch_the_workspace() {
         return;
     }
     let env = TestEnv::new();
-    std::fs::create_dir(env.ws.join("src")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(env.ws.join("src")).unwrap();
     env.put("watch.py", WATCH, 0o644);
     let sg = sandgate_inside().display().to_string();
     let out = output(

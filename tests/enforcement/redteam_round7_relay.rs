@@ -46,7 +46,7 @@ fn redteam_round7_a_full_enlarged_pipe_is_copied_whole() {
         ("background child", false, "python3 burst.py & wait"),
     ] {
         let log = env.outside.join("burst.log");
-        std::fs::write(&log, "").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&log, "").unwrap();
         let mut cmd = env.sandgate("read-only");
         if keep {
             cmd.arg("--keep-background");
@@ -55,14 +55,11 @@ fn redteam_round7_a_full_enlarged_pipe_is_copied_whole() {
             .args(["--", "/bin/sh", "-c", script, &mark])
             .stdin(Stdio::null())
             .stdout(Stdio::from(
-                std::fs::OpenOptions::new()
-                    .append(true)
-                    .open(&log)
-                    .unwrap_or_else(|e| panic!("{e}")),
+                std::fs::OpenOptions::new().append(true).open(&log).unwrap(),
             ))
             .stderr(Stdio::null())
             .status()
-            .unwrap_or_else(|e| panic!("{e}"));
+            .unwrap();
         let got = std::fs::read(&log).unwrap_or_default();
         if status.code() != Some(0) || got.len() != expected {
             failures.push(format!(
@@ -98,7 +95,7 @@ fn redteam_round7_the_copier_ends_with_the_kept_writer_and_holds_nothing_else() 
     env.put("ticker.py", TICKER, 0o644);
     let mark = unique_mark("rt7-copier");
     let log = env.outside.join("ticks.log");
-    std::fs::write(&log, "").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&log, "").unwrap();
     let status = kept_call_appending_to(
         &env,
         "python3 ticker.py </dev/null & sleep 0.2",
@@ -183,17 +180,14 @@ fn kept_call_appending_to(
     mark: &str,
     log: &Path,
 ) -> std::process::ExitStatus {
-    let log = std::fs::OpenOptions::new()
-        .append(true)
-        .open(log)
-        .unwrap_or_else(|e| panic!("{e}"));
+    let log = std::fs::OpenOptions::new().append(true).open(log).unwrap();
     env.sandgate("read-only")
         .args(["--keep-background", "--", "/bin/sh", "-c", script, mark])
         .stdin(Stdio::null())
         .stdout(Stdio::from(log))
         .stderr(Stdio::null())
         .status()
-        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap()
 }
 
 /// Whether process `pid` holds an fd whose target contains `what`.
@@ -242,7 +236,7 @@ fn redteam_round7_no_process_of_sandgate_holds_the_log_once_nothing_writes_it() 
     let env = TestEnv::new();
     let mark = unique_mark("rt7-held");
     let log = env.outside.join("held.log");
-    std::fs::write(&log, "").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&log, "").unwrap();
     let status = kept_call_appending_to(
         &env,
         "sleep 20 </dev/null >/dev/null 2>&1 & echo started",

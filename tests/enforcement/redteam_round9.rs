@@ -36,9 +36,8 @@ fn redteam_round9_a_relayed_stdout_pipe_loses_nothing_to_a_slow_reader() {
     let env = TestEnv::new();
     let size = 1_000_000;
     let big = env.outside.join("big");
-    std::fs::write(&big, vec![b'x'; size]).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::set_permissions(&big, std::fs::Permissions::from_mode(0o644))
-        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&big, vec![b'x'; size]).unwrap();
+    std::fs::set_permissions(&big, std::fs::Permissions::from_mode(0o644)).unwrap();
     let mut failures = vec![];
     for mode in ["read-only", "workspace-write"] {
         let mut child = env
@@ -50,10 +49,10 @@ fn redteam_round9_a_relayed_stdout_pipe_loses_nothing_to_a_slow_reader() {
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
-            .unwrap_or_else(|e| panic!("{e}"));
+            .unwrap();
         let out = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
         let got = read_slowly(out);
-        let status = child.wait().unwrap_or_else(|e| panic!("{e}"));
+        let status = child.wait().unwrap();
         if !status.success() || got != size {
             failures.push(format!(
                 "{mode}: the reader got {got} of {size} bytes ({status})"
@@ -71,15 +70,15 @@ fn redteam_round9_relayed_stdout_and_stderr_lose_nothing_when_the_command_ends_f
     let script = "import os\nfor i in range(400):\n    os.write(1 + i % 2, b'%05d' % i + b'.' * 250 + b'\\n')\n";
     let mut failures = vec![];
     for mode in ["read-only", "workspace-write"] {
-        let (read_end, write_end) = std::io::pipe().unwrap_or_else(|e| panic!("{e}"));
+        let (read_end, write_end) = std::io::pipe().unwrap();
         let mut child = env
             .sandgate(mode)
             .args(["--", "python3", "-c", script])
             .stdin(Stdio::null())
-            .stdout(write_end.try_clone().unwrap_or_else(|e| panic!("{e}")))
+            .stdout(write_end.try_clone().unwrap())
             .stderr(write_end)
             .spawn()
-            .unwrap_or_else(|e| panic!("{e}"));
+            .unwrap();
         // The reader starts late: the command has ended by then, with its output held
         // in sandgate's relay pipe.
         std::thread::sleep(Duration::from_millis(800));
@@ -93,7 +92,7 @@ fn redteam_round9_relayed_stdout_and_stderr_lose_nothing_when_the_command_ends_f
             }
             std::thread::sleep(Duration::from_millis(2));
         }
-        let status = child.wait().unwrap_or_else(|e| panic!("{e}"));
+        let status = child.wait().unwrap();
         let text = String::from_utf8_lossy(&text);
         // sandgate's own notes (`--no-observe` says it is on) go to the same pipe.
         let lines: Vec<&str> = text
@@ -146,17 +145,15 @@ fn redteam_round9_stdin_in_the_hosts_tmp_cannot_be_chmodded_touched_or_tagged() 
                 .prefix("sandgate-redteam9-stdin-")
                 .tempfile_in(dir)
                 .unwrap_or_else(|e| panic!("{dir}: {e}"));
-            std::fs::write(file.path(), "the user's input\n").unwrap_or_else(|e| panic!("{e}"));
+            std::fs::write(file.path(), "the user's input\n").unwrap();
             set_mode(file.path(), 0o600);
-            let before = std::fs::metadata(file.path()).unwrap_or_else(|e| panic!("{e}"));
+            let before = std::fs::metadata(file.path()).unwrap();
             let out = output(
                 env.sandgate(mode)
                     .args(["--", "python3", "-c", CHANGE_STDIN])
-                    .stdin(Stdio::from(
-                        std::fs::File::open(file.path()).unwrap_or_else(|e| panic!("{e}")),
-                    )),
+                    .stdin(Stdio::from(std::fs::File::open(file.path()).unwrap())),
             );
-            let after = std::fs::metadata(file.path()).unwrap_or_else(|e| panic!("{e}"));
+            let after = std::fs::metadata(file.path()).unwrap();
             let said = String::from_utf8_lossy(&out.stdout).into_owned();
             if after.mode() & 0o7777 != 0o600 {
                 failures.push(format!(
@@ -266,9 +263,9 @@ fn redteam_round9_sandgates_own_leftovers_have_their_own_session_and_end_with_th
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
     let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
-    let status = child.wait().unwrap_or_else(|e| panic!("{e}"));
+    let status = child.wait().unwrap();
     if !status.success() {
         failures.push(format!("the call failed: {status}"));
     }
@@ -336,14 +333,13 @@ fn redteam_round9_a_flooded_linked_dot_entry_costs_later_calls_nothing_of_the_ho
     }
     let env = TestEnv::new();
     let home = env.root.join("home");
-    std::fs::create_dir(&home).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(&home).unwrap();
     set_mode(&home, 0o755);
     put_with_mode(&home, ".config/app/settings.toml", "SETTINGS", 0o644);
     put_with_mode(&home, ".local/share/app/data.txt", "DATA", 0o644);
     put_with_mode(&home, ".profile", "PROFILE", 0o644);
     put_with_mode(&home, "Sync/notes.txt", "NOTES", 0o644);
-    std::os::unix::fs::symlink(home.join("Sync"), home.join(".sync"))
-        .unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink(home.join("Sync"), home.join(".sync")).unwrap();
     let sync = home.join("Sync");
     let flood = env
         .sandgate_without_workspace("workspace-write")
@@ -404,12 +400,12 @@ fn redteam_round9_a_reader_that_closes_early_leaves_no_copier_or_writer_running(
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
     let mut out = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
     let mut first = [0u8; 10];
     let read = out.read_exact(&mut first);
     drop(out);
-    let status = child.wait().unwrap_or_else(|e| panic!("{e}"));
+    let status = child.wait().unwrap();
     let mut failures = vec![];
     if read.is_err() || !status.success() {
         failures.push(format!("the call: {status}, read: {read:?}"));

@@ -24,8 +24,8 @@ fn run_at(env: &TestEnv, mode: &str, home: &Path, script: &str) -> String {
 /// Writes the user's configuration (`SANDGATE_CONFIG_DIR`, as `TestEnv::isolate` sets it).
 fn user_config(env: &TestEnv, json: &str) {
     let dir = env.root.join("config");
-    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(dir.join("config.json"), json).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("config.json"), json).unwrap();
 }
 
 /// The paths of `files` that `mode` lets a command read.
@@ -59,7 +59,7 @@ fn redteam_a_public_file_in_a_closed_dot_directory_is_hidden() {
     }
     let env = TestEnv::new();
     let home = env.root.join("home");
-    std::fs::create_dir(&home).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(&home).unwrap();
     let token = put(&home, ".myapp/token", SECRET, 0o644);
     chmod(&home.join(".myapp"), 0o700);
     let deep = put(&home, ".config/tool/auth/session.json", SECRET, 0o644);
@@ -99,7 +99,7 @@ fn redteam_a_closed_directory_that_cannot_be_hidden_whole_still_hides_its_keys()
     let env = TestEnv::new();
     let home = env.root.join("home");
     let ws = home.join(".work/proj");
-    std::fs::create_dir_all(&ws).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(&ws).unwrap();
     let key = put(&home, ".work/deploy_key", SECRET, 0o600);
     chmod(&home.join(".work"), 0o700);
     let id = put(&home, ".vault/private.pem", SECRET, 0o600);
@@ -150,9 +150,9 @@ fn redteam_the_runtime_directorys_credentials_are_not_readable() {
     }
     let env = TestEnv::new();
     let home = env.root.join("home");
-    std::fs::create_dir(&home).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(&home).unwrap();
     let run = env.root.join("run");
-    std::fs::create_dir_all(&run).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(&run).unwrap();
     chmod(&run, 0o700);
     let auth = put(&run, "containers/auth.json", SECRET, 0o600);
     let mut failures = vec![];
@@ -267,7 +267,7 @@ fn redteam_a_workspace_full_of_directories_does_not_exhaust_the_secret_scan() {
     let env = TestEnv::new();
     let home = env.root.join("home");
     let project = home.join(".config/nvim");
-    std::fs::create_dir_all(&project).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(&project).unwrap();
     put(&home, ".config/zz-app/token", SECRET, 0o600);
     put(&home, ".zz/token", SECRET, 0o600);
     let run = |script: &str| {
@@ -302,7 +302,7 @@ fn redteam_owner_only_files_outside_the_homes_dot_entries_are_hidden() {
     }
     let env = TestEnv::new();
     let home = env.root.join("home");
-    std::fs::create_dir(&home).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(&home).unwrap();
     let by_rule = put(&home, "aws-keys.csv", SECRET, 0o600);
     let named = [
         put(

@@ -12,7 +12,7 @@ use crate::support::*;
 
 /// What is in a pipe now, read without waiting (the write ends may still be open).
 fn drain(read_end: &OwnedFd) -> String {
-    let dup = read_end.try_clone().unwrap_or_else(|e| panic!("{e}"));
+    let dup = read_end.try_clone().unwrap();
     let _ = nix::fcntl::fcntl(
         &dup,
         nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
@@ -57,14 +57,12 @@ for path in ("/proc/self/fd/0", "/dev/stdin"):
 fn redteam_a_command_cannot_write_into_the_callers_stdin_pipe() {
     let env = TestEnv::new();
     for mode in ["read-only", "workspace-write"] {
-        let (read_end, write_end) = nix::unistd::pipe().unwrap_or_else(|e| panic!("{e}"));
-        nix::unistd::write(&write_end, b"echo legit\n").unwrap_or_else(|e| panic!("{e}"));
+        let (read_end, write_end) = nix::unistd::pipe().unwrap();
+        nix::unistd::write(&write_end, b"echo legit\n").unwrap();
         let out = output(
             env.sandgate(mode)
                 .args(["--", "python3", "-c", WRITE_INTO_STDIN])
-                .stdin(Stdio::from(
-                    read_end.try_clone().unwrap_or_else(|e| panic!("{e}")),
-                )),
+                .stdin(Stdio::from(read_end.try_clone().unwrap())),
         );
         drop(write_end);
         let left = drain(&read_end);
@@ -109,13 +107,11 @@ fn redteam_a_script_piped_into_bash_runs_nothing_the_command_wrote() {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let mut child = bash.spawn().unwrap_or_else(|e| panic!("{e}"));
+        let mut child = bash.spawn().unwrap();
         let mut stdin = child.stdin.take().unwrap_or_else(|| panic!("no stdin"));
-        stdin
-            .write_all(script.as_bytes())
-            .unwrap_or_else(|e| panic!("{e}"));
+        stdin.write_all(script.as_bytes()).unwrap();
         drop(stdin);
-        let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+        let out = child.wait_with_output().unwrap();
         assert!(
             String::from_utf8_lossy(&out.stdout).contains("script-end"),
             "{mode}: control: the script did not run: {}",
@@ -152,14 +148,12 @@ except OSError as e:
 fn redteam_a_command_cannot_read_the_callers_stdout_pipe() {
     let env = TestEnv::new();
     for mode in ["read-only", "workspace-write"] {
-        let (read_end, write_end) = nix::unistd::pipe().unwrap_or_else(|e| panic!("{e}"));
-        nix::unistd::write(&write_end, b"host-secret\n").unwrap_or_else(|e| panic!("{e}"));
+        let (read_end, write_end) = nix::unistd::pipe().unwrap();
+        nix::unistd::write(&write_end, b"host-secret\n").unwrap();
         let out = output(
             env.sandgate(mode)
                 .args(["--", "python3", "-c", READ_FROM_STDOUT])
-                .stdout(Stdio::from(
-                    write_end.try_clone().unwrap_or_else(|e| panic!("{e}")),
-                )),
+                .stdout(Stdio::from(write_end.try_clone().unwrap())),
         );
         drop(write_end);
         let left = drain(&read_end);
@@ -194,7 +188,7 @@ fn redteam_a_kept_process_cannot_read_what_the_host_writes_to_the_pipe_later() {
         return;
     }
     let env = TestEnv::new();
-    let (read_end, write_end) = nix::unistd::pipe().unwrap_or_else(|e| panic!("{e}"));
+    let (read_end, write_end) = nix::unistd::pipe().unwrap();
     let out = output(
         env.sandgate("workspace-write")
             .args([
@@ -204,14 +198,12 @@ fn redteam_a_kept_process_cannot_read_what_the_host_writes_to_the_pipe_later() {
                 "-c",
                 KEPT_READS_STDOUT,
             ])
-            .stdout(Stdio::from(
-                write_end.try_clone().unwrap_or_else(|e| panic!("{e}")),
-            ))
+            .stdout(Stdio::from(write_end.try_clone().unwrap()))
             .stderr(Stdio::null()),
     );
     std::thread::sleep(std::time::Duration::from_millis(500));
     // The host's next program writes to the same pipe; its reader reads later.
-    nix::unistd::write(&write_end, b"later-secret\n").unwrap_or_else(|e| panic!("{e}"));
+    nix::unistd::write(&write_end, b"later-secret\n").unwrap();
     let stolen = wait_for(std::time::Duration::from_secs(2), || {
         env.ws.join("stolen").exists()
     });
@@ -259,21 +251,17 @@ fn redteam_a_file_read_as_stdin_keeps_its_mode_times_and_attributes() {
     let env = TestEnv::new();
     let file = env.outside.join("host.txt");
     for mode in ["read-only", "workspace-write"] {
-        std::fs::write(&file, "host\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&file, "host\n").unwrap();
         set_mode(&file, 0o640);
-        let before = std::fs::metadata(&file).unwrap_or_else(|e| panic!("{e}"));
+        let before = std::fs::metadata(&file).unwrap();
         let sink = env.root.join("sink");
         let out = output(
             env.sandgate(mode)
                 .args(["--", "python3", "-c", CHANGE_STDIO_OBJECTS])
-                .stdin(Stdio::from(
-                    std::fs::File::open(&file).unwrap_or_else(|e| panic!("{e}")),
-                ))
-                .stdout(Stdio::from(
-                    std::fs::File::create(&sink).unwrap_or_else(|e| panic!("{e}")),
-                )),
+                .stdin(Stdio::from(std::fs::File::open(&file).unwrap()))
+                .stdout(Stdio::from(std::fs::File::create(&sink).unwrap())),
         );
-        let after = std::fs::metadata(&file).unwrap_or_else(|e| panic!("{e}"));
+        let after = std::fs::metadata(&file).unwrap();
         let said = std::fs::read_to_string(&sink).unwrap_or_default();
         let xattrs = xattr_names(&file);
         assert_none(
@@ -310,7 +298,7 @@ fn xattr_names(path: &std::path::Path) -> String {
 fn pty_session(env: &TestEnv, script: &str, args: &[&str]) -> (String, String, String) {
     let pty = nix::pty::openpty(None, None).unwrap_or_else(|e| panic!("openpty: {e}"));
     let path = nix::unistd::ttyname(&pty.slave)
-        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap()
         .to_string_lossy()
         .into_owned();
     let mode_of = |path: &str| {
@@ -320,7 +308,7 @@ fn pty_session(env: &TestEnv, script: &str, args: &[&str]) -> (String, String, S
         format!("{path} {mode:o}")
     };
     let before = mode_of(&path);
-    let slave = |fd: &OwnedFd| Stdio::from(fd.try_clone().unwrap_or_else(|e| panic!("{e}")));
+    let slave = |fd: &OwnedFd| Stdio::from(fd.try_clone().unwrap());
     let mut cmd = Command::new("setsid");
     cmd.args(["-c", "/bin/sh", "-c", script])
         .arg(sandgate())
@@ -330,7 +318,7 @@ fn pty_session(env: &TestEnv, script: &str, args: &[&str]) -> (String, String, S
         .stdin(slave(&pty.slave))
         .stdout(slave(&pty.slave))
         .stderr(slave(&pty.slave));
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
+    let mut child = cmd.spawn().unwrap();
     drop(cmd);
     let master = std::fs::File::from(pty.master);
     let reader = std::thread::spawn(move || read_pty(master));
@@ -449,7 +437,7 @@ fn redteam_another_descriptor_of_stdout_is_not_the_callers() {
         return;
     }
     let env = TestEnv::new();
-    let (read_end, write_end) = nix::unistd::pipe().unwrap_or_else(|e| panic!("{e}"));
+    let (read_end, write_end) = nix::unistd::pipe().unwrap();
     let mut cmd = Command::new("sh");
     cmd.args(["-c", r#""$@" 3>&1"#, "sh"])
         .arg(sandgate())
@@ -457,9 +445,7 @@ fn redteam_another_descriptor_of_stdout_is_not_the_callers() {
         .args(["--keep-background", "--", "python3", "-c", LOCKS_FD3]);
     env.isolate(&mut cmd);
     cmd.current_dir(&env.ws)
-        .stdout(Stdio::from(
-            write_end.try_clone().unwrap_or_else(|e| panic!("{e}")),
-        ))
+        .stdout(Stdio::from(write_end.try_clone().unwrap()))
         .stderr(Stdio::null());
     let out = output(&mut cmd);
     let marked = wait_for(std::time::Duration::from_secs(5), || {
@@ -468,12 +454,12 @@ fn redteam_another_descriptor_of_stdout_is_not_the_callers() {
     std::thread::sleep(std::time::Duration::from_millis(300));
     let flags = nix::fcntl::fcntl(&write_end, nix::fcntl::FcntlArg::F_GETFL)
         .map(nix::fcntl::OFlag::from_bits_truncate)
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
     // Another open of the same pipe: it conflicts with a lock on the caller's description.
     let other = std::fs::OpenOptions::new()
         .write(true)
         .open(format!("/proc/self/fd/{}", write_end.as_raw_fd()))
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
     let free = nix::fcntl::Flock::lock(other, nix::fcntl::FlockArg::LockExclusiveNonblock).is_ok();
     env.stop_kept();
     drop((read_end, write_end));
@@ -500,7 +486,7 @@ fn redteam_another_descriptor_of_stdout_is_not_the_callers() {
 fn redteam_a_file_read_as_stdin_cannot_be_linked_into_the_workspace() {
     let env = TestEnv::new();
     let file = env.outside.join("bashrc");
-    std::fs::write(&file, "host\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&file, "host\n").unwrap();
     let script = "import os
 for path, name in (('/proc/self/fd/0', 'x1'), ('/dev/stdin', 'x2')):
     try:
@@ -512,13 +498,9 @@ for path, name in (('/proc/self/fd/0', 'x1'), ('/dev/stdin', 'x2')):
     let out = output(
         env.sandgate("workspace-write")
             .args(["--", "python3", "-c", script])
-            .stdin(Stdio::from(
-                std::fs::File::open(&file).unwrap_or_else(|e| panic!("{e}")),
-            )),
+            .stdin(Stdio::from(std::fs::File::open(&file).unwrap())),
     );
-    let links = std::fs::metadata(&file)
-        .unwrap_or_else(|e| panic!("{e}"))
-        .nlink();
+    let links = std::fs::metadata(&file).unwrap().nlink();
     assert_eq!(links, 1, "the host file was linked: {}", show(&out));
     assert!(!env.ws.join("x1").exists() && !env.ws.join("x2").exists());
 }
@@ -535,12 +517,12 @@ fn redteam_stdin_opened_read_write_on_the_output_file_cannot_truncate_it() {
     let env = TestEnv::new();
     let log = env.outside.join("build.log");
     for mode in ["read-only", "workspace-write"] {
-        std::fs::write(&log, "kept-line\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&log, "kept-line\n").unwrap();
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .open(&log)
-            .unwrap_or_else(|e| panic!("{e}"));
+            .unwrap();
         let out = output(
             env.sandgate(mode)
                 .args([
@@ -550,7 +532,7 @@ fn redteam_stdin_opened_read_write_on_the_output_file_cannot_truncate_it() {
                     "import os, sys\ntry:\n    os.ftruncate(0, 0); sys.stderr.write('truncated\\n')\nexcept OSError as e:\n    sys.stderr.write('%s\\n' % e)",
                 ])
                 .stdin(Stdio::from(
-                    file.try_clone().unwrap_or_else(|e| panic!("{e}")),
+                    file.try_clone().unwrap(),
                 ))
                 .stdout(Stdio::from(file)),
         );

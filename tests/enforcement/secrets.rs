@@ -15,7 +15,7 @@ use crate::support::{put_with_mode as put, set_mode as chmod};
 
 fn new_home(env: &TestEnv) -> PathBuf {
     let home = env.root.join("home");
-    std::fs::create_dir(&home).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(&home).unwrap();
     home
 }
 
@@ -60,7 +60,7 @@ fn doctor_for(env: &TestEnv, home: &Path) -> serde_json::Value {
     env.isolate(&mut cmd);
     let out = output(cmd.env("HOME", home).args(["doctor", "--json"]));
     assert_status(&out, 0);
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"))
+    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// The credentials the list names, each written readable by everyone: the list hides them
@@ -268,7 +268,7 @@ fn a_file_made_owner_only_after_an_earlier_call_is_hidden_at_the_next() {
     assert_eq!(stdout(&out), format!("{SECRET}\n\n"), "{}", show(&out));
     // And back: readable again, shown again.
     chmod(&later, 0o644);
-    std::fs::remove_file(home.join(".foo/new")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::remove_file(home.join(".foo/new")).unwrap();
     let out = run(&env, "read-only", &home, &[], script);
     assert!(stdout(&out).starts_with(SECRET), "{}", show(&out));
 }
@@ -312,25 +312,25 @@ fn the_user_can_show_a_hidden_file_again_the_project_cannot() {
     );
     // The user's configuration shows a directory with everything in it.
     let config = env.root.join("config");
-    std::fs::create_dir_all(&config).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(&config).unwrap();
     std::fs::write(
         config.join("config.json"),
         r#"{"unhidden_paths": ["~/.config/someapp"]}"#,
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     let out = run(&env, "workspace-write", &home, &[], &script);
     assert_eq!(
         stdout(&out),
         format!(".foo/token=\n.config/someapp/credentials.json={SECRET}\n.pgpass=\n")
     );
     // A project cannot: its unhidden_paths is ignored with a warning.
-    std::fs::remove_file(config.join("config.json")).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::create_dir_all(env.ws.join(".sandgate")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::remove_file(config.join("config.json")).unwrap();
+    std::fs::create_dir_all(env.ws.join(".sandgate")).unwrap();
     std::fs::write(
         env.ws.join(".sandgate/config.json"),
         r#"{"unhidden_paths": ["~/.foo/token", "~/.config/someapp"]}"#,
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     let out = run(&env, "workspace-write", &home, &[], &script);
     assert_eq!(
         stdout(&out),
@@ -361,7 +361,7 @@ fn as_root_the_systems_secrets_read_as_empty() {
     let dir = tempfile::Builder::new()
         .prefix("sandgate-test-")
         .tempdir_in("/etc")
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
     let mine = dir.path().to_path_buf();
     chmod(&mine, 0o755);
     let private = put(&mine, "private.key", SECRET, 0o600);
@@ -549,9 +549,8 @@ fn a_dot_entry_that_is_a_link_is_judged_where_it_leads() {
     put(&home, "Sync/vault/notes.txt", SECRET, 0o644);
     chmod(&home.join("Sync/vault"), 0o700);
     put(&home, "Sync/public.txt", "PUBLIC", 0o644);
-    let link = |target: &Path, name: &str| {
-        std::os::unix::fs::symlink(target, home.join(name)).unwrap_or_else(|e| panic!("{e}"))
-    };
+    let link =
+        |target: &Path, name: &str| std::os::unix::fs::symlink(target, home.join(name)).unwrap();
     link(&home.join("dotfiles/config"), ".config");
     link(&home.join("Sync/vault"), ".vault");
     link(&home.join("Sync"), ".sync");
@@ -600,7 +599,7 @@ fn a_dot_entry_linked_to_the_workspace_leaves_the_workspace_its_files() {
     let project = home.join("proj");
     put(&project, "private.env", "PROJECT-OWN", 0o600);
     put(&home, ".other/token", SECRET, 0o600);
-    std::os::unix::fs::symlink(&project, home.join(".proj")).unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink(&project, home.join(".proj")).unwrap();
     let ws: &str = &project.to_string_lossy();
     let out = sh_at(
         &env,

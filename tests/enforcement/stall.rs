@@ -103,13 +103,13 @@ fn a_connect_waiting_on_a_full_backlog_holds_up_no_other_call_and_sigterm_still_
     }
     let env = TestEnv::new();
     for (name, text) in [("listener.py", LISTENER), ("blocker.py", BLOCKER)] {
-        std::fs::write(env.ws.join(name), text).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(env.ws.join(name), text).unwrap();
     }
-    std::fs::write(env.ws.join("run.sh"), script(&env.outside)).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(env.ws.join("run.sh"), script(&env.outside)).unwrap();
     let log = env.root.join("denials.ndjson");
     let stdout = env.root.join("stdout");
     let stderr = env.root.join("stderr");
-    let file = |p: &Path| std::fs::File::create(p).unwrap_or_else(|e| panic!("{e}"));
+    let file = |p: &Path| std::fs::File::create(p).unwrap();
     let mark = unique_mark("stall");
     let mut cmd = env.sandgate("workspace-write");
     cmd.arg("--denial-log")
@@ -120,7 +120,7 @@ fn a_connect_waiting_on_a_full_backlog_holds_up_no_other_call_and_sigterm_still_
         .stdout(file(&stdout))
         .stderr(file(&stderr));
     let mut cleanup = Cleanup {
-        child: Some(cmd.spawn().unwrap_or_else(|e| panic!("{e}"))),
+        child: Some(cmd.spawn().unwrap()),
         mark,
     };
     let shown = || {
@@ -181,10 +181,10 @@ fn a_connect_waiting_on_a_full_backlog_holds_up_no_other_call_and_sigterm_still_
         nix::unistd::Pid::from_raw(child.id() as i32),
         nix::sys::signal::Signal::SIGTERM,
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     let start = Instant::now();
     let status = loop {
-        if let Some(status) = child.try_wait().unwrap_or_else(|e| panic!("{e}")) {
+        if let Some(status) = child.try_wait().unwrap() {
             break status;
         }
         assert!(
@@ -204,7 +204,7 @@ fn a_connect_waiting_on_a_full_backlog_holds_up_no_other_call_and_sigterm_still_
 
     // The connect still waits, now on the detached supervisor, which took it over unanswered:
     // once the listener accepts, it completes, and the caller goes on writing.
-    std::fs::write(env.ws.join("accept"), "").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(env.ws.join("accept"), "").unwrap();
     assert!(
         appears(&env.ws.join("connected"), BOUND),
         "the waiting connect was lost at the hand-over\n{}",
@@ -254,8 +254,7 @@ fn a_fifo_in_a_guarded_git_directory_is_refused_without_waiting() {
     let env = TestEnv::new();
     git_init(&env.ws);
     let fifo = env.ws.join(".git/fifo");
-    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o666))
-        .unwrap_or_else(|e| panic!("{e}"));
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o666)).unwrap();
     let log = env.root.join("denials.ndjson");
     let mut cmd = env.sandgate("workspace-write");
     cmd.arg("--denial-log").arg(&log).args([
@@ -269,7 +268,7 @@ fn a_fifo_in_a_guarded_git_directory_is_refused_without_waiting() {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
     while child.try_wait().unwrap_or(None).is_none() {
         if start.elapsed() > BOUND {
             let _ = child.kill();
@@ -277,7 +276,7 @@ fn a_fifo_in_a_guarded_git_directory_is_refused_without_waiting() {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     // The FIFO is refused; an ordinary file beside it is still written (by the supervisor).
     assert!(
@@ -320,10 +319,10 @@ fn a_fifo_in_a_guarded_git_directory_is_refused_without_waiting() {
         .arg(&fifo)
         .stdout(Stdio::piped())
         .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
     let out = env.sh("full-access", "echo x > .git/fifo");
     assert_status(&out, 0);
-    let read = reader.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    let read = reader.wait_with_output().unwrap();
     assert_eq!(String::from_utf8_lossy(&read.stdout), "x\n");
 }
 
@@ -331,8 +330,7 @@ fn a_fifo_in_a_guarded_git_directory_is_refused_without_waiting() {
 fn a_fifo_as_the_denial_log_is_refused_at_once() {
     let env = TestEnv::new();
     let fifo = env.root.join("denials.fifo");
-    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600))
-        .unwrap_or_else(|e| panic!("{e}"));
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
     let mut cmd = env.sandgate("workspace-write");
     cmd.arg("--denial-log")
         .arg(&fifo)
@@ -340,7 +338,7 @@ fn a_fifo_as_the_denial_log_is_refused_at_once() {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let start = Instant::now();
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
+    let mut child = cmd.spawn().unwrap();
     while child.try_wait().unwrap_or(None).is_none() {
         if start.elapsed() > BOUND {
             let _ = child.kill();
@@ -348,7 +346,7 @@ fn a_fifo_as_the_denial_log_is_refused_at_once() {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    let out = child.wait_with_output().unwrap();
     assert_status(&out, 78);
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("it is a FIFO, not a regular file"),

@@ -11,10 +11,7 @@ use crate::support::*;
 /// types `input`, and returns the exit status and everything the terminal showed.
 fn on_pty(env: &TestEnv, mode: &str, argv: &[&str], input: &[u8]) -> (Option<i32>, String) {
     let mut session = Session::start(env, mode, r#""$@""#, argv);
-    session
-        .master
-        .write_all(input)
-        .unwrap_or_else(|e| panic!("{e}"));
+    session.master.write_all(input).unwrap();
     let status = session.child.wait().ok().and_then(|s| s.code());
     (status, session.finish())
 }
@@ -76,7 +73,7 @@ struct Session {
 impl Session {
     fn start(env: &TestEnv, mode: &str, shell_script: &str, argv: &[&str]) -> Session {
         let pty = nix::pty::openpty(None, None).unwrap_or_else(|e| panic!("openpty: {e}"));
-        let slave = |fd: &OwnedFd| Stdio::from(fd.try_clone().unwrap_or_else(|e| panic!("{e}")));
+        let slave = |fd: &OwnedFd| Stdio::from(fd.try_clone().unwrap());
         let mut cmd = Command::new("setsid");
         cmd.arg("-c")
             .args(["/bin/sh", "-c", shell_script, "sh"])
@@ -90,12 +87,12 @@ impl Session {
             .stdin(slave(&pty.slave))
             .stdout(slave(&pty.slave))
             .stderr(slave(&pty.slave));
-        let child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
+        let child = cmd.spawn().unwrap();
         // Every copy of the slave must close here, or the master never reads EOF.
         drop(cmd);
         drop(pty.slave);
         let master = std::fs::File::from(pty.master);
-        let reader = master.try_clone().unwrap_or_else(|e| panic!("{e}"));
+        let reader = master.try_clone().unwrap();
         let collector = std::thread::spawn(move || read_pty(reader));
         Session {
             child,
@@ -126,12 +123,7 @@ fn background_takeover(env: &TestEnv, mode: &str) -> (String, i32, Vec<i32>) {
     );
     let shell = session.child.id() as i32;
     let mut seen = Vec::new();
-    while session
-        .child
-        .try_wait()
-        .unwrap_or_else(|e| panic!("{e}"))
-        .is_none()
-    {
+    while session.child.try_wait().unwrap().is_none() {
         // TIOCGPGRP on the master reports the slave's foreground group.
         // (0: `setsid -c` has not made the shell's group the foreground yet.)
         if let Ok(fg) = nix::unistd::tcgetpgrp(&session.master).map(|p| p.as_raw()) {
@@ -268,10 +260,7 @@ fn background_reader(env: &TestEnv, mode: &str) -> String {
     );
     // The user types at the prompt after sandgate has returned.
     std::thread::sleep(std::time::Duration::from_millis(800));
-    session
-        .master
-        .write_all(b"typed-secret\n")
-        .unwrap_or_else(|e| panic!("{e}"));
+    session.master.write_all(b"typed-secret\n").unwrap();
     session.finish()
 }
 
@@ -306,14 +295,12 @@ fn the_users_other_terminals_cannot_be_read() {
     let env = TestEnv::new();
     // Another terminal of the same user, with a typed line waiting in it.
     let other = nix::pty::openpty(None, None).unwrap_or_else(|e| panic!("openpty: {e}"));
-    let path = nix::unistd::ttyname(&other.slave).unwrap_or_else(|e| panic!("{e}"));
+    let path = nix::unistd::ttyname(&other.slave).unwrap();
     let path = path.to_string_lossy().into_owned();
     let mut master = std::fs::File::from(other.master);
     let read_it = format!("timeout 5 head -n 1 '{path}'");
     for mode in ["read-only", "workspace-write"] {
-        master
-            .write_all(b"typed-elsewhere\n")
-            .unwrap_or_else(|e| panic!("{e}"));
+        master.write_all(b"typed-elsewhere\n").unwrap();
         let out = env.sh(mode, &read_it);
         assert_command_failed(&out);
         assert!(
@@ -470,12 +457,12 @@ fn a_file_given_as_output_is_written_by_sandgate_in_order_and_complete() {
             .append(true)
             .create(true)
             .open(&log)
-            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap()
     };
     for mode in ["read-only", "workspace-write"] {
-        std::fs::write(&log, "before\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&log, "before\n").unwrap();
         let file = open_log();
-        let err = file.try_clone().unwrap_or_else(|e| panic!("{e}"));
+        let err = file.try_clone().unwrap();
         let script = "[ -p /dev/stdout ] && echo pipe; for i in 1 2 3; do echo out$i; echo err$i >&2; done; seq 100000 | tail -1";
         let out = output(
             env.sandgate(mode)
@@ -495,7 +482,7 @@ fn a_file_given_as_output_is_written_by_sandgate_in_order_and_complete() {
             text, "before\npipe\nout1\nerr1\nout2\nerr2\nout3\nerr3\n100000\n",
             "{mode}"
         );
-        std::fs::write(&log, "").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&log, "").unwrap();
         let out = output(
             env.sandgate(mode)
                 .args(["--keep-background", "--", "/bin/sh", "-c"])
@@ -577,13 +564,11 @@ fn a_kept_process_leaves_nothing_on_the_callers_pipe() {
         return;
     }
     let env = TestEnv::new();
-    let (read_end, write_end) = nix::unistd::pipe().unwrap_or_else(|e| panic!("{e}"));
+    let (read_end, write_end) = nix::unistd::pipe().unwrap();
     let out = output(
         env.sandgate("workspace-write")
             .args(["--keep-background", "--", "python3", "-c", KEPT_MARKS_STDIN])
-            .stdin(Stdio::from(
-                read_end.try_clone().unwrap_or_else(|e| panic!("{e}")),
-            )),
+            .stdin(Stdio::from(read_end.try_clone().unwrap())),
     );
     let marked = wait_for(std::time::Duration::from_secs(5), || {
         env.ws.join("kept-done").exists()
@@ -591,7 +576,7 @@ fn a_kept_process_leaves_nothing_on_the_callers_pipe() {
     std::thread::sleep(std::time::Duration::from_millis(300));
     let flags = nix::fcntl::fcntl(&read_end, nix::fcntl::FcntlArg::F_GETFL)
         .map(nix::fcntl::OFlag::from_bits_truncate)
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
     let free =
         nix::fcntl::Flock::lock(read_end, nix::fcntl::FlockArg::LockExclusiveNonblock).is_ok();
     drop(write_end);
@@ -616,21 +601,17 @@ fn a_file_read_as_stdin_keeps_the_callers_place() {
     use std::io::Read;
     let env = TestEnv::new();
     let list = env.outside.join("list");
-    std::fs::write(&list, "one\ntwo\nthree\n").unwrap_or_else(|e| panic!("{e}"));
-    let mut file = std::fs::File::open(&list).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&list, "one\ntwo\nthree\n").unwrap();
+    let mut file = std::fs::File::open(&list).unwrap();
     let mut first = [0u8; 4];
-    file.read_exact(&mut first)
-        .unwrap_or_else(|e| panic!("{e}"));
+    file.read_exact(&mut first).unwrap();
     let out = output(
         env.sandgate("read-only")
             .args(["--", "dd", "bs=1", "count=4", "status=none"])
-            .stdin(Stdio::from(
-                file.try_clone().unwrap_or_else(|e| panic!("{e}")),
-            )),
+            .stdin(Stdio::from(file.try_clone().unwrap())),
     );
     let mut rest = String::new();
-    file.read_to_string(&mut rest)
-        .unwrap_or_else(|e| panic!("{e}"));
+    file.read_to_string(&mut rest).unwrap();
     assert_status(&out, 0);
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
@@ -651,12 +632,12 @@ fn a_file_given_read_write_as_stdin_is_read_and_written() {
     }
     let env = TestEnv::new();
     let data = env.outside.join("data");
-    std::fs::write(&data, "first\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&data, "first\n").unwrap();
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open(&data)
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
     let out = output(
         env.sandgate("read-only")
             .args([

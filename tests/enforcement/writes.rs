@@ -16,7 +16,7 @@ const EVIL: &str = "[core]\n\tfsmonitor = \"touch /tmp/sandgate-pwned\"\n";
 
 fn write(path: &Path, text: &str) {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(dir).unwrap();
     }
     std::fs::write(path, text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
 }
@@ -76,7 +76,7 @@ fn a_path_flipped_to_config_while_it_is_opened_or_renamed_never_plants_it() {
     }
     let env = TestEnv::new();
     let dir = env.ws.join("r");
-    std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(&dir).unwrap();
     let d = dir.to_string_lossy().into_owned();
     for op in ["flip-open", "flip-rename"] {
         // Control: unconfined, the flipped buffer does reach `config`.
@@ -86,7 +86,7 @@ fn a_path_flipped_to_config_while_it_is_opened_or_renamed_never_plants_it() {
             read(&dir.join("config")).contains("fsmonitor"),
             "control {op}: {out}"
         );
-        std::fs::remove_file(dir.join("config")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::remove_file(dir.join("config")).unwrap();
 
         let out = env.probe("workspace-write", &[op, &d, "3000"]);
         let done: u64 = out
@@ -112,12 +112,12 @@ fn a_directory_swapped_for_a_symlink_while_planting_through_it_plants_nothing() 
     let prepare = || {
         let env = TestEnv::new();
         for dir in ["d/hooks", "g/hooks"] {
-            std::fs::create_dir_all(env.ws.join(dir)).unwrap_or_else(|e| panic!("{e}"));
+            std::fs::create_dir_all(env.ws.join(dir)).unwrap();
         }
         for y in ["d/hooks/y", "g/hooks/y"] {
             write(&env.ws.join(y), "#!/bin/sh\n");
         }
-        std::os::unix::fs::symlink("g", env.ws.join("dl")).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink("g", env.ws.join("dl")).unwrap();
         env
     };
     // Whichever of `d` and `dl` the directory ends under.
@@ -161,13 +161,13 @@ fn configuration_comes_only_by_a_checked_rename_through_every_door() {
         &ws.join("benign"),
         "[core]\n\tbare = false\n[user]\n\temail = a@b\n",
     );
-    std::os::unix::fs::symlink("config", r.join("c")).unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink("config", r.join("c")).unwrap();
     let s = |p: &Path| p.to_string_lossy().into_owned();
     let config = r.join("config");
     let fresh = ws.join("fresh");
-    std::fs::create_dir(&fresh).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(&fresh).unwrap();
     let dangling = fresh.join("c");
-    std::os::unix::fs::symlink("config", &dangling).unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink("config", &dangling).unwrap();
     for (args, path) in [
         (vec!["write", &*s(&config)], config.clone()),
         (
@@ -253,8 +253,8 @@ fn configuration_comes_only_by_a_checked_rename_through_every_door() {
     );
     assert!(ws.join("benign2").exists());
     let (a, b) = (
-        std::fs::metadata(ws.join("benign2")).unwrap_or_else(|e| panic!("{e}")),
-        std::fs::metadata(fresh.join("config")).unwrap_or_else(|e| panic!("{e}")),
+        std::fs::metadata(ws.join("benign2")).unwrap(),
+        std::fs::metadata(fresh.join("config")).unwrap(),
     );
     assert_ne!(a.ino(), b.ino(), "a copy, not a second name");
     // A configuration that keeps a program the old one named, as it was, is fine.
@@ -311,7 +311,7 @@ fn nothing_in_a_hooks_directory_becomes_executable_through_any_door() {
     let env = TestEnv::new();
     let ws = &env.ws;
     let hooks = ws.join("repo/.git/hooks");
-    std::fs::create_dir_all(&hooks).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(&hooks).unwrap();
     write(&hooks.join("plain"), "#!/bin/sh\n");
     write(&hooks.join("host-made"), "#!/bin/sh\n");
     chmod(&hooks.join("host-made"), 0o755);
@@ -320,7 +320,7 @@ fn nothing_in_a_hooks_directory_becomes_executable_through_any_door() {
         "#!/bin/sh\ntouch /tmp/sandgate-pwned\n",
     );
     chmod(&ws.join("payload"), 0o755);
-    std::fs::create_dir(ws.join("scripts")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(ws.join("scripts")).unwrap();
     let s = |p: &Path| p.to_string_lossy().into_owned();
     for (args, path) in [
         (
@@ -431,7 +431,7 @@ fn sandgate_s_project_configuration_cannot_be_made_or_changed_anywhere() {
         &ws.join("sub/.sandgate/config.json"),
         "{\"approval\":\"never\"}",
     );
-    std::fs::create_dir(ws.join("d")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(ws.join("d")).unwrap();
     let s = |p: &Path| p.to_string_lossy().into_owned();
     for (args, path) in [
         (
@@ -493,7 +493,7 @@ fn everyday_writes_come_out_as_the_kernel_makes_them() {
     write(&src.join("a/b/c.txt"), "c\n");
     write(&src.join("x.sh"), "#!/bin/sh\necho x\n");
     chmod(&src.join("x.sh"), 0o755);
-    std::os::unix::fs::symlink("a/b/c.txt", src.join("link")).unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink("a/b/c.txt", src.join("link")).unwrap();
     let out = output(
         Command::new("tar")
             .arg("cf")
@@ -546,7 +546,7 @@ echo done
         .append(true)
         .create(true)
         .open(ws.join("stdout.txt"))
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
     cmd.args(["--", "/bin/sh", "-c", &script]).stdout(stdout);
     let out = output(&mut cmd);
     assert_status(&out, 0);
@@ -577,14 +577,13 @@ fn created_files_get_the_caller_s_umask_and_the_directory_s_group() {
     // A setgid directory hands its group to what is made in it. (As root it can be any
     // group; otherwise only the caller's own.)
     let sgid = ws.join("sgid");
-    std::fs::create_dir(&sgid).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(&sgid).unwrap();
     let group = if is_root() {
         100
     } else {
         nix::unistd::getegid().as_raw()
     };
-    nix::unistd::chown(&sgid, None, Some(nix::unistd::Gid::from_raw(group)))
-        .unwrap_or_else(|e| panic!("{e}"));
+    nix::unistd::chown(&sgid, None, Some(nix::unistd::Gid::from_raw(group))).unwrap();
     chmod(&sgid, 0o2775);
     let got = env.probe(
         "workspace-write",
@@ -613,7 +612,7 @@ fn the_supervisor_lends_the_sandbox_no_right_it_does_not_have() {
     );
     // A directory the caller may not write to takes no new name.
     let locked = ws.join("locked");
-    std::fs::create_dir(&locked).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(&locked).unwrap();
     chmod(&locked, 0o555);
     assert_eq!(
         env.probe("workspace-write", &["create", &*s(&locked.join("f"))]),
@@ -630,8 +629,7 @@ fn the_supervisor_lends_the_sandbox_no_right_it_does_not_have() {
         let theirs = ws.join("theirs");
         write(&theirs, "theirs\n");
         chmod(&theirs, 0o600);
-        nix::unistd::chown(&theirs, Some(nix::unistd::Uid::from_raw(1234)), None)
-            .unwrap_or_else(|e| panic!("{e}"));
+        nix::unistd::chown(&theirs, Some(nix::unistd::Uid::from_raw(1234)), None).unwrap();
         assert_eq!(env.probe("full-access", &["write", &*s(&theirs)]), "ok");
         assert_eq!(
             env.probe("workspace-write", &["write", &*s(&theirs)]),

@@ -153,7 +153,7 @@ fn a_listed_domain_does_not_reach_hosts_under_the_resolvers_search_domains() {
     }
     let env = TestEnv::new();
     let dir = env.root.join("dns");
-    std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(&dir).unwrap();
     let listed = format!("*.allowed.test:{PORT}");
     let log = denial_log(&env);
     // The DNS server knows a listed name and one under the search domain.
@@ -184,7 +184,7 @@ fn a_listed_domain_does_not_reach_hosts_under_the_resolvers_search_domains() {
             "/t/listed ok.allowed.test:8080"
         ]
     );
-    std::fs::remove_file(dir.join("seen")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::remove_file(dir.join("seen")).unwrap();
 
     // `nx.allowed.test` does not exist; `nx.allowed.test.corp.test` is no listed host and
     // must not be reached, with or without the trailing dot that makes the name absolute.
@@ -250,7 +250,7 @@ fn a_listed_name_resolving_to_the_machines_own_address_is_refused() {
     }
     let env = TestEnv::new();
     let dir = env.root.join("own");
-    std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(&dir).unwrap();
     let log = denial_log(&env);
     let fetch = |listed: &str, private: bool, args: &[&str], url: &str| {
         let sandgate = command(&env, &allow(&[listed], private), &log, &curl(args, url));

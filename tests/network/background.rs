@@ -77,7 +77,7 @@ fn the_proxy_serves_background_processes_and_ends_with_them() {
     // The call's output goes to files, not pipes: it has returned when sandgate has exited,
     // whatever else holds its output open.
     let (stdout, stderr) = (env.root.join("call.out"), env.root.join("call.err"));
-    let create = |path: &Path| std::fs::File::create(path).unwrap_or_else(|e| panic!("{e}"));
+    let create = |path: &Path| std::fs::File::create(path).unwrap();
     let mut flags = allow(&[&upstream.authority()], true);
     flags.push("--keep-background".into());
     let mut cmd = command(&env, &flags, &denial_log(&env), &["/bin/sh", "-c", &script]);
@@ -103,7 +103,7 @@ fn the_proxy_serves_background_processes_and_ends_with_them() {
         left.iter().any(|(_, argv)| is_sandgate(argv)),
         "no sandgate process left to serve the background job: {left:?}"
     );
-    std::fs::write(env.ws.join("go"), "").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(env.ws.join("go"), "").unwrap();
     assert!(
         wait_for(Duration::from_secs(40), || env.ws.join("late.rc").exists()),
         "the background job never finished"

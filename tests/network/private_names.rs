@@ -47,7 +47,7 @@ fn a_listed_name_resolving_to_loopback_needs_allow_private_hosts() {
         &hosts,
         format!("127.0.0.1 localhost\n::1 localhost\n127.0.0.1 {NAME}\n"),
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     let listed = format!("{NAME}:{}", upstream.port());
     let url = format!("http://{listed}/t/name");
     let log = denial_log(&env);

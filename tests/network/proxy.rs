@@ -279,12 +279,9 @@ fn udp_raw_and_dns_stay_refused_with_markers() {
     let env = TestEnv::new();
     let upstream = StandIn::plain(Ipv4Addr::LOCALHOST);
     let flags = allow(&[&upstream.authority()], true);
-    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
-    udp.set_nonblocking(true).unwrap_or_else(|e| panic!("{e}"));
-    let udp_addr = udp
-        .local_addr()
-        .unwrap_or_else(|e| panic!("{e}"))
-        .to_string();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_nonblocking(true).unwrap();
+    let udp_addr = udp.local_addr().unwrap().to_string();
     let probe = probe().to_string_lossy().into_owned();
     let mut buf = [0u8; 8];
 
@@ -390,12 +387,12 @@ fn a_project_file_cannot_allow_a_host_and_its_warning_leaves_the_proxy_working()
     let env = TestEnv::new();
     let upstream = StandIn::plain(Ipv4Addr::LOCALHOST);
     let other = StandIn::plain(Ipv4Addr::LOCALHOST);
-    std::fs::create_dir_all(env.ws.join(".sandgate")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(env.ws.join(".sandgate")).unwrap();
     std::fs::write(
         env.ws.join(".sandgate/config.json"),
         format!(r#"{{"allowed_hosts": ["{}"]}}"#, other.authority()),
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     let flags = allow(&[&upstream.authority()], true);
 
     let call = sandboxed(&env, &flags, &curl(&[], &upstream.url("/t/listed")));

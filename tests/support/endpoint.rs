@@ -51,8 +51,8 @@ impl TestEndpoint {
     pub fn http(
         respond: impl Fn(&Value, &[Value]) -> Reply + Send + Sync + 'static,
     ) -> TestEndpoint {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
-        let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
         let (requests, stop) = serve(
             move || listener.accept().map(|(s, _)| Box::new(s) as Box<dyn Conn>),
             Arc::new(respond),
@@ -71,7 +71,7 @@ impl TestEndpoint {
         path: &Path,
         respond: impl Fn(&Value, &[Value]) -> Reply + Send + Sync + 'static,
     ) -> TestEndpoint {
-        let listener = UnixListener::bind(path).unwrap_or_else(|e| panic!("{e}"));
+        let listener = UnixListener::bind(path).unwrap();
         let (requests, stop) = serve(
             move || listener.accept().map(|(s, _)| Box::new(s) as Box<dyn Conn>),
             Arc::new(respond),

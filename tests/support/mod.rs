@@ -64,7 +64,7 @@ fn visible_copy(built: &Path) -> PathBuf {
     if !fresh(&target) {
         let tmp = dir.join(format!("{}.{}", name.to_string_lossy(), std::process::id()));
         std::fs::copy(built, &tmp).unwrap_or_else(|e| panic!("copy {}: {e}", built.display()));
-        std::fs::rename(&tmp, &target).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::rename(&tmp, &target).unwrap();
     }
     target
 }
@@ -105,11 +105,11 @@ impl TestEnv {
                     test_base().display()
                 )
             });
-        let path = std::fs::canonicalize(root.path()).unwrap_or_else(|e| panic!("{e}"));
+        let path = std::fs::canonicalize(root.path()).unwrap();
         let ws = path.join("ws");
         let outside = path.join("outside");
         for dir in [&ws, &outside] {
-            std::fs::create_dir(dir).unwrap_or_else(|e| panic!("{e}"));
+            std::fs::create_dir(dir).unwrap();
         }
         TestEnv {
             _root: root,
@@ -210,7 +210,7 @@ impl TestEnv {
     /// symlink to the outside directory. Returns that `.bashrc`, which holds `keep`.
     pub fn plant_log_links(&self, file: &str, dir: &str) -> PathBuf {
         let bashrc = self.outside.join(".bashrc");
-        std::fs::write(&bashrc, "keep\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&bashrc, "keep\n").unwrap();
         let out = self.sh(
             "workspace-write",
             &format!(
@@ -229,11 +229,10 @@ impl TestEnv {
         use std::os::unix::fs::PermissionsExt;
         let path = self.ws.join(rel);
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("{e}"));
+            std::fs::create_dir_all(dir).unwrap();
         }
-        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
-            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
     }
 
     /// Runs `argv` under `mode`.
@@ -561,9 +560,9 @@ pub fn host_git(home: &Path, dir: &Path) -> Command {
 pub fn put_with_mode(dir: &Path, file: &str, text: &str, mode: u32) -> PathBuf {
     let path = dir.join(file);
     if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(parent).unwrap();
     }
-    std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&path, text).unwrap();
     set_mode(&path, mode);
     path
 }
@@ -587,9 +586,7 @@ pub fn on_pty_then(env: &TestEnv, mode: &str, argv: &[&str], after: &str) -> Str
         ws_ypixel: 0,
     };
     let pty = nix::pty::openpty(Some(&size), None).unwrap_or_else(|e| panic!("openpty: {e}"));
-    let slave = |fd: &std::os::fd::OwnedFd| {
-        std::process::Stdio::from(fd.try_clone().unwrap_or_else(|e| panic!("{e}")))
-    };
+    let slave = |fd: &std::os::fd::OwnedFd| std::process::Stdio::from(fd.try_clone().unwrap());
     let script = format!(r#""$@"; {after}"#);
     let mut cmd = Command::new("setsid");
     cmd.arg("-c")
@@ -604,7 +601,7 @@ pub fn on_pty_then(env: &TestEnv, mode: &str, argv: &[&str], after: &str) -> Str
         .stdin(slave(&pty.slave))
         .stdout(slave(&pty.slave))
         .stderr(slave(&pty.slave));
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
+    let mut child = cmd.spawn().unwrap();
     drop(cmd);
     drop(pty.slave);
     let shown = read_pty(std::fs::File::from(pty.master));

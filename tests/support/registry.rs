@@ -88,7 +88,7 @@ impl StandIn {
     fn start(ip: Ipv4Addr, routes: impl FnOnce(u16) -> HashMap<String, Reply>) -> StandIn {
         let listener = TcpListener::bind((ip, 0))
             .unwrap_or_else(|e| panic!("cannot bind a stand-in on {ip}: {e}"));
-        let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+        let addr = listener.local_addr().unwrap();
         let routes = Arc::new(routes(addr.port()));
         let seen = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));

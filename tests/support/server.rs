@@ -32,7 +32,7 @@ impl ApprovalsServer {
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&stderr).unwrap_or_else(|e| panic!("{e}")));
+            .stderr(std::fs::File::create(&stderr).unwrap());
         let mut child = cmd
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start the server: {e}"));

@@ -309,9 +309,6 @@ impl Drop for Browser {
 
 /// A loopback port nobody listens on now.
 pub fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
-    listener
-        .local_addr()
-        .unwrap_or_else(|e| panic!("{e}"))
-        .port()
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
 }

@@ -92,8 +92,8 @@ struct Proxy {
 impl Proxy {
     fn start(allowed: &[&str], denied: &[&str], allow_private: bool) -> Proxy {
         let rules = HostRules {
-            allowed: parse_entries(allowed).unwrap_or_else(|e| panic!("{e}")),
-            denied: parse_entries(denied).unwrap_or_else(|e| panic!("{e}")),
+            allowed: parse_entries(allowed).unwrap(),
+            denied: parse_entries(denied).unwrap(),
             allow_private,
         };
         let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind: {e}"));
@@ -491,7 +491,7 @@ fn unreachable_upstream_is_a_gateway_error_not_a_refusal() {
     // A port that was just free: nothing listens there.
     let closed = TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
-        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap()
         .port();
     let proxy = Proxy::start(&[&format!("127.0.0.1:{closed}")], &[], true);
     let answer = proxy.exchange(&get(&format!("http://127.0.0.1:{closed}/"), "127.0.0.1"));

@@ -241,7 +241,7 @@ fn listed_by_git(git_path: &Path, home: &Path, file: &Path) -> Option<Listed> {
         .args(["config", "--no-includes", "--null", "--list", "--file"])
         .arg(file)
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
     if !out.status.success() {
         return None;
     }
@@ -412,7 +412,7 @@ fn generated(count: usize) -> Vec<Vec<u8>> {
 /// only texts it refuses that git reads are those [`Problem::stricter_than_git`] names.
 #[test]
 fn the_parser_agrees_with_git() {
-    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let tmp = tempfile::tempdir().unwrap();
     let mut inputs: Vec<Vec<u8>> = TRICKY.iter().map(|t| t.as_bytes().to_vec()).collect();
     inputs.extend(generated(300));
     let gits = gits();
@@ -427,7 +427,7 @@ fn the_parser_agrees_with_git() {
                     let file = tmp.join(format!("config-{n}"));
                     let mut found = vec![];
                     for text in chunk {
-                        std::fs::write(&file, text).unwrap_or_else(|e| panic!("{e}"));
+                        std::fs::write(&file, text).unwrap();
                         let ours = parse(text);
                         for (git_path, version) in gits {
                             let theirs = listed_by_git(git_path, tmp, &file);
@@ -534,13 +534,13 @@ impl Workflow {
 #[test]
 fn what_git_writes_is_accepted() {
     for (git_path, _) in gits() {
-        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().to_path_buf();
         std::fs::write(
             root.join(".gitconfig"),
             "[user]\n\tname = t\n\temail = t@example.com\n[init]\n\tdefaultBranch = main\n",
         )
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap();
         let mut w = Workflow {
             git: git_path,
             root,
@@ -621,7 +621,7 @@ fn what_git_writes_is_accepted() {
         assert_eq!(Some(ours), listed_by_git(&w.git, &w.root, &config));
         // The user's entries survived every step.
         let text = std::fs::read(w.root.join("repo/.git/config")).unwrap_or_default();
-        let entries = listed(&parse(&text).unwrap_or_else(|e| panic!("{e}")));
+        let entries = listed(&parse(&text).unwrap());
         for (name, value) in [
             ("core.fsmonitor", "false"),
             ("alias.lg", "!git log --oneline"),
@@ -637,7 +637,7 @@ fn what_git_writes_is_accepted() {
 #[test]
 fn what_git_config_writes_for_a_program_is_refused() {
     for (git_path, _) in gits() {
-        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path();
         run(git(&git_path, root, root).args(["init", "-q", "r"]));
         let config = root.join("r/.git/config");

@@ -396,7 +396,7 @@ mod tests {
             })
             .collect();
         assert_eq!(asm.search(&segs, Dest::Ret(1)), Ok(()));
-        let prog = asm.finish().unwrap_or_else(|e| panic!("{e}"));
+        let prog = asm.finish().unwrap();
         for v in (0..1000).chain([0xffff_fffd, 0xffff_fffe, u32::MAX]) {
             let want = segs
                 .iter()
@@ -417,7 +417,7 @@ mod tests {
         }
         asm.bind(far);
         asm.goto(Dest::Ret(2));
-        let prog = asm.finish().unwrap_or_else(|e| panic!("{e}"));
+        let prog = asm.finish().unwrap();
         assert_eq!(eval(&prog, 7), 2);
         assert_eq!(eval(&prog, 8), 1);
         assert!(prog.iter().any(|i| u32::from(i.code) == BPF_JMP | BPF_JA));
@@ -561,7 +561,7 @@ mod tests {
             }
             asm.goto(Dest::Ret(100 + n as u32));
         }
-        let prog = asm.finish().unwrap_or_else(|e| panic!("{e}"));
+        let prog = asm.finish().unwrap();
         for (pc, i) in prog.iter().enumerate() {
             let code = u32::from(i.code);
             if code & 0x07 == BPF_JMP {

@@ -255,7 +255,7 @@ fn every_row_of_the_table_is_in_the_filter() {
         Sockets::Unix,
     )
     .map(|p| p.notifying)
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap();
     for row in syscalls::all() {
         let (nr, name) = (row.nr, row.name);
         let args = acting(row);
@@ -491,8 +491,7 @@ fn terminal_request_numbers_are_the_kernel_ones() {
 /// Every program [`prepare`] builds, by name, next to the linear reference.
 fn with_references() -> Vec<(String, Vec<libc::sock_filter>, Vec<libc::sock_filter>)> {
     let linear = |connect, paths, observe, terminal, sockets| {
-        linear::program(connect, paths, observe, terminal, sockets)
-            .unwrap_or_else(|e| panic!("{e}"))
+        linear::program(connect, paths, observe, terminal, sockets).unwrap()
     };
     let mut out = Vec::new();
     for sockets in [Sockets::Unix, Sockets::UnixAndTcp] {
@@ -503,8 +502,7 @@ fn with_references() -> Vec<(String, Vec<libc::sock_filter>, Vec<libc::sock_filt
                     PathCalls::Performed,
                     PathCalls::PerformedAndObserved,
                 ] {
-                    let p = prepare(true, observe, paths, terminal, sockets)
-                        .unwrap_or_else(|e| panic!("{e}"));
+                    let p = prepare(true, observe, paths, terminal, sockets).unwrap();
                     let notify = libc::SECCOMP_RET_USER_NOTIF;
                     out.push((
                         format!("notifying observe={observe} {paths:?} {terminal:?} {sockets:?}"),
@@ -708,8 +706,7 @@ fn random_inputs_get_the_same_answer_from_the_tree_and_the_linear_program() {
         (Terminal::Unreachable, PathCalls::ToKernel),
     ] {
         let answers = Answers::notifying(true);
-        let leaves =
-            leaves(answers, paths, terminal, Sockets::UnixAndTcp).unwrap_or_else(|e| panic!("{e}"));
+        let leaves = leaves(answers, paths, terminal, Sockets::UnixAndTcp).unwrap();
         for &nr in leaves.keys() {
             numbers.extend([nr, nr + 1, nr.wrapping_sub(1), nr | X32_SYSCALL_BIT]);
         }
