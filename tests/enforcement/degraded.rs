@@ -32,16 +32,24 @@ fn a_missing_feature_refuses_the_command_unless_degraded_is_allowed() {
                 show(&out)
             );
 
+            // Degraded by one layer, the others still hold: a write outside every
+            // writable root is refused, and the command goes on.
+            let leak = env.outside.join(format!("leak-{feature}-{mode}"));
             let mut cmd = env.sandgate(mode);
             cmd.env("SANDGATE_DEBUG_PRETEND_MISSING", feature).args([
                 "--allow-degraded",
                 "--",
-                "echo",
-                "ran",
+                "/bin/sh",
+                "-c",
+                &format!("echo x > '{}' 2>/dev/null; echo ran", leak.display()),
             ]);
             let out = output(&mut cmd);
             assert_status(&out, 0);
             assert_eq!(out.stdout, b"ran\n");
+            assert!(
+                !leak.exists(),
+                "{feature} missing, {mode}: the write got through"
+            );
             let stderr = String::from_utf8_lossy(&out.stderr);
             assert!(
                 stderr.contains("\"kind\":\"degraded_enforcement\""),
