@@ -5,6 +5,8 @@ use std::ffi::CStr;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
+use rustix::mount::{FsMountFlags, FsOpenFlags, MountAttrFlags, MoveMountFlags, OpenTreeFlags};
+
 use super::check;
 
 /// `struct mount_attr` of `mount_setattr(2)`.
@@ -45,37 +47,21 @@ pub fn mount_setattr(path: &CStr, recursive: bool, set: u64, clear: u64) -> io::
 /// returned fd keeps naming that mount after [`move_mount`] attached it, so its attributes
 /// can still be changed through it. Async-signal-safe.
 pub fn clone_tree(source: BorrowedFd<'_>, recursive: bool) -> io::Result<OwnedFd> {
-    let mut flags = libc::OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint;
-    flags |= libc::AT_EMPTY_PATH as libc::c_uint;
+    let mut flags = OpenTreeFlags::OPEN_TREE_CLONE
+        | OpenTreeFlags::OPEN_TREE_CLOEXEC
+        | OpenTreeFlags::AT_EMPTY_PATH;
     if recursive {
-        flags |= libc::AT_RECURSIVE as libc::c_uint;
+        flags |= OpenTreeFlags::AT_RECURSIVE;
     }
-    // SAFETY: an fd, a NUL-terminated empty path and integer flags; the returned fd is
-    // owned below.
-    let fd = check(unsafe {
-        libc::syscall(libc::SYS_open_tree, source.as_raw_fd(), c"".as_ptr(), flags)
-    })?;
-    // SAFETY: a fresh fd owned by nothing else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    Ok(rustix::mount::open_tree(source, c"", flags)?)
 }
 
 /// Attaches the detached mount `tree` on top of the file or directory `target` is open on.
 /// Both ends are fds, so neither can be swapped for a symlink between the check that
 /// opened them and the mount. Async-signal-safe.
 pub fn move_mount(tree: BorrowedFd<'_>, target: BorrowedFd<'_>) -> io::Result<()> {
-    let flags = libc::MOVE_MOUNT_F_EMPTY_PATH | libc::MOVE_MOUNT_T_EMPTY_PATH;
-    // SAFETY: two fds, two NUL-terminated empty paths and integer flags.
-    check(unsafe {
-        libc::syscall(
-            libc::SYS_move_mount,
-            tree.as_raw_fd(),
-            c"".as_ptr(),
-            target.as_raw_fd(),
-            c"".as_ptr(),
-            flags,
-        )
-    })
-    .map(drop)
+    let flags = MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH | MoveMountFlags::MOVE_MOUNT_T_EMPTY_PATH;
+    Ok(rustix::mount::move_mount(tree, c"", target, c"", flags)?)
 }
 
 /// `mount_setattr(2)` on the mount `fd` is open on (and every mount beneath it when
@@ -106,25 +92,10 @@ pub fn mount_setattr_fd(
     .map(drop)
 }
 
-/// `FSOPEN_CLOEXEC`, `FSCONFIG_*` and `FSMOUNT_CLOEXEC` of `<linux/mount.h>` (stable uapi
-/// values; not every libc release exports them).
-const FSOPEN_CLOEXEC: libc::c_uint = 1;
-
-const FSCONFIG_SET_FLAG: libc::c_uint = 0;
-
-const FSCONFIG_SET_STRING: libc::c_uint = 1;
-
-const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
-
-const FSMOUNT_CLOEXEC: libc::c_uint = 1;
-
 /// `fsopen(2)`: a filesystem context for `fstype`, to be configured with [`fsconfig`] and
 /// turned into a detached mount by [`fsmount`].
 pub fn fsopen(fstype: &CStr) -> io::Result<OwnedFd> {
-    // SAFETY: a NUL-terminated name and integer flags; the returned fd is owned below.
-    let fd = check(unsafe { libc::syscall(libc::SYS_fsopen, fstype.as_ptr(), FSOPEN_CLOEXEC) })?;
-    // SAFETY: a fresh fd owned by nothing else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    Ok(rustix::mount::fsopen(fstype, FsOpenFlags::FSOPEN_CLOEXEC)?)
 }
 
 /// One `fsconfig(2)` step on a context from [`fsopen`].
@@ -139,16 +110,11 @@ pub enum FsConfig<'a> {
 
 /// `fsconfig(2)`: sets a parameter of, or creates, the filesystem context `fs`.
 pub fn fsconfig(fs: BorrowedFd<'_>, step: FsConfig<'_>) -> io::Result<()> {
-    let null = std::ptr::null::<libc::c_char>();
-    let (cmd, key, value) = match step {
-        FsConfig::String(key, value) => (FSCONFIG_SET_STRING, key.as_ptr(), value.as_ptr()),
-        FsConfig::Flag(key) => (FSCONFIG_SET_FLAG, key.as_ptr(), null),
-        FsConfig::Create => (FSCONFIG_CMD_CREATE, null, null),
-    };
-    // SAFETY: an fd, NUL-terminated strings (or NULL where the command takes none) that
-    // outlive the call, and an integer.
-    check(unsafe { libc::syscall(libc::SYS_fsconfig, fs.as_raw_fd(), cmd, key, value, 0) })
-        .map(drop)
+    Ok(match step {
+        FsConfig::String(key, value) => rustix::mount::fsconfig_set_string(fs, key, value),
+        FsConfig::Flag(key) => rustix::mount::fsconfig_set_flag(fs, key),
+        FsConfig::Create => rustix::mount::fsconfig_create(fs),
+    }?)
 }
 
 /// `fsmount(2)`: a detached mount of the superblock created in `fs`, with the
@@ -156,11 +122,12 @@ pub fn fsconfig(fs: BorrowedFd<'_>, step: FsConfig<'_>) -> io::Result<()> {
 pub fn fsmount(fs: BorrowedFd<'_>, attrs: u64) -> io::Result<OwnedFd> {
     let attrs =
         libc::c_uint::try_from(attrs).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    // SAFETY: an fd and integer flags; the returned fd is owned below.
-    let fd =
-        check(unsafe { libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), FSMOUNT_CLOEXEC, attrs) })?;
-    // SAFETY: a fresh fd owned by nothing else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    let attrs = MountAttrFlags::from_bits_retain(attrs);
+    Ok(rustix::mount::fsmount(
+        fs,
+        FsMountFlags::FSMOUNT_CLOEXEC,
+        attrs,
+    )?)
 }
 
 /// Sets the loopback interface of this process's network namespace up (a new namespace

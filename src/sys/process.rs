@@ -3,7 +3,7 @@
 
 use std::ffi::CStr;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 use super::check;
 
@@ -131,24 +131,20 @@ pub fn exit_immediately(code: i32) -> ! {
 
 /// `pidfd_open(2)`, for a thread when `thread` is set (PIDFD_THREAD, Linux ≥ 6.9).
 pub fn pidfd_open(pid: libc::pid_t, thread: bool) -> io::Result<OwnedFd> {
-    let flags: libc::c_uint = if thread {
-        libc::O_EXCL as libc::c_uint
-    } else {
-        0
+    let pid = rustix::process::Pid::from_raw(pid)
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // PIDFD_THREAD is O_EXCL; rustix does not name it.
+    let flags = match thread {
+        true => rustix::process::PidfdFlags::from_bits_retain(libc::O_EXCL as libc::c_uint),
+        false => rustix::process::PidfdFlags::empty(),
     };
-    // SAFETY: integer-only syscall returning a fresh fd.
-    let fd = check(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, flags) })?;
-    // SAFETY: a fresh fd owned by nothing else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    Ok(rustix::process::pidfd_open(pid, flags)?)
 }
 
 /// `pidfd_getfd(2)`: a duplicate of `target_fd` from the process behind `pidfd`.
 pub fn pidfd_getfd(pidfd: BorrowedFd<'_>, target_fd: RawFd) -> io::Result<OwnedFd> {
-    // SAFETY: integer-only syscall returning a fresh fd.
-    let fd =
-        check(unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), target_fd, 0) })?;
-    // SAFETY: a fresh fd owned by nothing else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    let flags = rustix::process::PidfdGetfdFlags::empty();
+    Ok(rustix::process::pidfd_getfd(pidfd, target_fd, flags)?)
 }
 
 /// `pidfd_send_signal(2)`: signals exactly the process behind `pidfd`, never one that
