@@ -18,8 +18,12 @@ use nix::sys::stat::{fstat, Mode};
 /// (by a process an earlier call left running) points to.
 ///
 /// # Errors
-/// `ELOOP` when a component is a symlink now; any other open failure.
+/// `ELOOP` when a component is a symlink now; `EINVAL` for a relative path; any other
+/// open failure.
 pub fn open(path: &Path) -> io::Result<OwnedFd> {
+    if !path.is_absolute() {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
     let how = OpenHow::new()
         .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
         .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS);
@@ -130,6 +134,7 @@ mod tests {
         let base = std::fs::canonicalize(base.path())?;
         assert!(open(&base.join("a/b/file")).is_ok());
         assert_eq!(errno(open(&base.join("link/b/file"))), Some(libc::ELOOP));
+        assert_eq!(errno(open(Path::new("a/b/file"))), Some(libc::EINVAL));
         Ok(())
     }
 }
