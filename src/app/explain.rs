@@ -133,7 +133,8 @@ fn print(
     Ok(())
 }
 
-/// Takes what explain reads itself out of the call's flags (those before any `--`):
+/// Takes what explain reads itself out of the call's flags (those before `--` or the
+/// command's first word):
 /// `-c CMDSTRING`, the shell-mode form the run's own flags do not define, and `--json`
 /// wherever it stands. A flag's value is never taken for either.
 fn split_own_words(call: Vec<OsString>) -> (Vec<OsString>, Option<String>, bool) {
@@ -142,7 +143,8 @@ fn split_own_words(call: Vec<OsString>) -> (Vec<OsString>, Option<String>, bool)
     let (mut string, mut json) = (None, false);
     let mut words = call.into_iter();
     while let Some(word) = words.next() {
-        if word == "--" {
+        // `--` or the command's first word: what follows is the command's own.
+        if word == "--" || !word.to_string_lossy().starts_with('-') {
             flags.push(word);
             flags.extend(words.by_ref());
             break;
@@ -442,6 +444,8 @@ mod tests {
         let (flags, string, json) = split_own_words(call.clone());
         assert_eq!((flags, string, json), (call, None, false));
         let call = words(&["--keep-env", "-c", "--", "true"]);
+        assert_eq!(split_own_words(call.clone()), (call, None, false));
+        let call = words(&["--sandbox", "read-only", "curl", "--json", "-c", "x"]);
         assert_eq!(split_own_words(call.clone()), (call, None, false));
     }
 }

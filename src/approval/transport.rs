@@ -13,24 +13,30 @@
 //!
 //! Everything runs on the calling thread: sandgate must have no other thread when it forks
 //! the command. A host name is looked up in a child process ([`super::name_lookup`]); the
-//! TCP connect is non-blocking and waited for with `poll`; the exchange runs on a
-//! current-thread runtime made for it, which starts no thread. Every wait also looks at
-//! the interrupt fd the caller passes (at once, or within 50 ms), so the deadline and an
-//! interrupt (SIGINT, SIGTERM, SIGHUP while the question is open) end it.
+//! TCP connect is non-blocking and waited for with `poll`; hyper's exchange is polled on
+//! this thread and waits with `poll` too, with no runtime that could start a thread or
+//! leave anything behind. Every wait also watches the interrupt fd the caller passes, so
+//! the deadline and an interrupt (SIGINT, SIGTERM, SIGHUP while the question is open) end
+//! it at once.
 
+use std::cell::Cell;
+use std::future::Future;
 use std::io;
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::Bytes;
 use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HOST};
 use hyper::{Request, Uri};
-use hyper_util::rt::TokioIo;
 use nix::errno::Errno;
 use nix::libc::time_t;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -38,7 +44,6 @@ use nix::sys::socket::{
     self, sockopt, AddressFamily, SockFlag, SockType, SockaddrStorage, UnixAddr,
 };
 use nix::sys::time::TimeVal;
-use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::name_lookup::{self, LookupError};
 
@@ -177,7 +182,11 @@ pub fn post_json(
             let port = uri.port_u16().unwrap_or(80);
             let stream = connect_tcp(&resolve(host, port, &wait)?, &wait)?;
             let target = uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
-            let authority = uri.authority().map_or(host, |a| a.as_str()).to_owned();
+            // Host and port only: credentials written into the URL are not a host.
+            let authority = match uri.port() {
+                Some(port) => format!("{host}:{port}"),
+                None => host.to_owned(),
+            };
             (Stream::Tcp(stream), target, authority)
         }
         // The request path is `/` and the host a placeholder: the socket is the address.
@@ -270,94 +279,197 @@ impl Wait<'_> {
         }
     }
 
-    /// Sends `request` over `stream` and reads the reply, on a current-thread runtime made
-    /// for this one exchange, until the reply is complete, the deadline or an interrupt.
+    /// Sends `request` over `stream` and reads the reply until it is complete, the deadline
+    /// or an interrupt. hyper frames the exchange over [`Pollable`]; [`Wait::drive`] polls
+    /// it on this thread. No runtime is made: tokio's would leave its process-wide signal
+    /// pipe open in sandgate, under the proxy forked after the answer.
     fn exchange(
         &self,
         stream: Stream,
         request: Request<Full<Bytes>>,
         max_body: usize,
     ) -> Result<(u16, Vec<u8>), TransportError> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_io()
-            .enable_time()
-            .build()?;
-        runtime.block_on(async {
-            let deadline = async {
-                match self.deadline {
-                    Some(at) => tokio::time::sleep_until(at.into()).await,
-                    None => std::future::pending().await,
-                }
-            };
-            let round_trip = async {
-                match stream {
-                    Stream::Tcp(s) => {
-                        s.set_nonblocking(true)?;
-                        round_trip(tokio::net::TcpStream::from_std(s)?, request, max_body).await
-                    }
-                    Stream::Unix(s) => {
-                        s.set_nonblocking(true)?;
-                        round_trip(tokio::net::UnixStream::from_std(s)?, request, max_body).await
-                    }
-                }
-            };
-            tokio::select! {
-                biased;
-                interrupt = interrupted(self) => Err(interrupt),
-                () = deadline => Err(TransportError::Timeout),
-                result = round_trip => result,
+        let wanted = Cell::new(PollFlags::empty());
+        match stream {
+            Stream::Tcp(s) => {
+                let socket = s.as_fd().try_clone_to_owned()?;
+                let io = Pollable::new(s, &wanted)?;
+                self.drive(round_trip(io, request, max_body), socket.as_fd(), &wanted)?
             }
-        })
-    }
-}
-
-/// Resolves once the interrupt fd is readable (`Interrupted`), looked at every
-/// [`SLICE`]; never without one.
-async fn interrupted(wait: &Wait<'_>) -> TransportError {
-    if wait.interrupt.is_none() {
-        return std::future::pending().await;
-    }
-    loop {
-        if let Err(e) = wait.check() {
-            return e;
+            Stream::Unix(s) => {
+                let socket = s.as_fd().try_clone_to_owned()?;
+                let io = Pollable::new(s, &wanted)?;
+                self.drive(round_trip(io, request, max_body), socket.as_fd(), &wanted)?
+            }
         }
-        tokio::time::sleep(SLICE).await;
+    }
+
+    /// Polls `exchange` to its end on this thread: again at once when it woke itself (one
+    /// part of hyper handing work to another), else once `socket` is ready for what the
+    /// exchange last `wanted` — or never, at the deadline or an interrupt.
+    fn drive<F: Future>(
+        &self,
+        exchange: F,
+        socket: BorrowedFd<'_>,
+        wanted: &Cell<PollFlags>,
+    ) -> Result<F::Output, TransportError> {
+        let woken = Arc::new(Woken(AtomicBool::new(false)));
+        let waker = Waker::from(Arc::clone(&woken));
+        let mut context = TaskContext::from_waker(&waker);
+        let mut exchange = std::pin::pin!(exchange);
+        loop {
+            self.left()?;
+            self.check()?;
+            wanted.set(PollFlags::empty());
+            woken.0.store(false, Ordering::SeqCst);
+            if let Poll::Ready(done) = exchange.as_mut().poll(&mut context) {
+                return Ok(done);
+            }
+            if woken.0.load(Ordering::SeqCst) {
+                continue;
+            }
+            if wanted.get().is_empty() {
+                // Neither woken nor waiting on the socket: nothing could move it on.
+                return Err(TransportError::Io("the exchange stalled".into()));
+            }
+            self.until(socket, wanted.get())?;
+        }
     }
 }
 
-/// One HTTP/1.1 request and its reply over `io`, the body bounded by `max_body`.
-async fn round_trip<S>(
-    io: S,
+/// A waker that only notes it was called (see [`Wait::drive`]).
+struct Woken(AtomicBool);
+
+impl Wake for Woken {
+    fn wake(self: Arc<Self>) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// A connected, non-blocking socket for hyper: a read or write that would block says so
+/// in `wanted` (for [`Wait::drive`] to wait on) and is pending.
+struct Pollable<'a, S> {
+    stream: S,
+    wanted: &'a Cell<PollFlags>,
+}
+
+impl<'a, S: AsFd> Pollable<'a, S>
+where
+    for<'s> &'s S: io::Read + io::Write,
+{
+    fn new(stream: S, wanted: &'a Cell<PollFlags>) -> io::Result<Self> {
+        rustix::io::ioctl_fionbio(&stream, true)?;
+        Ok(Pollable { stream, wanted })
+    }
+
+    /// `op` on the socket, retried when a signal interrupted it; pending, with `events`
+    /// wanted, when it would block.
+    fn attempt<T>(
+        &self,
+        events: PollFlags,
+        mut op: impl FnMut(&S) -> io::Result<T>,
+    ) -> Poll<io::Result<T>> {
+        loop {
+            match op(&self.stream) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.wanted.set(self.wanted.get() | events);
+                    return Poll::Pending;
+                }
+                done => return Poll::Ready(done),
+            }
+        }
+    }
+}
+
+impl<S: AsFd + Unpin> hyper::rt::Read for Pollable<'_, S>
+where
+    for<'s> &'s S: io::Read + io::Write,
+{
+    fn poll_read(
+        self: Pin<&mut Self>,
+        _: &mut TaskContext<'_>,
+        mut buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        let mut chunk = [0u8; 8192];
+        let want = buf.remaining().min(chunk.len());
+        let read = self.attempt(PollFlags::POLLIN, |mut s| {
+            io::Read::read(&mut s, &mut chunk[..want])
+        });
+        read.map_ok(|n| buf.put_slice(&chunk[..n]))
+    }
+}
+
+impl<S: AsFd + Unpin> hyper::rt::Write for Pollable<'_, S>
+where
+    for<'s> &'s S: io::Read + io::Write,
+{
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _: &mut TaskContext<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.attempt(PollFlags::POLLOUT, |mut s| io::Write::write(&mut s, buf))
+    }
+
+    /// A socket holds nothing back to flush.
+    fn poll_flush(self: Pin<&mut Self>, _: &mut TaskContext<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    /// Closed when dropped, after the reply.
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut TaskContext<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// One HTTP/1.1 request and its reply over `io`, the body bounded by `max_body`; the
+/// connection is driven in the same future, alongside the reply.
+async fn round_trip<T>(
+    io: T,
     request: Request<Full<Bytes>>,
     max_body: usize,
 ) -> Result<(u16, Vec<u8>), TransportError>
 where
-    S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+    T: hyper::rt::Read + hyper::rt::Write + Unpin,
 {
     let (mut sender, connection) = hyper::client::conn::http1::Builder::new()
         .max_buf_size(MAX_BUFFER)
-        .handshake(TokioIo::new(io))
+        .handshake(io)
         .await?;
-    // Driven on this thread by the runtime's scheduler; ends with the runtime.
-    tokio::spawn(connection);
-    let reply = sender.send_request(request).await?;
-    let status = reply.status().as_u16();
-    // An announced length over the limit needs no reading at all.
-    let announced = reply
-        .headers()
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-    if announced.is_some_and(|len| len > u64::try_from(max_body).unwrap_or(u64::MAX)) {
-        return Err(TransportError::TooLarge);
+    let reply = async {
+        let reply = sender.send_request(request).await?;
+        let status = reply.status().as_u16();
+        // An announced length over the limit needs no reading at all.
+        let announced = reply
+            .headers()
+            .get(CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        if announced.is_some_and(|len| len > u64::try_from(max_body).unwrap_or(u64::MAX)) {
+            return Err(TransportError::TooLarge);
+        }
+        let body = Limited::new(reply.into_body(), max_body)
+            .collect()
+            .await
+            .map_err(|e| match e.downcast::<LengthLimitError>() {
+                Ok(_) => TransportError::TooLarge,
+                Err(e) => TransportError::Io(e.to_string()),
+            })?;
+        Ok((status, body.to_bytes().to_vec()))
+    };
+    tokio::pin!(connection, reply);
+    let mut connected = true;
+    loop {
+        tokio::select! {
+            biased;
+            result = &mut reply => return result,
+            // Ended first: the reply (read already, or not coming) is all to wait for.
+            ended = &mut connection, if connected => {
+                connected = false;
+                ended?;
+            }
+        }
     }
-    let body = Limited::new(reply.into_body(), max_body)
-        .collect()
-        .await
-        .map_err(|e| match e.downcast::<LengthLimitError>() {
-            Ok(_) => TransportError::TooLarge,
-            Err(e) => TransportError::Io(e.to_string()),
-        })?;
-    Ok((status, body.to_bytes().to_vec()))
 }
 
 /// The most hyper buffers of a reply at once (its smallest allowed is 8 KiB): a reply too
@@ -422,8 +534,8 @@ fn connect_one(addr: SocketAddr, wait: &Wait<'_>) -> Result<TcpStream, Transport
     Ok(TcpStream::from(fd))
 }
 
-/// How long a wait that cannot watch the interrupt fd itself (a blocking unix connect, the
-/// exchange) goes on before the interrupt fd is looked at again.
+/// How long a blocking unix connect, which cannot watch the interrupt fd itself, goes on
+/// before the interrupt fd is looked at again.
 const SLICE: Duration = Duration::from_millis(50);
 
 /// Connects to `path`, giving up when the time runs out or an interrupt arrives.

@@ -318,9 +318,9 @@ pub enum Standard {
 ///
 /// The fds are closed under whatever owns them, which is sound because nothing that owns
 /// one gets to act on it again: every frame of the caller stays as it is until the
-/// process ends (this function does not return, and a panic in `rest` ends the process
-/// too, without unwinding), so no owner drops a number that may by then name another
-/// file. What `rest` captures must own nothing but fds in `keep`.
+/// process ends (this function does not return, and a panic in `rest` is caught here
+/// and ends the process), so no owner outside `rest` drops a number that may by then name
+/// another file. What `rest` captures must own nothing but fds in `keep`.
 pub fn holding_only(keep: &[RawFd], standard: Standard, rest: impl FnOnce() -> i32) -> ! {
     let from = match standard {
         Standard::Kept => 3,

@@ -405,3 +405,32 @@ fn a_project_file_cannot_allow_a_host_and_its_warning_leaves_the_proxy_working()
     call.assert_unlisted("127.0.0.1", other.port());
     assert!(other.seen().is_empty(), "{:?}", other.seen());
 }
+
+/// A call whose wider mode an approval endpoint granted, with a host allowed: asking
+/// leaves nothing in sandgate's process that the proxy, forked after it, depends on.
+#[test]
+fn the_proxy_serves_a_call_granted_through_an_approval_endpoint() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let upstream = StandIn::plain(Ipv4Addr::LOCALHOST);
+    let endpoint = crate::support::endpoint::TestEndpoint::http(|request, _| {
+        crate::support::endpoint::Reply::decision(request, "allowed-once")
+    });
+    let log = denial_log(&env);
+    let mut cmd = env.sandgate("read-only");
+    crate::support::registry::without_host_proxies(&mut cmd);
+    cmd.args(allow(&[&upstream.authority()], true))
+        .args(["--sandbox-permissions", "workspace-write"])
+        .args(["--justification", "fetch it"])
+        .args(["--approval-endpoint", &endpoint.url])
+        .arg("--denial-log")
+        .arg(&log)
+        .arg("--")
+        .args(curl(&[], &upstream.url("/t/granted")));
+    let call = run(&env, cmd);
+    assert_eq!(endpoint.requests().len(), 1, "{}", show(&call.out));
+    call.assert_fetched("/t/granted");
+    assert!(upstream.served("/t/granted"), "{:?}", upstream.seen());
+}

@@ -130,6 +130,26 @@ fn ok_reply_and_what_the_server_saw() -> TestResult {
 }
 
 #[test]
+fn the_host_header_names_host_and_port_and_nothing_else() -> TestResult {
+    let respond = reply("HTTP/1.1 204 No Content\r\n\r\n");
+    let (endpoint, server) = tcp_server(move |s| respond(s))?;
+    let Endpoint::Http { url } = endpoint else {
+        panic!("not http: {endpoint:?}");
+    };
+    let with_credentials = Endpoint::Http {
+        url: url.replace("http://", "http://user:pw@"),
+    };
+    let (status, _) = post_json(&with_credentials, b"{}", None, SECOND, 1024, None)?;
+    assert_eq!(status, 204);
+    let seen = join(server)?;
+    let authority = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/approve");
+    assert_eq!(seen.header("host"), Some(authority), "{}", seen.head);
+    Ok(())
+}
+
+#[test]
 fn server_error_is_a_reply_not_an_error() -> TestResult {
     let respond = reply("HTTP/1.1 500 Internal Server Error\r\nContent-Length: 4\r\n\r\noops");
     let (endpoint, server) = tcp_server(move |s| respond(s))?;
