@@ -289,38 +289,39 @@ impl Wait<'_> {
         request: Request<Full<Bytes>>,
         max_body: usize,
     ) -> Result<(u16, Vec<u8>), TransportError> {
-        let wanted = Cell::new(PollFlags::empty());
+        let turn = Turn::new();
         match stream {
             Stream::Tcp(s) => {
                 let socket = s.as_fd().try_clone_to_owned()?;
-                let io = Pollable::new(s, &wanted)?;
-                self.drive(round_trip(io, request, max_body), socket.as_fd(), &wanted)?
+                let io = Pollable::new(s, &turn)?;
+                self.drive(round_trip(io, request, max_body), socket.as_fd(), &turn)?
             }
             Stream::Unix(s) => {
                 let socket = s.as_fd().try_clone_to_owned()?;
-                let io = Pollable::new(s, &wanted)?;
-                self.drive(round_trip(io, request, max_body), socket.as_fd(), &wanted)?
+                let io = Pollable::new(s, &turn)?;
+                self.drive(round_trip(io, request, max_body), socket.as_fd(), &turn)?
             }
         }
     }
 
     /// Polls `exchange` to its end on this thread: again at once when it woke itself (one
     /// part of hyper handing work to another), else once `socket` is ready for what the
-    /// exchange last `wanted` — or never, at the deadline or an interrupt.
+    /// exchange last wanted — or never, at the deadline or an interrupt.
     fn drive<F: Future>(
         &self,
         exchange: F,
         socket: BorrowedFd<'_>,
-        wanted: &Cell<PollFlags>,
+        turn: &Turn,
     ) -> Result<F::Output, TransportError> {
         let woken = Arc::new(Woken(AtomicBool::new(false)));
         let waker = Waker::from(Arc::clone(&woken));
         let mut context = TaskContext::from_waker(&waker);
         let mut exchange = std::pin::pin!(exchange);
         loop {
-            self.left()?;
             self.check()?;
-            wanted.set(PollFlags::empty());
+            self.left()?;
+            turn.wanted.set(PollFlags::empty());
+            turn.budget.set(Turn::BUDGET);
             woken.0.store(false, Ordering::SeqCst);
             if let Poll::Ready(done) = exchange.as_mut().poll(&mut context) {
                 return Ok(done);
@@ -328,11 +329,11 @@ impl Wait<'_> {
             if woken.0.load(Ordering::SeqCst) {
                 continue;
             }
-            if wanted.get().is_empty() {
+            if turn.wanted.get().is_empty() {
                 // Neither woken nor waiting on the socket: nothing could move it on.
                 return Err(TransportError::Io("the exchange stalled".into()));
             }
-            self.until(socket, wanted.get())?;
+            self.until(socket, turn.wanted.get())?;
         }
     }
 }
@@ -346,34 +347,62 @@ impl Wake for Woken {
     }
 }
 
+/// What one poll of the exchange did with the socket, for [`Wait::drive`].
+struct Turn {
+    /// What a read or write that would block waits for.
+    wanted: Cell<PollFlags>,
+    /// Reads and writes left before the exchange must yield: hyper keeps reading while
+    /// bytes come (a flood of `100` replies, a chunk size of endless zeros), and the
+    /// deadline and the interrupt are only looked at between polls.
+    budget: Cell<u32>,
+}
+
+impl Turn {
+    const BUDGET: u32 = 64;
+
+    fn new() -> Turn {
+        Turn {
+            wanted: Cell::new(PollFlags::empty()),
+            budget: Cell::new(Turn::BUDGET),
+        }
+    }
+}
+
 /// A connected, non-blocking socket for hyper: a read or write that would block says so
-/// in `wanted` (for [`Wait::drive`] to wait on) and is pending.
+/// in its [`Turn`] and is pending, and so is one past the turn's budget (woken, so that
+/// it is polled again once the deadline and the interrupt were looked at).
 struct Pollable<'a, S> {
     stream: S,
-    wanted: &'a Cell<PollFlags>,
+    turn: &'a Turn,
 }
 
 impl<'a, S: AsFd> Pollable<'a, S>
 where
     for<'s> &'s S: io::Read + io::Write,
 {
-    fn new(stream: S, wanted: &'a Cell<PollFlags>) -> io::Result<Self> {
+    fn new(stream: S, turn: &'a Turn) -> io::Result<Self> {
         rustix::io::ioctl_fionbio(&stream, true)?;
-        Ok(Pollable { stream, wanted })
+        Ok(Pollable { stream, turn })
     }
 
     /// `op` on the socket, retried when a signal interrupted it; pending, with `events`
-    /// wanted, when it would block.
+    /// wanted, when it would block; pending and woken at once past the turn's budget.
     fn attempt<T>(
         &self,
+        context: &TaskContext<'_>,
         events: PollFlags,
         mut op: impl FnMut(&S) -> io::Result<T>,
     ) -> Poll<io::Result<T>> {
+        let Some(left) = self.turn.budget.get().checked_sub(1) else {
+            context.waker().wake_by_ref();
+            return Poll::Pending;
+        };
+        self.turn.budget.set(left);
         loop {
             match op(&self.stream) {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.wanted.set(self.wanted.get() | events);
+                    self.turn.wanted.set(self.turn.wanted.get() | events);
                     return Poll::Pending;
                 }
                 done => return Poll::Ready(done),
@@ -388,12 +417,12 @@ where
 {
     fn poll_read(
         self: Pin<&mut Self>,
-        _: &mut TaskContext<'_>,
+        context: &mut TaskContext<'_>,
         mut buf: hyper::rt::ReadBufCursor<'_>,
     ) -> Poll<io::Result<()>> {
         let mut chunk = [0u8; 8192];
         let want = buf.remaining().min(chunk.len());
-        let read = self.attempt(PollFlags::POLLIN, |mut s| {
+        let read = self.attempt(context, PollFlags::POLLIN, |mut s| {
             io::Read::read(&mut s, &mut chunk[..want])
         });
         read.map_ok(|n| buf.put_slice(&chunk[..n]))
@@ -406,10 +435,12 @@ where
 {
     fn poll_write(
         self: Pin<&mut Self>,
-        _: &mut TaskContext<'_>,
+        context: &mut TaskContext<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        self.attempt(PollFlags::POLLOUT, |mut s| io::Write::write(&mut s, buf))
+        self.attempt(context, PollFlags::POLLOUT, |mut s| {
+            io::Write::write(&mut s, buf)
+        })
     }
 
     /// A socket holds nothing back to flush.
@@ -458,15 +489,19 @@ where
         Ok((status, body.to_bytes().to_vec()))
     };
     tokio::pin!(connection, reply);
-    let mut connected = true;
+    let (mut connected, mut broken) = (true, None);
     loop {
         tokio::select! {
             biased;
-            result = &mut reply => return result,
+            // A reply read whole stands; one cut short says why the connection broke.
+            result = &mut reply => return match (result, broken) {
+                (Err(_), Some(why)) => Err(why),
+                (result, _) => result,
+            },
             // Ended first: the reply (read already, or not coming) is all to wait for.
             ended = &mut connection, if connected => {
                 connected = false;
-                ended?;
+                broken = ended.err().map(TransportError::from);
             }
         }
     }

@@ -350,6 +350,56 @@ fn unix_listener_that_never_accepts_times_out() -> TestResult {
     Ok(())
 }
 
+/// `post_json` to `endpoint` with `deadline`, on a thread of its own, so that a
+/// regression fails the test instead of hanging it.
+fn post_bounded(
+    endpoint: Endpoint,
+    deadline: Duration,
+) -> Result<Result<(u16, Vec<u8>), TransportError>, std::sync::mpsc::RecvTimeoutError> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    thread::spawn(move || {
+        let _ = tx.send(post_json(&endpoint, b"{}", None, deadline, 1024, None));
+    });
+    rx.recv_timeout(deadline + 2 * SECOND)
+}
+
+/// Bytes that never stop coming and never make a reply: hyper keeps parsing them within
+/// one poll, and the deadline still ends the exchange.
+#[test]
+fn a_flood_that_never_makes_a_reply_still_times_out() -> TestResult {
+    let floods: [&[u8]; 2] = [
+        b"HTTP/1.1 100 Continue\r\n\r\n",
+        b"0000000000000000000000000000000000000000000000000000000000000000",
+    ];
+    for (i, flood) in floods.into_iter().enumerate() {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let url = format!("http://{}/", listener.local_addr()?);
+        thread::spawn(move || {
+            let Ok((mut stream, _)) = listener.accept() else {
+                return;
+            };
+            let _ = read_request(&mut stream);
+            if i == 1 {
+                let head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+                let _ = stream.write_all(head.as_bytes());
+            }
+            while stream.write_all(flood).is_ok() {}
+        });
+        let started = Instant::now();
+        let result = post_bounded(Endpoint::Http { url }, SHORT)?;
+        assert!(
+            matches!(result, Err(TransportError::Timeout)),
+            "{i}: {result:?}"
+        );
+        assert!(
+            started.elapsed() < 2 * SECOND,
+            "{i}: {:?}",
+            started.elapsed()
+        );
+    }
+    Ok(())
+}
+
 /// A pipe whose read end becomes readable (an interrupt) `after` from now.
 fn interrupt_after(after: Duration) -> io::Result<(OwnedFd, JoinHandle<()>)> {
     let (r, w) = nix::unistd::pipe()?;
