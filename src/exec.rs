@@ -327,6 +327,12 @@ pub fn run(mut launch: Launch<'_>) -> Result<Outcome, ExecError> {
         },
     };
     let ended = wait::until_ended(target, &waited, launch.timeout, &mut relay)?;
+    if let Some(why) = proxy
+        .as_ref()
+        .and_then(network::process::Proxy::failed_to_start)
+    {
+        crate::say!("sandgate: warning: the proxy could not start, so the allowed hosts were unreachable: {why}");
+    }
     if let (Some(proxy), Some(reporter)) = (&proxy, &reporter) {
         proxy.collect_refusals(reporter);
     }

@@ -28,6 +28,8 @@ pub struct Proxy {
     _lifeline: OwnedFd,
     /// Refusals for stderr (non-blocking).
     refusals: OwnedFd,
+    /// Where the proxy says it started, or why it could not.
+    ready: OwnedFd,
 }
 
 /// Forks the proxy for `listener`. sandgate must be single-threaded.
@@ -43,6 +45,7 @@ pub fn start(
     let (lifeline_r, lifeline_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
     let (refusals_r, refusals_w) =
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)?;
+    let (ready_r, ready_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
     let pid = sys::fork()?;
     if pid == 0 {
         // Forked again so that the proxy is nobody's child to reap: its parent exits now.
@@ -59,6 +62,7 @@ pub fn start(
             listener.as_raw_fd(),
             lifeline_r.as_raw_fd(),
             refusals_w.as_raw_fd(),
+            ready_w.as_raw_fd(),
         ];
         let keep: Vec<_> = keep.into_iter().chain(log).collect();
         sys::holding_only(&keep, sys::Standard::Kept, move || {
@@ -68,24 +72,68 @@ pub fn start(
             // resolver may turn a listed `missing.example.com` into
             // `missing.example.com.corp`.
             std::env::set_var("LOCALDOMAIN", "");
-            serve(listener, rules, lifeline_r, refusals_w, reporter);
+            let mut ready_w = std::fs::File::from(ready_w);
+            let ready = proxy::ready(std::net::TcpListener::from(listener), lifeline_r);
+            let ready = match ready {
+                Ok(ready) => ready,
+                Err(e) => {
+                    let _ = write!(ready_w, "{e}");
+                    return 1;
+                }
+            };
+            let _ = ready_w.write_all(READY);
+            drop(ready_w);
+            serve(ready, rules, refusals_w, reporter);
             0
         })
     }
     // The intermediate child exits at once.
     let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None);
-    drop((lifeline_r, refusals_w));
+    drop((lifeline_r, refusals_w, ready_w));
     Ok(Proxy {
         _lifeline: lifeline_w,
         refusals: refusals_r,
+        ready: ready_r,
     })
+}
+
+/// What the proxy writes on its ready pipe once it serves; anything else it writes is why
+/// it could not start.
+const READY: &[u8] = b"ready";
+
+/// What the proxy said on `ready` by now, without waiting: `None` while it says nothing
+/// (still starting) or once it serves; else why it could not start.
+fn failed_to_start(ready: &OwnedFd) -> Option<String> {
+    let mut said = Vec::new();
+    let mut buf = [0u8; 512];
+    loop {
+        let mut fds = [nix::poll::PollFd::new(
+            ready.as_fd(),
+            nix::poll::PollFlags::POLLIN,
+        )];
+        match nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO) {
+            Ok(0) if said.is_empty() => return None,
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Some(format!("cannot tell: {e}")),
+        }
+        match nix::unistd::read(ready, &mut buf) {
+            Ok(0) => break,
+            Ok(n) if said.len() < 4096 => said.extend_from_slice(&buf[..n]),
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Some(format!("cannot tell: {e}")),
+        }
+    }
+    match said.as_slice() {
+        READY => None,
+        [] => Some("it ended before it started".to_owned()),
+        why => Some(String::from_utf8_lossy(why).into_owned()),
+    }
 }
 
 /// The proxy process's work: serve until the lifeline hangs up.
 fn serve(
-    listener: OwnedFd,
+    ready: proxy::Ready,
     rules: HostRules,
-    lifeline: OwnedFd,
     refusals: OwnedFd,
     reporter: Option<Arc<Mutex<Reporter>>>,
 ) {
@@ -100,15 +148,17 @@ fn serve(
             let _ = pipe.write_all(format!("{line}\n").as_bytes());
         }
     };
-    let _ = proxy::run(
-        std::net::TcpListener::from(listener),
-        rules,
-        lifeline,
-        Box::new(refused),
-    );
+    let _ = ready.serve(rules, Box::new(refused));
 }
 
 impl Proxy {
+    /// Why the proxy could not start, once it said so: looked at when the command has
+    /// ended, without waiting (a proxy that cannot start says so within a millisecond of
+    /// its fork, before any command could have used it).
+    pub fn failed_to_start(&self) -> Option<String> {
+        failed_to_start(&self.ready)
+    }
+
     /// Hands the refusals the proxy reported so far to `reporter`, for stderr.
     pub fn collect_refusals(&self, reporter: &Mutex<Reporter>) {
         let Ok(pipe) = self.refusals.as_fd().try_clone_to_owned() else {

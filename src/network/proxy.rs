@@ -75,9 +75,10 @@ impl Refusal {
     }
 }
 
-/// Serves HTTP proxy requests (absolute-URI GET/POST/... for http://, and CONNECT) and
-/// SOCKS5 (no auth, CONNECT command, domain/IPv4/IPv6 targets, remote resolution) on the
-/// same listener (dispatch on the first byte: 0x05 = SOCKS5) until `until` polls POLLHUP.
+/// Sets the proxy up on `listener`, to serve (with [`Ready::serve`]) HTTP proxy requests
+/// (absolute-URI GET/POST/... for http://, and CONNECT) and SOCKS5 (no auth, CONNECT
+/// command, domain/IPv4/IPv6 targets, remote resolution) on the same listener (dispatch on
+/// the first byte: 0x05 = SOCKS5) until `until` polls POLLHUP.
 /// Every target host is checked with `rules.verdict`, resolved by the proxy itself
 /// (tokio::net::lookup_host → getaddrinfo, so /etc/hosts applies), and connected only to a
 /// resolved address that `address::closed` leaves open — no private or documentation
@@ -86,16 +87,25 @@ impl Refusal {
 /// its answer (HTTP 403 with a one-line text/plain reason; SOCKS5 reply 0x02 "not allowed by
 /// ruleset"), so that the marker exists when the client sees the refusal.
 /// Builds its own tokio current_thread runtime; the caller is a freshly forked process.
-pub fn run(
-    listener: std::net::TcpListener,
-    rules: HostRules,
-    until: OwnedFd,
-    refused: Box<dyn Fn(&Refusal) + Send + Sync>,
-) -> std::io::Result<()> {
+pub fn ready(listener: std::net::TcpListener, until: OwnedFd) -> std::io::Result<Ready> {
+    // Debug builds only (the ones `cargo test` runs): a proxy that cannot start, so that
+    // the way a call says so can be tested. No variable weakens a release binary.
+    #[cfg(debug_assertions)]
+    if std::env::var("SANDGATE_DEBUG_PRETEND_MISSING")
+        .is_ok_and(|l| l.split(',').any(|f| f.trim() == "proxy"))
+    {
+        return Err(std::io::Error::other(
+            "pretended (SANDGATE_DEBUG_PRETEND_MISSING=proxy)",
+        ));
+    }
     listener.set_nonblocking(true)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    let listener = {
+        let _inside = runtime.enter();
+        tokio::net::TcpListener::from_std(listener)?
+    };
     let (hung_up, hangup) = oneshot::channel();
     std::thread::Builder::new()
         .name("proxy-until".into())
@@ -103,8 +113,33 @@ pub fn run(
             wait_for_hangup(&until);
             let _ = hung_up.send(());
         })?;
-    let gate = Arc::new(Gate { rules, refused });
-    runtime.block_on(serve(listener, gate, hangup))
+    Ok(Ready {
+        runtime,
+        listener,
+        hangup,
+    })
+}
+
+/// A proxy set up to serve: its runtime, the listener registered with it, and the thread
+/// that watches the lifeline. Made before the proxy tells sandgate it started, so that a
+/// failure up to here is said rather than found as refused connects.
+pub struct Ready {
+    runtime: tokio::runtime::Runtime,
+    listener: tokio::net::TcpListener,
+    hangup: oneshot::Receiver<()>,
+}
+
+impl Ready {
+    /// Serves (see [`ready`]) until the lifeline hangs up.
+    pub fn serve(
+        self,
+        rules: HostRules,
+        refused: Box<dyn Fn(&Refusal) + Send + Sync>,
+    ) -> std::io::Result<()> {
+        let gate = Arc::new(Gate { rules, refused });
+        self.runtime
+            .block_on(serve(self.listener, gate, self.hangup))
+    }
 }
 
 /// Blocks until `fd` reports POLLHUP (or an error). Polling for no events at all means a
@@ -124,11 +159,10 @@ fn wait_for_hangup(fd: &OwnedFd) {
 }
 
 async fn serve(
-    listener: std::net::TcpListener,
+    listener: tokio::net::TcpListener,
     gate: Arc<Gate>,
     mut hangup: oneshot::Receiver<()>,
 ) -> std::io::Result<()> {
-    let listener = tokio::net::TcpListener::from_std(listener)?;
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
         let slot = tokio::select! {

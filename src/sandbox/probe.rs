@@ -126,9 +126,9 @@ impl Features {
 
 /// In debug builds (the ones `cargo test` runs), `SANDGATE_DEBUG_PRETEND_MISSING` names
 /// facilities to treat as absent (`landlock`, `seccomp`, `mount-namespace`,
-/// `pid-namespace`), so the
-/// fail-closed paths can be tested on a kernel that has everything. Release builds ignore
-/// it: no environment variable can weaken a release binary.
+/// `pid-namespace`; `proxy`, read by the proxy itself), so the fail-closed paths can be
+/// tested on a kernel that has everything. Release builds ignore it: no environment
+/// variable can weaken a release binary.
 #[cfg(debug_assertions)]
 fn pretend_missing(features: &mut Features) {
     let Ok(list) = std::env::var("SANDGATE_DEBUG_PRETEND_MISSING") else {

@@ -434,3 +434,32 @@ fn the_proxy_serves_a_call_granted_through_an_approval_endpoint() {
     call.assert_fetched("/t/granted");
     assert!(upstream.served("/t/granted"), "{:?}", upstream.seen());
 }
+
+/// A proxy that cannot start is said on stderr; the command runs without the network it
+/// asked for, never with more.
+#[test]
+fn a_proxy_that_cannot_start_is_said_and_reaches_nothing() {
+    if !require_full_enforcement() {
+        return;
+    }
+    let env = TestEnv::new();
+    let upstream = StandIn::plain(Ipv4Addr::LOCALHOST);
+    let mut cmd = command(
+        &env,
+        &allow(&[&upstream.authority()], true),
+        &denial_log(&env),
+        &curl(&[], &upstream.url("/t/unstarted")),
+    );
+    cmd.env("SANDGATE_DEBUG_PRETEND_MISSING", "proxy");
+    let call = run(&env, cmd);
+    let stderr = String::from_utf8_lossy(&call.out.stderr);
+    assert!(
+        stderr.contains(
+            "the proxy could not start, so the allowed hosts were unreachable: pretended"
+        ),
+        "{}",
+        show(&call.out)
+    );
+    assert_ne!(call.curl().status, 200, "{}", show(&call.out));
+    assert!(!upstream.served("/t/unstarted"), "{:?}", upstream.seen());
+}

@@ -109,7 +109,7 @@ impl Proxy {
             std::thread::sleep(Duration::from_millis(300));
             lock(&recorded).push(refusal.clone());
         });
-        let thread = std::thread::spawn(move || run(listener, rules, until, refused));
+        let thread = std::thread::spawn(move || ready(listener, until)?.serve(rules, refused));
         Proxy {
             addr,
             hang_up: Some(hang_up),
