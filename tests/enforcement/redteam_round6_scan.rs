@@ -35,6 +35,18 @@ fn run_at_home(
     output(&mut cmd)
 }
 
+/// Runs `script` (which makes many entries) in the workspace under workspace-write, and
+/// checks that it ran to its end.
+fn flood(env: &TestEnv, home: &Path, path: &str, ws: &Path, script: &str) {
+    let script = format!("{script} && echo flooded");
+    let out = run_at_home(env, "workspace-write", home, path, ws, &script);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("flooded"),
+        "the flood failed: {}",
+        show(&out)
+    );
+}
+
 /// What `cat` shows of each of `files` under `mode`, as `(file, content)` for those whose
 /// content reads.
 fn readable(
@@ -117,19 +129,7 @@ fn redteam_round6_a_flood_does_not_uncover_a_directory_the_call_needs() {
     // Before the flood every one of them is hidden.
     let before = readable(&env, "read-only", &home, &path, &ws, &files);
     assert!(before.is_empty(), "control: {before:?}");
-    let flood = run_at_home(
-        &env,
-        "workspace-write",
-        &home,
-        &path,
-        &ws,
-        "seq -f f%g 1 20000 | xargs touch && echo flooded",
-    );
-    assert!(
-        String::from_utf8_lossy(&flood.stdout).contains("flooded"),
-        "the flood failed: {}",
-        show(&flood)
-    );
+    flood(&env, &home, &path, &ws, "seq -f f%g 1 20000 | xargs touch");
     assert!(
         !scanned_whole(&env, &path),
         "control: the flood did not use up the scan's bounds"
@@ -187,19 +187,7 @@ fn redteam_round6_a_flooded_workspace_does_not_take_away_path_tools() {
         ran("read-only"),
         "control: the tool does not run before the flood"
     );
-    let flood = run_at_home(
-        &env,
-        "workspace-write",
-        &home,
-        &path,
-        &ws,
-        "mkdir $(seq -f d%g 1 2100) && echo flooded",
-    );
-    assert!(
-        String::from_utf8_lossy(&flood.stdout).contains("flooded"),
-        "the flood failed: {}",
-        show(&flood)
-    );
+    flood(&env, &home, &path, &ws, "mkdir $(seq -f d%g 1 2100)");
     let mut failures = vec![];
     for mode in ["read-only", "workspace-write", "read-only"] {
         if !ran(mode) {
@@ -231,19 +219,7 @@ fn redteam_round6_a_flooded_workspace_does_not_defeat_the_scan_cache() {
     std::fs::create_dir_all(home.join(".config/app")).unwrap();
     chmod(&home, 0o755);
     let path = "/usr/local/bin:/usr/bin:/bin";
-    let flood = run_at_home(
-        &env,
-        "workspace-write",
-        &home,
-        path,
-        &ws,
-        "mkdir $(seq -f d%g 1 2100) && echo flooded",
-    );
-    assert!(
-        String::from_utf8_lossy(&flood.stdout).contains("flooded"),
-        "the flood failed: {}",
-        show(&flood)
-    );
+    flood(&env, &home, path, &ws, "mkdir $(seq -f d%g 1 2100)");
     // Settle the scan (the directories' times are recorded once they are 2 s old).
     std::thread::sleep(Duration::from_millis(2100));
     let sources: Vec<String> = (0..3)
@@ -441,18 +417,12 @@ fn redteam_round6_a_flooded_workspace_does_not_hide_gits_configuration() {
         "Flood Victim",
         "control: before the flood"
     );
-    let flood = run_at_home(
+    flood(
         &env,
-        "workspace-write",
         &home,
         path,
         &ws,
-        "mkdir $(seq -f d%g 1 2100) && seq -f f%g 1 18000 | xargs touch && echo flooded",
-    );
-    assert!(
-        String::from_utf8_lossy(&flood.stdout).contains("flooded"),
-        "the flood failed: {}",
-        show(&flood)
+        "mkdir $(seq -f d%g 1 2100) && seq -f f%g 1 18000 | xargs touch",
     );
     let mut failures = vec![];
     for mode in ["read-only", "workspace-write", "read-only"] {
