@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{json, Map};
 
-use super::Layers;
+use super::{Gathered, Layers};
 use crate::approval::request::{CommandLine, Request, Requested};
 use crate::approval::{self, Answerer, Outcome, TtyAnswerer, TtySetting};
 use crate::audit::{AuditError, AuditLog};
@@ -23,18 +23,14 @@ use crate::shell::Caller;
 /// as a denial of the enclosing sandgate. Otherwise the audit pair is written around the
 /// decision; if the `asked` record cannot be written, nobody is asked. How an audit failure
 /// meets the answer is decided in one place, [`conclude`].
-#[allow(clippy::too_many_arguments)]
 pub(super) fn decide(
     request: &EscalationRequest,
-    standing: &Standing,
+    g: &Gathered,
     args: &RunArgs,
     caller: Caller,
-    layers: &Layers,
-    env: &Env,
-    workspace: &Path,
-    audit: Option<&AuditLog>,
 ) -> Result<Mode, Error> {
-    let audit = may_ask(request, env, audit)?;
+    let (standing, env) = (&g.standing, &g.env);
+    let audit = may_ask(request, env, g.audit.as_ref())?;
     let id = approval::fresh_id();
     let argv: Vec<String> = args
         .command
@@ -60,12 +56,12 @@ pub(super) fn decide(
                 id: &id,
                 argv,
                 cwd,
-                workspace,
+                workspace: &g.workspace,
                 standing,
                 request,
                 timeout: Duration::from_secs(args.approval_timeout),
             };
-            question.ask(&answerer(args, caller, layers))
+            question.ask(&answerer(args, caller, &g.layers))
         }
     };
     let decided = match &verdict {
@@ -133,17 +129,14 @@ fn refused_unasked(request: &EscalationRequest, standing: &Standing) -> Option<R
 /// asked, or (`Err`) why nobody is asked — in the order [`decide`] finds it.
 pub(super) fn who_decides(
     request: &EscalationRequest,
-    standing: &Standing,
+    g: &Gathered,
     args: &RunArgs,
     caller: Caller,
-    layers: &Layers,
-    env: &Env,
-    audit: Option<&AuditLog>,
 ) -> Result<String, String> {
-    may_ask(request, env, audit).map_err(|e| e.to_string())?;
-    match refused_unasked(request, standing) {
+    may_ask(request, &g.env, g.audit.as_ref()).map_err(|e| e.to_string())?;
+    match refused_unasked(request, &g.standing) {
         Some(refusal) => Err(not_granted(request, refusal).to_string()),
-        None => Ok(describe(&answerer(args, caller, layers))),
+        None => Ok(describe(&answerer(args, caller, &g.layers))),
     }
 }
 

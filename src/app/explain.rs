@@ -180,15 +180,7 @@ fn explained(args: &mut RunArgs, caller: Caller) -> Result<Explained, Error> {
     let request = match &g.escalation {
         None => None,
         Some(request) => {
-            let decided = who_decides(
-                request,
-                standing,
-                args,
-                caller,
-                &g.layers,
-                &g.env,
-                g.audit.as_ref(),
-            );
+            let decided = who_decides(request, &g, args, caller);
             let plan_if_allowed = match decided {
                 Ok(_) => Some(view(&plan::for_mode(&g, args, request.to())?, &g.env_names)),
                 Err(_) => None,

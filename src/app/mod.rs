@@ -333,16 +333,7 @@ impl Layers {
 fn granted_mode(g: &Gathered, args: &RunArgs, caller: Caller) -> Result<Mode, Error> {
     let mode = match &g.escalation {
         None => g.standing.mode,
-        Some(request) => decide(
-            request,
-            &g.standing,
-            args,
-            caller,
-            &g.layers,
-            &g.env,
-            &g.workspace,
-            g.audit.as_ref(),
-        )?,
+        Some(request) => decide(request, g, args, caller)?,
     };
     ensure_audit_log(g, mode);
     Ok(mode)
