@@ -13,6 +13,7 @@ use clap::error::ErrorKind;
 use clap::{Args, Parser, Subcommand, ValueHint};
 
 use crate::limits::{Asked, Size};
+use crate::policy::guarantee::{BackendChoice, Degradable};
 use crate::policy::{preset, Approval, Mode};
 
 /// What `--help` and the man page say beyond the one line: the boundary of the restricted
@@ -144,10 +145,19 @@ pub struct RunArgs {
     #[arg(long)]
     pub allow_private_hosts: bool,
 
-    /// Run even when a guarantee of the profile cannot be enforced on this kernel; sandgate
-    /// says on stderr which guarantees do not hold.
-    #[arg(long)]
-    pub allow_degraded: bool,
+    /// Run without the guarantees (and explicit limits) NAMEd, when this machine cannot
+    /// hold them: private-tmp, process-boundary, ipc, scopes, … (the bare flag lists them).
+    /// Protected paths and secrets are never given up. sandgate says on stderr, as a
+    /// marker, what the run lacks.
+    #[arg(long, value_name = "NAME,…", num_args = 0..=1, require_equals = true, default_missing_value = "", action = clap::ArgAction::Append, value_parser = parse_degradable)]
+    pub allow_degraded: Vec<Degradable>,
+
+    /// How to enforce a restricted profile: `namespaces` (mount, PID, IPC and network
+    /// namespaces, with landlock and seccomp inside), `landlock` (no namespace: landlock,
+    /// seccomp and the supervisor), or `auto`, which uses namespaces where the kernel makes
+    /// them and landlock where it refuses them.
+    #[arg(long, value_enum, value_name = "BACKEND", default_value_t = BackendChoice::Auto, env = "SANDGATE_BACKEND")]
+    pub backend: BackendChoice,
 
     /// End the command and every process it started after DURATION (30s, 10m, 1h 30m):
     /// SIGTERM to the command, SIGKILL to everything left 2 seconds later; sandgate then
@@ -469,6 +479,10 @@ pub enum AuditAction {
         #[arg(long, value_name = "FILE")]
         log: Option<PathBuf>,
     },
+}
+
+fn parse_degradable(text: &str) -> Result<Degradable, String> {
+    Degradable::parse(text).map_err(|e| e.to_string())
 }
 
 fn parse_time_limit(text: &str) -> Result<std::time::Duration, String> {

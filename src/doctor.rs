@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use crate::policy::profile::{self, Placeholders, ProfileSpec, SecretEnvSpec};
 use crate::policy::Mode;
-use crate::sandbox::{self, Features, Guarantee};
+use crate::sandbox::{self, Backend, Features, Guarantee};
 
 /// What a profile keeps from the command, as the profile states it and as it applies to
 /// this caller (configuration files may hide more, and the user's may show some again).
@@ -68,6 +68,8 @@ pub struct Report {
     pub landlock: Value,
     pub seccomp: Value,
     pub namespaces: Value,
+    /// The backend a call with `--backend auto` runs under here.
+    pub backend: Backend,
     pub profiles: Value,
     /// Who a call without approval flags would ask, as a person's call and through a link.
     pub answerer: Value,
@@ -97,28 +99,32 @@ pub fn report(configured: Configured) -> Report {
     let mount_ns = features.mount_namespace_allowed && sandbox::probe_namespace(false, true);
     // The process boundary: a PID namespace with the mount namespace and its own /proc.
     let pid_ns = mount_ns && features.pid_namespace_allowed && sandbox::probe_process_boundary();
-    let mut missing = features.missing();
-    for (holds, guarantee) in [
-        (mount_ns, Guarantee::MountNamespace),
-        (pid_ns, Guarantee::ProcessBoundary),
-    ] {
-        if !holds && !missing.contains(&guarantee) {
-            missing.push(guarantee);
-        }
+    // What `--backend auto` runs with here.
+    let backend = if mount_ns {
+        Backend::Namespaces
+    } else {
+        Backend::Landlock
+    };
+    let mut missing = features.missing(backend);
+    if backend == Backend::Namespaces && !pid_ns && !missing.contains(&Guarantee::ProcessBoundary) {
+        missing.push(Guarantee::ProcessBoundary);
     }
     let profiles: serde_json::Map<String, Value> = Mode::ALL
         .into_iter()
         .map(|mode| {
             let restricted = mode != Mode::FullAccess;
-            let guarantees: serde_json::Map<String, Value> = Guarantee::ALL
-                .into_iter()
-                .filter(|_| restricted)
-                .map(|g| (kebab(g), Value::Bool(!missing.contains(&g))))
+            let each = || Guarantee::ALL.into_iter().filter(|_| restricted);
+            let guarantees: serde_json::Map<String, Value> = each()
+                .map(|g| (g.name().to_owned(), Value::Bool(!missing.contains(&g))))
+                .collect();
+            let held_by: serde_json::Map<String, Value> = each()
+                .filter(|g| !missing.contains(g))
+                .map(|g| (g.name().to_owned(), json!(g.held_by(backend))))
                 .collect();
             let enforceable = !restricted || missing.is_empty();
             let hides = Hides::of(mode, (configured.hidden)(mode));
             let hides = serde_json::to_value(hides).unwrap_or(Value::Null);
-            (mode.as_str().to_owned(), json!({ "confined": restricted, "enforceable": enforceable, "guarantees": guarantees, "hides": hides }))
+            (mode.as_str().to_owned(), json!({ "confined": restricted, "enforceable": enforceable, "guarantees": guarantees, "held_by": held_by, "hides": hides }))
         })
         .collect();
     Report {
@@ -127,18 +133,12 @@ pub fn report(configured: Configured) -> Report {
         landlock: json!({ "abi": features.landlock_abi, "available": features.landlock_abi > 0 }),
         seccomp: json!({ "filter": features.seccomp, "user_notification": features.seccomp_user_notif }),
         namespaces: json!({ "user": user_ns, "mount": mount_ns, "pid": pid_ns }),
+        backend,
         profiles: Value::Object(profiles),
         answerer: configured.answerer,
         hosts: configured.hosts,
         limits: configured.limits,
     }
-}
-
-fn kebab(g: Guarantee) -> String {
-    serde_json::to_value(g)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default()
 }
 
 /// Renders the report for people.
@@ -164,6 +164,10 @@ pub fn render_text(r: &Report) -> String {
     out.push_str(&format!(
         "namespaces  user {}, mount {}, pid {}\n",
         r.namespaces["user"], r.namespaces["mount"], r.namespaces["pid"]
+    ));
+    out.push_str(&format!(
+        "backend     {} (--backend auto)\n",
+        r.backend.name()
     ));
     for (caller, key) in [
         ("a person's call", "person"),
@@ -208,14 +212,12 @@ pub fn render_text(r: &Report) -> String {
             out.push_str(&format!("{name:<16}{verdict}\n"));
             if let Value::Object(gs) = &p["guarantees"] {
                 for (g, holds) in gs {
-                    out.push_str(&format!(
-                        "  {} {g}\n",
-                        if holds == &Value::Bool(true) {
-                            "ok  "
-                        } else {
-                            "MISS"
+                    match p["held_by"][g].as_str() {
+                        Some(by) if holds == &Value::Bool(true) => {
+                            out.push_str(&format!("  ok   {g:<18} {by}\n"));
                         }
-                    ));
+                        _ => out.push_str(&format!("  MISS {g}\n")),
+                    }
                 }
             }
             let list = |v: &Value| {

@@ -9,7 +9,7 @@ use crate::limits::Unenforced;
 use crate::logfile::LogFileError;
 use crate::policy::{InvalidEscalation, Mode, PolicyError};
 use crate::private_temp::TempError;
-use crate::sandbox::{Guarantee, SandboxError};
+use crate::sandbox::{Backend, Guarantee, SandboxError};
 use std::path::PathBuf;
 
 /// Why an escalation request was not granted (exit 77). Each has its own message and
@@ -81,10 +81,11 @@ impl Refusal {
 pub enum Error {
     #[error(transparent)]
     Policy(#[from] PolicyError),
-    #[error("the {mode} profile cannot be enforced here: {}; rerun with --allow-degraded to run without {}",
-        describe(missing), if missing.len() == 1 { "it" } else { "them" })]
+    #[error("the {mode} profile cannot be enforced here by the {} backend: {}; {}",
+        backend.name(), describe(missing), remedy(*backend, missing))]
     Unenforceable {
         mode: crate::policy::Mode,
+        backend: Backend,
         missing: Vec<Guarantee>,
     },
     #[error(transparent)]
@@ -105,8 +106,9 @@ pub enum Error {
     #[error(transparent)]
     DenialLog(LogFileError),
     /// Limits asked for explicitly that cannot hold here (`--limit-pids`, …).
-    #[error("{}; rerun with --allow-degraded to run without {}",
+    #[error("{}; rerun with --allow-degraded={} to run without {}",
         .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "),
+        .0.iter().map(|u| u.kind.name()).collect::<Vec<_>>().join(","),
         if .0.len() == 1 { "it" } else { "them" })]
     Limits(Vec<Unenforced>),
     /// A subcommand other than a run could not do what it was asked.
@@ -146,6 +148,34 @@ pub enum SubcommandError {
     /// them): said as `sandgate approvals: …`, without a marker (no call was refused).
     #[error("{0}")]
     Approvals(String),
+}
+
+/// What a caller can do about guarantees that do not hold: name them, when every one of
+/// them may be given up; otherwise, where they would hold.
+fn remedy(backend: Backend, missing: &[Guarantee]) -> String {
+    let fixed: Vec<&str> = missing
+        .iter()
+        .filter(|g| !g.nameable())
+        .map(|g| g.name())
+        .collect();
+    if fixed.is_empty() {
+        let names: Vec<&str> = missing.iter().map(|g| g.name()).collect();
+        return format!(
+            "rerun with --allow-degraded={} to run without {}",
+            names.join(","),
+            if names.len() == 1 { "it" } else { "them" }
+        );
+    }
+    let elsewhere = match backend {
+        Backend::Landlock => {
+            "; the namespaces backend holds them where the kernel makes namespaces"
+        }
+        Backend::Namespaces => "",
+    };
+    format!(
+        "no run goes without {}{elsewhere} (sandgate doctor shows what holds here)",
+        fixed.join(" or ")
+    )
 }
 
 fn describe(missing: &[Guarantee]) -> String {
@@ -279,13 +309,25 @@ mod tests {
             Error::Exec(ExecError::NotFound("x".into())).exit_code(),
             127
         );
-        let missing = vec![Guarantee::LandlockFilesystem];
         let e = Error::Unenforceable {
             mode: crate::policy::Mode::ReadOnly,
-            missing,
+            backend: Backend::Namespaces,
+            missing: vec![Guarantee::ReadOnlyOutside, Guarantee::PrivateTmp],
         };
         assert_eq!(e.exit_code(), 78);
-        assert!(e.to_string().contains("landlock filesystem rules"));
+        assert!(e.to_string().contains("private /tmp"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("--allow-degraded=read-only-outside,private-tmp"),
+            "{e}"
+        );
+        let e = Error::Unenforceable {
+            mode: crate::policy::Mode::ReadOnly,
+            backend: Backend::Landlock,
+            missing: vec![Guarantee::Secrets, Guarantee::Ipc],
+        };
+        assert!(!e.to_string().contains("--allow-degraded="), "{e}");
+        assert!(e.to_string().contains("no run goes without secrets"), "{e}");
     }
 
     #[test]

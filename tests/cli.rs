@@ -738,6 +738,7 @@ fn explain_pins_a_read_only_plan() {
         "workspace": "$ROOT/ws",
         "standing": standing("read-only", "read-only", "on-request"),
         "nested_in": null,
+        "backend": "namespaces",
         "unenforced": [],
         "plan": restricted("read-only", &[], "per-call", "none", false),
         "request": null,
@@ -768,6 +769,7 @@ fn explain_pins_a_workspace_write_plan_with_hosts_roots_and_caches() {
         "workspace": "$ROOT/ws",
         "standing": standing("workspace-write", "workspace-write", "on-request"),
         "nested_in": null,
+        "backend": "namespaces",
         "unenforced": [],
         "plan": restricted("workspace-write", &["$ROOT/outside", "$ROOT/ws"], "per-workspace", "proxy", true),
         "request": null,
@@ -797,6 +799,7 @@ fn explain_pins_who_is_asked_for_a_request_and_the_plan_if_allowed() {
         "workspace": "$ROOT/ws",
         "standing": standing("read-only", "read-only", "on-request"),
         "nested_in": null,
+        "backend": "namespaces",
         "unenforced": [],
         "plan": restricted("read-only", &[], "per-call", "none", false),
         "request": {
@@ -860,7 +863,7 @@ fn explain_runs_nothing_and_reads_as_text() {
 }
 
 /// Where the kernel lacks a layer, explain refuses as the run would (78, naming it), and
-/// with `--allow-degraded` lists it as unenforced, in the text too.
+/// with `--allow-degraded=NAME,…` lists it as unenforced, in the text too.
 #[test]
 fn explain_says_what_a_degraded_run_would_lack() {
     let env = TestEnv::new();
@@ -873,22 +876,24 @@ fn explain_says_what_a_degraded_run_would_lack() {
         output(&mut cmd)
     };
     let out = explain(&["--json"]);
-    let marker = refusal(&out, 78, "landlock filesystem rules");
+    let marker = refusal(&out, 78, "read-only outside");
     assert_eq!(marker["kind"], "unenforceable");
     assert!(out.stdout.is_empty(), "{}", show(&out));
 
-    let out = explain(&["--json", "--allow-degraded"]);
+    let named = "--allow-degraded=read-only-outside,scopes";
+    let out = explain(&["--json", named]);
     assert_status(&out, 0);
     let got: Value =
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", show(&out)));
-    let landlock = ["landlock-filesystem", "landlock-network", "landlock-scopes"];
+    let landlock = ["read-only-outside", "scopes"];
     assert_eq!(got["unenforced"], serde_json::json!(landlock), "{got:#}");
+    assert_eq!(got["backend"], "namespaces", "{got:#}");
     assert_eq!(got["plan"]["confined"], true, "{got:#}");
 
-    let out = explain(&["--allow-degraded"]);
+    let out = explain(&[named]);
     assert_status(&out, 0);
     let text = String::from_utf8_lossy(&out.stdout);
-    let line = "degraded:   without landlock-filesystem, landlock-network, landlock-scopes (--allow-degraded)";
+    let line = "degraded:   without read-only-outside, scopes (--allow-degraded)";
     assert!(text.lines().any(|l| l == line), "{text}");
 }
 

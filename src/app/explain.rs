@@ -17,7 +17,7 @@ use crate::error::{Error, SubcommandError};
 use crate::policy::secrets::Why;
 use crate::policy::{Confinement, Plan};
 use crate::policy::{Mode, Temp};
-use crate::sandbox::Guarantee;
+use crate::sandbox::{Backend, Guarantee};
 use crate::shell::Caller;
 use clap::Parser;
 
@@ -30,8 +30,10 @@ struct Explained {
     standing: Standing,
     /// Set when the call runs inside another sandgate's sandbox.
     nested_in: Option<Mode>,
-    /// The guarantees this kernel cannot hold for the plan, which `--allow-degraded` runs
-    /// without (a namespace the kernel refuses only when the call starts is not known here).
+    /// The backend the call starts with (`auto` falls back to landlock when the kernel
+    /// refuses namespaces only once the call starts: not known here).
+    backend: Backend,
+    /// The guarantees it cannot hold for the plan, which the call named to run without.
     unenforced: Vec<Guarantee>,
     plan: PlanView,
     /// What the call requests (`--sandbox-permissions`), when it requests a wider mode.
@@ -176,7 +178,7 @@ fn explained(args: &mut RunArgs, caller: Caller) -> Result<Explained, Error> {
     let now = plan::for_mode(&g, args, standing.mode)?;
     // A run stops here when the kernel cannot hold the profile and degrading is not
     // allowed; when it is, what would not hold is said.
-    let unenforced = plan::unenforced(&now, &g.features)?;
+    let (layout, unenforced) = plan::layout(&now, &g.features)?;
     let request = match &g.escalation {
         None => None,
         Some(request) => {
@@ -210,6 +212,7 @@ fn explained(args: &mut RunArgs, caller: Caller) -> Result<Explained, Error> {
             keep_background: g.lifetime.keep_background,
         },
         nested_in: g.env.parent.as_ref().map(|p| p.mode),
+        backend: layout.backend(),
         unenforced,
         plan: view(&now, &g.env_names),
         request,
@@ -304,12 +307,15 @@ fn render(e: &Explained) -> String {
             "nested:     inside a {parent} sandbox: no call here runs wider than it"
         ));
     }
+    if e.plan.confined {
+        line(format!("backend:    {}", e.backend.name()));
+    }
     if !e.unenforced.is_empty() {
         line(format!(
             "degraded:   without {} (--allow-degraded)",
             e.unenforced
                 .iter()
-                .filter_map(|g| serde_json::to_value(g).ok()?.as_str().map(str::to_owned))
+                .map(|g| g.name())
                 .collect::<Vec<_>>()
                 .join(", ")
         ));

@@ -11,18 +11,20 @@ pub(super) struct Call<'a> {
 }
 
 impl Call<'_> {
-    /// Prepares the sandbox without the guarantees in `skip` and runs the command; when a
-    /// namespace the kernel refused may be done without (`--allow-degraded`), it is added
-    /// to `skip` and the call prepared again.
+    /// Prepares the sandbox under `layout` and runs the command; when the kernel refuses a
+    /// namespace and the call may do without it (`auto` falls back to the landlock backend;
+    /// a named `process-boundary` runs without the PID namespace), the layout and the
+    /// guarantees given up (`unenforced`) change and the call is prepared again.
     pub(super) fn run(
         &self,
-        skip: &mut Vec<Guarantee>,
+        mut layout: Layout,
+        unenforced: &mut Vec<Guarantee>,
         limits: &mut limits::CallLimits,
     ) -> Result<Outcome, Error> {
         let p = self.planned;
         loop {
-            announce_degraded(&p.plan, skip, &limits.degraded);
-            let mut prepared = sandbox::prepare(&p.plan, &p.features, skip)?;
+            announce_degraded(&p.plan, layout.backend(), unenforced, &limits.degraded);
+            let mut prepared = sandbox::prepare(&p.plan, &p.features, layout)?;
             if let Some(join) = limits.join()? {
                 prepared = prepared.joining(join);
             }
@@ -33,66 +35,81 @@ impl Call<'_> {
             }
             match exec::run(of(p, prepared, self.reporter)) {
                 Ok(outcome) => return Ok(outcome),
-                Err(e) => self.degrade(e, skip, limits)?,
+                Err(e) => (layout, *unenforced) = self.fall_back(e, layout, unenforced, limits)?,
             }
         }
     }
 
-    /// Whether the call may be prepared again after `e`, without more guarantees (added to
-    /// `skip`) or limits; the error to stop at otherwise.
-    fn degrade(
+    /// The layout to prepare the call again with after `e`, and what it runs without;
+    /// the error to stop at otherwise.
+    fn fall_back(
         &self,
         e: ExecError,
-        skip: &mut Vec<Guarantee>,
+        layout: Layout,
+        unenforced: &[Guarantee],
         limits: &mut limits::CallLimits,
-    ) -> Result<(), Error> {
+    ) -> Result<(Layout, Vec<Guarantee>), Error> {
         let plan = &self.planned.plan;
-        let degradable = |g| plan.allow_degraded && !skip.contains(&g);
+        let features = &self.planned.features;
         match e {
             ExecError::Setup {
                 step: Step::MountNamespace,
-                ..
-            } if degradable(Guarantee::MountNamespace) => {
-                // The process boundary is built in the mount namespace: it falls with it.
-                skip.retain(|g| *g != Guarantee::ProcessBoundary);
-                skip.extend([Guarantee::MountNamespace, Guarantee::ProcessBoundary]);
-                Ok(())
-            }
-            ExecError::Setup {
-                step: Step::ProcessBoundary,
-                ..
-            } if degradable(Guarantee::ProcessBoundary) => {
-                skip.push(Guarantee::ProcessBoundary);
-                Ok(())
+                source,
+            } => {
+                crate::say!("sandgate: the kernel refuses the sandbox's namespaces: {source}");
+                if plan.backend != BackendChoice::Auto {
+                    let mut missing = features.missing(Backend::Namespaces);
+                    missing.extend(NAMESPACED);
+                    missing.sort();
+                    missing.dedup();
+                    return Err(Error::Unenforceable {
+                        mode: plan.mode,
+                        backend: Backend::Namespaces,
+                        missing,
+                    });
+                }
+                // Inside another sandgate's sandbox, its namespaces (or its own landlock
+                // backend) hold the boundary for everything in it, this call included.
+                let missing = match self.planned.nested {
+                    true => features.missing(Backend::Namespaces),
+                    false => features.missing(Backend::Landlock),
+                };
+                let missing = plan::named_or_refused(plan, Backend::Landlock, missing)?;
+                Ok((Layout::Landlock, missing))
             }
             ExecError::Setup {
                 step: Step::ProcessBoundary,
                 source,
             } => {
                 crate::say!("sandgate: cannot give the sandbox a PID namespace and a /proc of its own: {source}{}", if source.raw_os_error() == Some(libc::EPERM) { " (the kernel refuses a new /proc in a user namespace while parts of the existing one are covered, as container runtimes do)" } else { "" });
-                Err(Error::Unenforceable {
-                    mode: plan.mode,
-                    missing: vec![Guarantee::ProcessBoundary],
-                })
-            }
-            ExecError::Setup {
-                step: Step::MountNamespace,
-                source,
-            } => {
-                crate::say!("sandgate: cannot create the private mount namespace: {source}");
-                Err(Error::Unenforceable {
-                    mode: plan.mode,
-                    missing: vec![Guarantee::MountNamespace],
-                })
+                let mut missing = features.missing(Backend::Namespaces);
+                if !missing.contains(&Guarantee::ProcessBoundary) {
+                    missing.push(Guarantee::ProcessBoundary);
+                }
+                let missing = plan::named_or_refused(plan, Backend::Namespaces, missing)?;
+                Ok((Layout::Namespaces { pid: false }, missing))
             }
             ExecError::Setup {
                 step: Step::Cgroup,
                 source,
-            } => limits.moving_refused(&source),
+            } => {
+                limits.moving_refused(&source)?;
+                Ok((layout, unenforced.to_vec()))
+            }
             other => Err(other.into()),
         }
     }
 }
+
+/// What the namespaces backend holds by its namespaces alone, lost when the kernel
+/// refuses them.
+const NAMESPACED: [Guarantee; 5] = [
+    Guarantee::ProtectedPaths,
+    Guarantee::Secrets,
+    Guarantee::PrivateTmp,
+    Guarantee::ProcessBoundary,
+    Guarantee::Ipc,
+];
 
 /// The denial reporter of a restricted, observed call; with observation off, one
 /// `source: "none"` note says that no filesystem markers will come.
@@ -143,6 +160,7 @@ pub(super) fn observer(
 /// Says on stderr, as a marker, which guarantees and limits a degraded run lacks.
 pub(super) fn announce_degraded(
     plan: &Plan,
+    backend: Backend,
     skip: &[Guarantee],
     limits: &[crate::limits::Unenforced],
 ) {
@@ -155,7 +173,8 @@ pub(super) fn announce_degraded(
         .chain(limits.iter().map(ToString::to_string))
         .collect();
     let message = format!(
-        "running degraded (--allow-degraded); not enforced: {}",
+        "running degraded by the {} backend (--allow-degraded); not enforced: {}",
+        backend.name(),
         what.join("; ")
     );
     crate::say!("sandgate: {message}");
@@ -165,6 +184,7 @@ pub(super) fn announce_degraded(
     }
     let mut extra = Map::new();
     extra.insert("missing".into(), missing);
+    extra.insert("backend".into(), json!(backend));
     crate::say!(
         "{}",
         marker("degraded_enforcement", Some(plan.mode), &message, extra)

@@ -11,6 +11,7 @@ use crate::cli::LimitArgs;
 use crate::error::Error;
 use crate::limits::cgroup::{CallCgroups, Join};
 use crate::limits::{self, Kind, Limits, Origin, Unenforced};
+use crate::policy::guarantee::Degradable;
 use crate::policy::{self, Mode, Plan, Standing};
 
 /// The limits of this call, from its flags, the configuration files and the standing
@@ -98,7 +99,7 @@ pub(crate) fn doctor() -> serde_json::Value {
 pub(super) struct CallLimits {
     cgroups: CallCgroups,
     limits: Limits,
-    allow_degraded: bool,
+    degradable: Degradable,
     /// Explicit limits that do not hold, in a run `--allow-degraded` let go ahead.
     pub(super) degraded: Vec<Unenforced>,
 }
@@ -114,7 +115,7 @@ impl CallLimits {
         let mut call = CallLimits {
             cgroups: CallCgroups::default(),
             limits,
-            allow_degraded: plan.allow_degraded,
+            degradable: plan.degradable.clone(),
             degraded: vec![],
         };
         let wanted: Vec<(Kind, u64)> = call.limits.cgroup().map(|(k, l)| (k, l.value)).collect();
@@ -195,7 +196,7 @@ impl CallLimits {
             .collect();
         let (explicit, defaults): (Vec<_>, Vec<_>) =
             unheld.into_iter().partition(|u| u.limit.explicit);
-        if !explicit.is_empty() && !self.allow_degraded {
+        if explicit.iter().any(|u| !self.degradable.limit(u.kind)) {
             return Err(Error::Limits(explicit));
         }
         self.degraded.extend(explicit);

@@ -16,12 +16,13 @@ use crate::doctor;
 use crate::error::{Error, SubcommandError, EXIT_USAGE};
 use crate::exec::{self, ExecError, Launch, Outcome};
 use crate::logfile::{self, LogFileError};
+use crate::policy::guarantee::{BackendChoice, Degradable};
 use crate::policy::host_rules::HostRules;
 use crate::policy::{
     self, config, standing, Approval, Confinement, Env, Mode, Parent, Plan, PolicyError, Request,
     Standing,
 };
-use crate::sandbox::{self, Features, Guarantee, Step};
+use crate::sandbox::{self, Backend, Features, Guarantee, Layout, Step};
 use crate::secret_scan;
 use crate::shell::{self, Caller, Invocation, ShellCall};
 use crate::supervisor;
@@ -374,7 +375,7 @@ fn run_planned(p: Planned) -> Result<Outcome, Error> {
         planned: &p,
         reporter: reporter.as_ref(),
     };
-    let outcome = call.run(&mut p.unenforced.clone(), &mut limits)?;
+    let outcome = call.run(p.layout, &mut p.unenforced.clone(), &mut limits)?;
     if let Some(terminal) = &mut terminal {
         terminal.restore();
     }

@@ -36,8 +36,13 @@ pub(super) struct Gathered {
 pub(super) struct Planned {
     pub(super) plan: Plan,
     pub(super) features: Features,
-    /// The guarantees this kernel cannot hold for the plan, which the call runs without
-    /// (only with `--allow-degraded`: otherwise planning refuses the call).
+    /// How the call is laid out first (`launch` may fall back from namespaces to landlock).
+    pub(super) layout: Layout,
+    /// The call runs inside another sandgate's sandbox (the kernel agrees), whose boundary
+    /// holds for everything in it.
+    pub(super) nested: bool,
+    /// The guarantees this kernel cannot hold for the plan under that layout, which the
+    /// call runs without (only when it named them: otherwise planning refuses the call).
     pub(super) unenforced: Vec<Guarantee>,
     pub(super) limits: crate::limits::Limits,
     pub(super) timeout: Option<std::time::Duration>,
@@ -126,7 +131,7 @@ pub(super) fn call(
     shellish: Shellish,
 ) -> Result<Planned, Error> {
     let plan = for_mode(&g, &args, mode)?;
-    let unenforced = unenforced(&plan, &g.features)?;
+    let (layout, unenforced) = layout(&plan, &g.features)?;
     let withheld_env = match &plan.confinement {
         Confinement::Restricted(r) => withheld(r, &g.env_names),
         Confinement::None => vec![],
@@ -160,6 +165,8 @@ pub(super) fn call(
     });
     Ok(Planned {
         features: g.features,
+        layout,
+        nested: g.env.parent.is_some(),
         unenforced,
         limits: g.limits,
         timeout: g.lifetime.timeout,
@@ -177,20 +184,42 @@ pub(super) fn call(
     })
 }
 
-/// The guarantees this kernel cannot hold for `plan`: refused unless the call allows
-/// running degraded.
-pub(super) fn unenforced(plan: &Plan, features: &Features) -> Result<Vec<Guarantee>, Error> {
-    let skip = match &plan.confinement {
-        Confinement::None => vec![],
-        Confinement::Restricted(_) => features.missing(),
-    };
-    if !skip.is_empty() && !plan.allow_degraded {
-        return Err(Error::Unenforceable {
-            mode: plan.mode,
-            missing: skip,
-        });
+/// The layout a call starts with and the guarantees it runs without; refused (78) when
+/// one it did not name cannot hold. `auto` picks the landlock backend up front only where
+/// the kernel is known to refuse namespaces; elsewhere a refusal shows when the child tries
+/// (`launch`).
+pub(super) fn layout(plan: &Plan, features: &Features) -> Result<(Layout, Vec<Guarantee>), Error> {
+    if plan.confinement == Confinement::None {
+        return Ok((Layout::Namespaces { pid: true }, vec![]));
     }
-    Ok(skip)
+    let backend = match plan.backend {
+        BackendChoice::Auto if !features.mount_namespace_allowed => Backend::Landlock,
+        choice => choice.first(),
+    };
+    let missing = named_or_refused(plan, backend, features.missing(backend))?;
+    let layout = match backend {
+        Backend::Namespaces => Layout::Namespaces {
+            pid: !missing.contains(&Guarantee::ProcessBoundary),
+        },
+        Backend::Landlock => Layout::Landlock,
+    };
+    Ok((layout, missing))
+}
+
+/// `missing`, when the call named every one of them; the refusal otherwise.
+pub(super) fn named_or_refused(
+    plan: &Plan,
+    backend: Backend,
+    missing: Vec<Guarantee>,
+) -> Result<Vec<Guarantee>, Error> {
+    if missing.iter().all(|g| plan.degradable.guarantee(*g)) {
+        return Ok(missing);
+    }
+    Err(Error::Unenforceable {
+        mode: plan.mode,
+        backend,
+        missing,
+    })
 }
 
 /// Of the caller's variables `names`, those a restricted command does not get.
@@ -302,7 +331,8 @@ pub(super) fn for_mode(g: &Gathered, args: &RunArgs, mode: Mode) -> Result<Plan,
             .chain(&layers.user.allow_unix_sockets)
             .cloned()
             .collect(),
-        allow_degraded: args.allow_degraded,
+        degradable: Degradable::union(&args.allow_degraded),
+        backend: args.backend,
         observe: !args.no_observe,
         command: args.command.clone(),
         protected_subpaths: standing.protected_subpaths.clone(),

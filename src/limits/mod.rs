@@ -146,6 +146,14 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// Its name, as `--allow-degraded` takes it and markers list it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::LimitPids => "limit-pids",
+            Kind::LimitMemory => "limit-memory",
+        }
+    }
+
     /// The flag that asks for it.
     pub fn flag(self) -> &'static str {
         match self {

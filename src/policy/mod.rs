@@ -8,6 +8,7 @@ pub mod caches;
 pub mod config;
 pub mod escalation;
 pub mod gitconfig;
+pub mod guarantee;
 pub mod home;
 pub mod host_rules;
 pub mod hosts;
@@ -154,7 +155,9 @@ pub struct Request {
     pub writable_roots: Vec<PathBuf>,
     /// Unix sockets outside the workspace and private temp that connects may reach.
     pub allowed_sockets: Vec<PathBuf>,
-    pub allow_degraded: bool,
+    /// What the call may run without, as it named it.
+    pub degradable: guarantee::Degradable,
+    pub backend: guarantee::BackendChoice,
     /// Report refusals as markers (off: `--no-observe`).
     pub observe: bool,
     pub command: Vec<OsString>,
@@ -196,7 +199,9 @@ pub struct Plan {
     /// the writable workspace. `None` for full access, which keeps the host's.
     pub tmpdir: Option<PathBuf>,
     pub confinement: Confinement,
-    pub allow_degraded: bool,
+    /// What the call may run without, as it named it (`--allow-degraded=NAME,…`).
+    pub degradable: guarantee::Degradable,
+    pub backend: guarantee::BackendChoice,
     pub observe: bool,
     /// Set when the requested mode was wider than an enclosing sandgate's and was narrowed.
     pub narrowed_from: Option<Mode>,
@@ -589,7 +594,8 @@ pub fn resolve(request: Request, env: &Env) -> Result<Plan, PolicyError> {
         command: request.command,
         tmpdir,
         confinement,
-        allow_degraded: request.allow_degraded,
+        degradable: request.degradable,
+        backend: request.backend,
         observe: request.observe,
         narrowed_from,
     })

@@ -21,7 +21,7 @@ use std::os::fd::{OwnedFd, RawFd};
 use crate::policy::{Confinement, MountSource, Plan, Temp};
 use crate::sys;
 pub use caches::Refused as RefusedCache;
-pub use probe::{Features, Guarantee};
+pub use probe::{Backend, Features, Guarantee};
 
 /// Why the sandbox for a call cannot be prepared in sandgate.
 #[derive(Debug, thiserror::Error)]
@@ -119,20 +119,35 @@ struct Layers {
 /// Everything the child applies before `execve`; `None` for full access.
 pub struct Prepared(Option<Layers>);
 
-/// Prepares the layers `plan` needs, leaving out those listed in `skip` (a degraded run).
+/// How a restricted call is laid out: the backend, and whether a namespaces run makes the
+/// PID namespace (a run that named `process-boundary` where the kernel refuses it does
+/// without).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    Namespaces { pid: bool },
+    Landlock,
+}
+
+impl Layout {
+    /// The backend this layout applies.
+    pub fn backend(self) -> Backend {
+        match self {
+            Layout::Namespaces { .. } => Backend::Namespaces,
+            Layout::Landlock => Backend::Landlock,
+        }
+    }
+}
+
+/// Prepares the layers `plan` needs under `layout`.
 ///
 /// # Errors
 /// See [`SandboxError`].
-pub fn prepare(
-    plan: &Plan,
-    features: &Features,
-    skip: &[Guarantee],
-) -> Result<Prepared, SandboxError> {
+pub fn prepare(plan: &Plan, features: &Features, layout: Layout) -> Result<Prepared, SandboxError> {
     let Confinement::Restricted(r) = &plan.confinement else {
         return Ok(Prepared(None));
     };
-    let mounts = match (r.mounts, skip.contains(&Guarantee::MountNamespace)) {
-        (MountSource::Own, false) => {
+    let mounts = match (r.mounts, layout) {
+        (MountSource::Own, Layout::Namespaces { .. }) => {
             let temp = match r.temp {
                 Temp::PerWorkspace => crate::private_temp::open(&plan.workspace, true)?,
                 Temp::PerCall => None,
@@ -148,7 +163,7 @@ pub fn prepare(
     let private_temp =
         mounts.is_some() || matches!(r.mounts, MountSource::Parent | MountSource::Inherited);
     // Built inside the call's own mount namespace: a nested call stays in its parent's.
-    let process_boundary = mounts.is_some() && !skip.contains(&Guarantee::ProcessBoundary);
+    let process_boundary = mounts.is_some() && layout == Layout::Namespaces { pid: true };
     // A nested call confined exactly like its parent adds no layer (see
     // `MountSource::Inherited`).
     let own_layers = r.mounts != MountSource::Inherited;

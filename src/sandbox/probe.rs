@@ -1,79 +1,14 @@
 //! What the running kernel can enforce, and which guarantees of a restricted profile hold
-//! here. Used up front by every run (fail closed before forking) and by `sandgate doctor`.
+//! here under each backend. Used up front by every run (fail closed before forking) and by
+//! `sandgate doctor`.
 //!
-//! Everything here is a cheap query, except the mount-namespace probe, which forks; a run
-//! does not call it and instead learns of a missing namespace from the child.
+//! Everything here is a cheap query, except the namespace probes, which fork; a run does
+//! not call them and instead learns of a refused namespace from the child.
 
 use serde::Serialize;
 
+pub use crate::policy::guarantee::{Backend, Guarantee};
 use crate::sys;
-
-/// A guarantee a restricted profile makes, named after the layer that provides it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Guarantee {
-    /// Writes confined to the writable roots, truncate included (landlock ABI ≥ 3).
-    LandlockFilesystem,
-    /// TCP bind and connect refused (landlock ABI ≥ 4).
-    LandlockNetwork,
-    /// Signals and abstract unix sockets scoped to the sandbox (landlock ABI ≥ 6).
-    LandlockScopes,
-    /// The syscall deny list and the socket-family filter (seccomp).
-    SyscallFilter,
-    /// Read-only view outside the writable roots, protected paths, private /tmp.
-    MountNamespace,
-    /// A PID namespace with a /proc of its own: host processes are out of sight and the
-    /// call's processes end with it (needs the mount namespace).
-    ProcessBoundary,
-}
-
-impl Guarantee {
-    /// Every guarantee a restricted profile makes.
-    pub const ALL: [Guarantee; 6] = [
-        Guarantee::LandlockFilesystem,
-        Guarantee::LandlockNetwork,
-        Guarantee::LandlockScopes,
-        Guarantee::SyscallFilter,
-        Guarantee::MountNamespace,
-        Guarantee::ProcessBoundary,
-    ];
-
-    /// Returns a sentence that says what does not hold when this guarantee is missing.
-    pub fn describe(self) -> &'static str {
-        match self {
-            Guarantee::LandlockFilesystem => {
-                "landlock filesystem rules (ABI >= 3): writes outside the writable roots are not refused by landlock"
-            }
-            Guarantee::LandlockNetwork => {
-                "landlock network rules (ABI >= 4): TCP bind/connect is not refused by landlock"
-            }
-            Guarantee::LandlockScopes => {
-                "landlock scopes (ABI >= 6): the command may signal processes outside the sandbox"
-            }
-            Guarantee::SyscallFilter => {
-                "seccomp filter and supervisor: ptrace, io_uring, mount, unshare, TIOCSTI and IP sockets are not refused, and nothing seals git configuration, hooks or .sandgate in the writable areas"
-            }
-            Guarantee::MountNamespace => {
-                "mount namespace: no read-only view (chmod/chown/utimes outside are not refused), protected paths are writable, no private /tmp"
-            }
-            Guarantee::ProcessBoundary => {
-                "process boundary (a PID namespace with its own /proc): host processes, their command lines and sockets are visible, and processes left in the background outlive the call"
-            }
-        }
-    }
-
-    /// Returns the minimum landlock ABI this guarantee needs, if it is a landlock one.
-    fn landlock_abi(self) -> Option<i32> {
-        match self {
-            Guarantee::LandlockFilesystem => Some(3),
-            Guarantee::LandlockNetwork => Some(4),
-            Guarantee::LandlockScopes => Some(6),
-            Guarantee::SyscallFilter | Guarantee::MountNamespace | Guarantee::ProcessBoundary => {
-                None
-            }
-        }
-    }
-}
 
 /// The kernel facilities sandgate uses, as far as they can be queried without forking.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -103,24 +38,81 @@ impl Features {
         features
     }
 
-    /// Returns the guarantees that cannot hold given these features (whether the kernel
-    /// lets the namespaces be made is only known once the child tries). The process
-    /// boundary is built inside the mount namespace, so it falls with it.
-    pub fn missing(&self) -> Vec<Guarantee> {
+    /// Returns the guarantees that cannot hold under `backend` given these features
+    /// (whether the kernel lets the namespaces be made is only known once the child tries).
+    pub fn missing(&self, backend: Backend) -> Vec<Guarantee> {
         Guarantee::ALL
             .into_iter()
-            .filter(|g| match (g, g.landlock_abi()) {
-                (_, Some(abi)) => self.landlock_abi < abi,
-                // Without user notification nothing performs the sandbox's writes, so
-                // nothing seals git's configuration, hooks or `.sandgate` either.
-                (Guarantee::SyscallFilter, None) => !self.seccomp || !self.seccomp_user_notif,
-                (Guarantee::MountNamespace, None) => !self.mount_namespace_allowed,
-                (Guarantee::ProcessBoundary, None) => {
-                    !self.mount_namespace_allowed || !self.pid_namespace_allowed
-                }
-                _ => false,
-            })
+            .filter(|g| !self.holds(*g, backend))
             .collect()
+    }
+
+    /// Returns true when `g` holds under `backend` with these features.
+    fn holds(&self, g: Guarantee, backend: Backend) -> bool {
+        let landlock_fs = self.landlock_abi >= 3;
+        // Without user notification nothing performs the sandbox's writes, so nothing
+        // seals git's configuration, hooks or `.sandgate` in the writable roots either.
+        let supervisor = self.seccomp && self.seccomp_user_notif;
+        let namespaces = backend == Backend::Namespaces && self.mount_namespace_allowed;
+        match (g, backend) {
+            (Guarantee::SyscallFilter, _) => supervisor,
+            (Guarantee::Scopes, Backend::Namespaces) => self.landlock_abi >= 6,
+            (Guarantee::Network, Backend::Namespaces) => namespaces || self.seccomp,
+            (Guarantee::ProcessBoundary, Backend::Namespaces) => {
+                namespaces && self.pid_namespace_allowed
+            }
+            (Guarantee::ProtectedPaths, Backend::Namespaces) => namespaces && supervisor,
+            (Guarantee::ReadOnlyOutside, Backend::Namespaces) => namespaces && landlock_fs,
+            (Guarantee::Secrets | Guarantee::PrivateTmp | Guarantee::Ipc, Backend::Namespaces) => {
+                namespaces
+            }
+            (Guarantee::Network, Backend::Landlock) => self.seccomp,
+            (
+                Guarantee::ProtectedPaths
+                | Guarantee::Secrets
+                | Guarantee::ReadOnlyOutside
+                | Guarantee::PrivateTmp
+                | Guarantee::Scopes
+                | Guarantee::ProcessBoundary
+                | Guarantee::Ipc,
+                Backend::Landlock,
+            ) => false,
+        }
+    }
+}
+
+impl Guarantee {
+    /// What holds this guarantee under `backend`, for `sandgate doctor`.
+    pub fn held_by(self, backend: Backend) -> &'static str {
+        match (self, backend) {
+            (Guarantee::ProtectedPaths, Backend::Namespaces) => {
+                "read-only binds in the mount namespace, and the supervisor's seal rules"
+            }
+            (Guarantee::ProtectedPaths, Backend::Landlock) => {
+                "the supervisor, which performs every change in the writable roots"
+            }
+            (Guarantee::Secrets, Backend::Namespaces) => "empty mounts over hidden paths",
+            (Guarantee::Secrets, Backend::Landlock) => "landlock read rules built around them",
+            (Guarantee::ReadOnlyOutside, Backend::Namespaces) => {
+                "a read-only mount namespace, and landlock"
+            }
+            (Guarantee::ReadOnlyOutside, Backend::Landlock) => {
+                "landlock, and the supervisor for modes, owners and times"
+            }
+            (Guarantee::PrivateTmp, Backend::Namespaces) => "a private /tmp mount",
+            (Guarantee::PrivateTmp, Backend::Landlock) => {
+                "a private $TMPDIR; the host's /tmp unreadable through landlock"
+            }
+            (Guarantee::Network, Backend::Namespaces) => {
+                "a network namespace of its own, and the socket filter"
+            }
+            (Guarantee::Network, Backend::Landlock) => "the socket filter",
+            (Guarantee::Scopes, _) => "landlock scopes",
+            (Guarantee::SyscallFilter, _) => "seccomp",
+            (Guarantee::ProcessBoundary, _) => "a PID namespace with its own /proc",
+            (Guarantee::Ipc, Backend::Namespaces) => "an IPC namespace of its own",
+            (Guarantee::Ipc, Backend::Landlock) => "SysV IPC calls refused by seccomp",
+        }
     }
 }
 
@@ -164,8 +156,12 @@ mod tests {
             mount_namespace_allowed: true,
             pid_namespace_allowed: true,
         };
-        assert_eq!(f(7).missing(), vec![]);
-        assert_eq!(f(5).missing(), vec![Guarantee::LandlockScopes]);
-        assert_eq!(f(0).missing(), Guarantee::ALL[..3].to_vec());
+        let ns = Backend::Namespaces;
+        assert_eq!(f(7).missing(ns), vec![]);
+        assert_eq!(f(5).missing(ns), vec![Guarantee::Scopes]);
+        assert_eq!(
+            f(0).missing(ns),
+            vec![Guarantee::ReadOnlyOutside, Guarantee::Scopes]
+        );
     }
 }

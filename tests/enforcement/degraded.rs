@@ -1,18 +1,27 @@
-//! Fail closed: a missing kernel feature stops the command with
-//! 78 and names the guarantee; `--allow-degraded` runs it and says what does not hold.
-//! The debug build's SANDGATE_DEBUG_PRETEND_MISSING simulates the missing feature.
+//! Fail closed: a missing kernel feature stops the command with 78 and names the
+//! guarantee; `--allow-degraded=NAME,…` runs it without the guarantees it names, and says
+//! which; protected paths and secrets are never given up. The debug build's
+//! SANDGATE_DEBUG_PRETEND_MISSING simulates the missing feature.
 
 use crate::support::*;
 
+/// What a missing feature costs: the guarantees it takes, and whether naming them lets
+/// the command run (it does not when one of them may never be given up).
+const MISSING: [(&str, &str, bool); 4] = [
+    ("landlock", "read-only-outside,scopes", true),
+    ("seccomp", "syscall-filter", false),
+    (
+        "mount-namespace",
+        "read-only-outside,private-tmp,scopes,process-boundary,ipc",
+        false,
+    ),
+    ("pid-namespace", "process-boundary", true),
+];
+
 #[test]
-fn a_missing_feature_refuses_the_command_unless_degraded_is_allowed() {
+fn a_missing_feature_refuses_the_command_unless_what_it_takes_is_named() {
     let env = TestEnv::new();
-    for (feature, named) in [
-        ("landlock", "landlock filesystem rules"),
-        ("seccomp", "seccomp filter"),
-        ("mount-namespace", "mount namespace"),
-        ("pid-namespace", "process boundary"),
-    ] {
+    for (feature, names, runs) in MISSING {
         for mode in ["read-only", "workspace-write"] {
             let mut cmd = env.sandgate(mode);
             cmd.env("SANDGATE_DEBUG_PRETEND_MISSING", feature).args([
@@ -25,39 +34,95 @@ fn a_missing_feature_refuses_the_command_unless_degraded_is_allowed() {
             assert_status(&out, 78);
             assert!(out.stdout.is_empty(), "the command ran: {}", show(&out));
             let stderr = String::from_utf8_lossy(&out.stderr);
-            assert!(stderr.contains(named), "{feature}: {}", show(&out));
+            let first = names.split(',').next().unwrap_or_default();
+            assert!(
+                stderr.contains(&format!("\"{first}\"")),
+                "{feature}: {}",
+                show(&out)
+            );
             assert!(
                 stderr.contains("\"kind\":\"unenforceable\""),
                 "{}",
                 show(&out)
             );
 
-            // Degraded by one layer, the others still hold: a write outside every
-            // writable root is refused, and the command goes on.
+            // Named, the others still hold: a write outside every writable root is
+            // refused, and the command goes on.
             let leak = env.outside.join(format!("leak-{feature}-{mode}"));
             let mut cmd = env.sandgate(mode);
             cmd.env("SANDGATE_DEBUG_PRETEND_MISSING", feature).args([
-                "--allow-degraded",
+                &format!("--allow-degraded={names}"),
                 "--",
                 "/bin/sh",
                 "-c",
                 &format!("echo x > '{}' 2>/dev/null; echo ran", leak.display()),
             ]);
             let out = output(&mut cmd);
-            assert_status(&out, 0);
-            assert_eq!(out.stdout, b"ran\n");
+            let stderr = String::from_utf8_lossy(&out.stderr);
             assert!(
                 !leak.exists(),
                 "{feature} missing, {mode}: the write got through"
             );
-            let stderr = String::from_utf8_lossy(&out.stderr);
+            if !runs {
+                assert_status(&out, 78);
+                assert!(out.stdout.is_empty(), "the command ran: {}", show(&out));
+                assert!(
+                    stderr.contains("no run goes without protected-paths"),
+                    "{}",
+                    show(&out)
+                );
+                continue;
+            }
+            assert_status(&out, 0);
+            assert_eq!(out.stdout, b"ran\n");
             assert!(
                 stderr.contains("\"kind\":\"degraded_enforcement\""),
                 "{}",
                 show(&out)
             );
-            assert!(stderr.contains(named), "{}", show(&out));
+            let missing = names
+                .split(',')
+                .map(|n| format!("\"{n}\""))
+                .collect::<Vec<_>>()
+                .join(",");
+            assert!(
+                stderr.contains(&format!("\"missing\":[{missing}]")),
+                "{}",
+                show(&out)
+            );
+            assert_eq!(
+                stderr.matches("degraded_enforcement").count(),
+                1,
+                "{}",
+                show(&out)
+            );
         }
+    }
+}
+
+/// The bare flag, and a flag naming what no run gives up, are refused before anything
+/// runs, with the list of what may be named.
+#[test]
+fn degrading_is_only_ever_named() {
+    let env = TestEnv::new();
+    for flag in [
+        "--allow-degraded",
+        "--allow-degraded=secrets",
+        "--allow-degraded=protected-paths",
+        "--allow-degraded=all",
+    ] {
+        let mut cmd = env.sandgate("workspace-write");
+        cmd.env("SANDGATE_DEBUG_PRETEND_MISSING", "pid-namespace")
+            .args([flag, "--", "/bin/sh", "-c", "echo ran"]);
+        let out = output(&mut cmd);
+        assert_status(&out, 64);
+        assert!(out.stdout.is_empty(), "the command ran: {}", show(&out));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("what may be named: read-only-outside, private-tmp"),
+            "{flag}: {}",
+            show(&out)
+        );
     }
 }
 
@@ -71,7 +136,7 @@ fn without_the_process_boundary_the_host_is_in_sight_and_said_so() {
     cmd.env("SANDGATE_DEBUG_PRETEND_MISSING", "pid-namespace")
         .env("LEFTOVER_MARK", &mark)
         .args([
-            "--allow-degraded",
+            "--allow-degraded=process-boundary",
             "--",
             "/bin/sh",
             "-c",
@@ -124,18 +189,26 @@ fn doctor_json_reports_the_kernel_and_every_profile() {
     for mode in ["read-only", "workspace-write", "full-access"] {
         assert!(d["profiles"][mode]["enforceable"].is_boolean(), "{mode}");
     }
+    assert!(
+        d["backend"] == "namespaces" || d["backend"] == "landlock",
+        "{d}"
+    );
     for g in [
-        "landlock-filesystem",
-        "landlock-network",
-        "landlock-scopes",
+        "protected-paths",
+        "secrets",
+        "read-only-outside",
+        "private-tmp",
+        "network",
+        "scopes",
         "syscall-filter",
-        "mount-namespace",
         "process-boundary",
+        "ipc",
     ] {
-        assert!(
-            d["profiles"]["read-only"]["guarantees"][g].is_boolean(),
-            "{g}"
-        );
+        let holds = &d["profiles"]["read-only"]["guarantees"][g];
+        assert!(holds.is_boolean(), "{g}");
+        // What holds says by what.
+        let by = &d["profiles"]["read-only"]["held_by"][g];
+        assert_eq!(by.is_string(), holds == true, "{g}: {by}");
     }
     // This suite expects a kernel that can enforce everything (landlock ABI >= 6).
     let abi = d["landlock"]["abi"].as_i64().unwrap_or(0);

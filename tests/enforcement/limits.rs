@@ -1,7 +1,7 @@
 //! Resource limits: every private tmpfs is bounded in size and inodes, and where sandgate
 //! can make a cgroup (root here, on cgroup v1) a call's processes and memory are bounded;
 //! where it cannot (uid 65534 here: nothing is delegated to it) an explicit limit refuses
-//! the call, `--allow-degraded` names it, and a preset's default is noted. Which of the two
+//! the call, `--allow-degraded=limit-pids` names it, and a preset's default is noted. Which of the two
 //! holds is what `doctor` says, and a test below checks that doctor tells the truth.
 
 use std::os::unix::process::ExitStatusExt;
@@ -88,7 +88,10 @@ fn assert_limit_refused(out: &Output, kind: &str, flag_and_value: &str) {
         message.contains(flag_and_value) && message.contains("cannot hold here"),
         "{message}"
     );
-    assert!(message.contains("--allow-degraded"), "{message}");
+    assert!(
+        message.contains(&format!("--allow-degraded={kind}")),
+        "{message}"
+    );
     assert!(stdout(out).is_empty(), "the command ran: {}", show(out));
 }
 
@@ -517,11 +520,11 @@ fn degraded_runs_and_preset_defaults_say_what_does_not_hold() {
     }
     let env = TestEnv::new();
     let holds = cgroups_hold();
-    // --allow-degraded: the call runs; where the limit cannot hold the marker names it.
+    // Named: the call runs; where the limit cannot hold the marker names it.
     let out = sh_with(
         &env,
         "read-only",
-        &["--allow-degraded", "--limit-pids", "50"],
+        &["--allow-degraded=limit-pids", "--limit-pids", "50"],
         "echo ran",
     );
     assert_status(&out, 0);

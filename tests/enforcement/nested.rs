@@ -31,7 +31,7 @@ fn asking_for_full_access_inside_read_only_still_cannot_write() {
     assert!(!target.exists(), "{}", show(&out));
     let degraded = unhinted.replace(
         "--sandbox full-access",
-        "--sandbox full-access --allow-degraded",
+        "--sandbox full-access --allow-degraded=process-boundary",
     );
     env.sh("read-only", &degraded);
     assert!(!target.exists());

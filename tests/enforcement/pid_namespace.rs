@@ -763,7 +763,13 @@ fn a_refused_proc_fails_closed_unless_degraded() {
         );
 
         let mut cmd = env.sandgate(mode);
-        cmd.args(["--allow-degraded", "--", "/bin/sh", "-c", "echo ran"]);
+        cmd.args([
+            "--allow-degraded=process-boundary",
+            "--",
+            "/bin/sh",
+            "-c",
+            "echo ran",
+        ]);
         let out = output(&mut covered(&cmd));
         assert_status(&out, 0);
         assert_eq!(out.stdout, b"ran\n");

@@ -757,7 +757,7 @@ fn redteam_round7_a_nested_read_only_call_cannot_watch_the_workspace() {
                 &sg,
                 "--sandbox",
                 "read-only",
-                "--allow-degraded",
+                "--allow-degraded=process-boundary",
                 "--",
             ])
             .args([
