@@ -20,6 +20,7 @@ mod enforcement {
     mod home;
     mod home_workspace;
     mod host_session;
+    mod landlock_backend;
     mod limits;
     mod nested;
     mod network;

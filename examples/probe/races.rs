@@ -270,6 +270,46 @@ pub fn run(op: &str, args: &[String]) -> Res {
             let mode = u32::from_str_radix(&arg(1), 8).map_err(|_| Errno::EINVAL)?;
             raw(unsafe { libc::chmod(path.as_ptr(), mode) }.into())
         }
+        "meta-race" => {
+            // N rounds, while another thread keeps exchanging `f` (a file of the
+            // workspace) with `fl` (a symlink to a file outside), of changing what `f`
+            // names: mode, owner, times, an attribute removed, truncation. Prints how many
+            // succeeded; the test looks at the outside file.
+            let n: usize = arg(0).parse().unwrap_or(1000);
+            let swapper = Racer::exchange(c"f", c"fl");
+            swapper.running(50);
+            let mut done = 0usize;
+            for _ in 0..n {
+                let p = c"f".as_ptr();
+                let rets = unsafe {
+                    [
+                        libc::chmod(p, 0o600),
+                        libc::chown(p, libc::geteuid(), libc::getegid()),
+                        libc::utimensat(libc::AT_FDCWD, p, std::ptr::null(), 0),
+                        libc::removexattr(p, c"user.sandgate".as_ptr()),
+                        libc::truncate(p, 0),
+                    ]
+                };
+                done += rets.iter().filter(|r| **r == 0).count();
+            }
+            println!("swaps {} done {done}", swapper.finish());
+            Ok(())
+        }
+        "fd-meta" => {
+            // PATH opened for reading, then its owner, times and an attribute changed
+            // through that descriptor: fchown, futimens, fremovexattr, fchmod.
+            let path = CString::new(arg(0)).map_err(|_| Errno::EINVAL)?;
+            let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+            raw(fd.into())?;
+            raw(unsafe { libc::fchown(fd, libc::geteuid(), libc::getegid()) }.into())?;
+            raw(unsafe { libc::futimens(fd, std::ptr::null()) }.into())?;
+            match unsafe { libc::fremovexattr(fd, c"user.sandgate".as_ptr()) } {
+                0 => {}
+                _ if Errno::last() == Errno::ENODATA => {}
+                _ => return Err(Errno::last()),
+            }
+            raw(unsafe { libc::fchmod(fd, 0o600) }.into())
+        }
         "fchmod-to" => {
             // PATH opened for reading, then fchmod(fd, MODE).
             let path = CString::new(arg(0)).map_err(|_| Errno::EINVAL)?;

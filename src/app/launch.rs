@@ -74,8 +74,12 @@ impl Call<'_> {
                     true => features.missing(Backend::Namespaces),
                     false => features.missing(Backend::Landlock),
                 };
-                let missing = plan::named_or_refused(plan, Backend::Landlock, missing)?;
-                Ok((Layout::Landlock, missing))
+                let layout = match self.planned.nested {
+                    true => Layout::Enclosed,
+                    false => Layout::Landlock,
+                };
+                let missing = plan::named_or_refused(plan, layout.backend(), missing)?;
+                Ok((layout, missing))
             }
             ExecError::Setup {
                 step: Step::ProcessBoundary,
@@ -201,7 +205,7 @@ pub(super) fn of<'a>(
     let (extra_env, supervision) = match &plan.confinement {
         Confinement::None => (vec![], None),
         Confinement::Restricted(r) => (
-            sandbox_env(plan, r, prepared.has_proxy()),
+            sandbox_env(plan, r, &prepared),
             Some(supervision(plan, r, &prepared, reporter)),
         ),
     };
@@ -241,6 +245,10 @@ pub(super) fn supervision(
         // The copy-on-write caches: writable in the sandbox's view, so no marker.
         writable_roots.extend(r.caches.iter().map(|c| c.path.clone()));
     }
+    if let Some(temp) = prepared.temp_dir() {
+        writable_roots.push(temp.to_path_buf());
+        socket_roots.push(temp.to_path_buf());
+    }
     supervisor::Setup {
         mode: plan.mode,
         read_only_islands: r
@@ -257,6 +265,8 @@ pub(super) fn supervision(
         hook_dir_names: r.hook_dir_names.iter().cloned().collect(),
         workspace_write_roots: r.workspace_write_roots.iter().cloned().collect(),
         protected: r.protected.iter().chain(&r.sealed).cloned().collect(),
+        pinned: r.pinned.iter().cloned().collect(),
+        decides: prepared.supervisor_decides(),
         frozen: r.frozen.iter().cloned().collect(),
         devices: r.devices.iter().cloned().collect(),
         reporter: reporter.cloned(),
@@ -269,8 +279,9 @@ pub(super) fn supervision(
 pub(super) fn sandbox_env(
     plan: &Plan,
     r: &policy::Restrictions,
-    proxy: bool,
+    prepared: &sandbox::Prepared,
 ) -> Vec<(&'static str, OsString)> {
+    let proxy = prepared.has_proxy();
     let mut env = vec![
         (policy::PARENT_MODE_ENV, OsString::from(plan.mode.as_str())),
         (
@@ -282,8 +293,8 @@ pub(super) fn sandbox_env(
             OsString::from(r.fingerprint(plan.mode, &plan.workspace, proxy)),
         ),
     ];
-    if let Some(tmpdir) = &plan.tmpdir {
-        env.push(("TMPDIR", tmpdir.clone().into_os_string()));
+    if let Some(tmpdir) = prepared.temp_dir().or(plan.tmpdir.as_deref()) {
+        env.push(("TMPDIR", tmpdir.as_os_str().to_owned()));
     }
     if proxy {
         env.extend(proxy_env());

@@ -20,6 +20,7 @@ use landlock::{
     RulesetCreated, RulesetCreatedAttr, RulesetError, RulesetStatus, Scope, ABI,
 };
 
+use super::around::Grant;
 use crate::policy::Restrictions;
 
 /// The newest ABI this build knows; see the module docs for why it is not the kernel's.
@@ -36,6 +37,10 @@ pub enum Writes {
     Performed,
     /// The sandbox itself (no supervisor to perform them: a run degraded without seccomp).
     Direct,
+    /// As [`Writes::Performed`], and removals and truncation too: without a mount
+    /// namespace no read-only bind keeps a protected path in a writable root, so the
+    /// supervisor decides every change there ([`decided`]).
+    Decided,
 }
 
 /// Rights granted beneath a writable directory when the sandbox writes there itself:
@@ -59,12 +64,19 @@ pub fn backstop() -> BitFlags<AccessFs> {
         | AccessFs::IoctlDev
 }
 
+/// Rights granted beneath a writable directory whose every change the supervisor decides:
+/// read and execute, binding unix sockets and device ioctls.
+pub fn decided() -> BitFlags<AccessFs> {
+    backstop() & !(AccessFs::RemoveFile | AccessFs::RemoveDir | AccessFs::Truncate)
+}
+
 impl Writes {
     /// The rights beneath a writable directory.
     fn dir_rights(self) -> BitFlags<AccessFs> {
         match self {
             Writes::Performed => backstop(),
             Writes::Direct => writable_dir(),
+            Writes::Decided => decided(),
         }
     }
 }
@@ -89,23 +101,57 @@ pub enum LandlockError {
 /// A ruleset ready to be applied in the child.
 pub struct Prepared(RulesetCreated, Writes);
 
-/// Creates the ruleset for `r` and adds every rule whose path exists now.
+/// What the sandbox may read.
+pub enum Reads {
+    /// Everything: a mount namespace hides what it must not see.
+    Everywhere,
+    /// What these rules grant ([`super::around`]).
+    Around(Vec<super::around::Rule>),
+}
+
+/// Creates the ruleset for `r` and adds every rule whose path exists now, and one for
+/// each of `extra` (directories writable like the roots: the landlock backend's private
+/// temp).
 ///
 /// # Errors
 /// A rule path that cannot be opened, or a landlock syscall failure.
-pub fn prepare(r: &Restrictions, writes: Writes) -> Result<Prepared, LandlockError> {
+pub fn prepare(
+    r: &Restrictions,
+    writes: Writes,
+    reads: Reads,
+    extra: &[&OwnedFd],
+) -> Result<Prepared, LandlockError> {
     let mut ruleset = Ruleset::default()
         .handle_access(AccessFs::from_all(NEWEST))?
         .handle_access(AccessNet::from_all(NEWEST))?
         .scope(Scope::from_all(NEWEST))?
-        .create()?
-        .add_rule(PathBeneath::new(
-            PathFd::new("/")?,
-            AccessFs::from_read(NEWEST),
-        ))?;
+        .create()?;
+    match reads {
+        Reads::Everywhere => {
+            ruleset = ruleset.add_rule(PathBeneath::new(
+                PathFd::new("/")?,
+                AccessFs::from_read(NEWEST),
+            ))?;
+        }
+        Reads::Around(rules) => {
+            for rule in rules {
+                let rights = match rule.grant {
+                    Grant::Listing => BitFlags::from(AccessFs::ReadDir),
+                    Grant::Whole { dir: true } => AccessFs::from_read(NEWEST),
+                    Grant::Whole { dir: false } => {
+                        AccessFs::from_read(NEWEST) & AccessFs::from_file(NEWEST)
+                    }
+                };
+                ruleset = ruleset.add_rule(PathBeneath::new(rule.fd, rights))?;
+            }
+        }
+    }
     for root in &r.writable_roots {
         let fd = crate::no_symlinks::open(root).map_err(LandlockError::Root)?;
         ruleset = ruleset.add_rule(PathBeneath::new(fd, rights_for(root, writes)))?;
+    }
+    for dir in extra {
+        ruleset = ruleset.add_rule(PathBeneath::new(*dir, writes.dir_rights()))?;
     }
     for dev in &r.devices {
         ruleset = ruleset.add_rule(PathBeneath::new(PathFd::new(dev)?, device()))?;

@@ -4,6 +4,7 @@
 //! Preparing first means the child only makes syscalls on values built beforehand, and
 //! that a broken profile fails in sandgate with a clear error instead of in the child.
 
+mod around;
 mod caches;
 mod caps;
 mod checked;
@@ -34,6 +35,8 @@ pub enum SandboxError {
     Mounts(io::Error),
     #[error(transparent)]
     Temp(#[from] crate::private_temp::TempError),
+    #[error(transparent)]
+    Around(#[from] around::AroundError),
 }
 
 /// The step of the child's setup that failed, reported to sandgate through a pipe.
@@ -102,6 +105,12 @@ struct Layers {
     /// enclosing sandgate whose namespace this call shares), so landlock may let it write
     /// there.
     private_temp: bool,
+    /// The landlock backend's private temp: a directory of the host's, the command's
+    /// `TMPDIR`, writable like the roots.
+    temp_dir: Option<std::path::PathBuf>,
+    /// No mount namespace stands behind the supervisor: it decides every change in the
+    /// writable areas, and refuses elsewhere what landlock does not govern.
+    decided: bool,
     landlock: Option<landlock::Prepared>,
     /// The copy-on-write caches an enclosing sandgate mounted (a nested call sharing its
     /// namespace), for landlock; empty otherwise.
@@ -124,15 +133,21 @@ pub struct Prepared(Option<Layers>);
 /// without).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Layout {
-    Namespaces { pid: bool },
+    Namespaces {
+        pid: bool,
+    },
     Landlock,
+    /// A nested call whose kernel refuses it namespaces of its own (its enclosing
+    /// sandbox's filter refuses them): it runs in the enclosing sandbox's, whose boundary
+    /// holds for it, with landlock and seccomp layers of its own.
+    Enclosed,
 }
 
 impl Layout {
     /// The backend this layout applies.
     pub fn backend(self) -> Backend {
         match self {
-            Layout::Namespaces { .. } => Backend::Namespaces,
+            Layout::Namespaces { .. } | Layout::Enclosed => Backend::Namespaces,
             Layout::Landlock => Backend::Landlock,
         }
     }
@@ -176,21 +191,36 @@ pub fn prepare(plan: &Plan, features: &Features, layout: Layout) -> Result<Prepa
     } else {
         seccomp::Sockets::Unix
     };
-    // Without a supervisor to perform them, the sandbox must make its writes itself.
-    let writes = if features.seccomp && features.seccomp_user_notif {
-        landlock::Writes::Performed
-    } else {
-        landlock::Writes::Direct
+    // Without a mount namespace behind it, the supervisor decides every change in the
+    // writable areas (the backend refuses to run without one, see `probe`), the private
+    // temp is a directory of the host's, and reads are granted around what is kept out.
+    let decided = layout == Layout::Landlock;
+    let temp = match decided {
+        true => crate::private_temp::open(&plan.workspace, true)?,
+        false => None,
     };
+    // Without a supervisor to perform them, the sandbox must make its writes itself.
+    let writes = match (features.seccomp && features.seccomp_user_notif, decided) {
+        (false, _) => landlock::Writes::Direct,
+        (true, false) => landlock::Writes::Performed,
+        (true, true) => landlock::Writes::Decided,
+    };
+    let reads = match decided {
+        true => landlock::Reads::Around(reads_around(r)?),
+        false => landlock::Reads::Everywhere,
+    };
+    let extra: Vec<&OwnedFd> = temp.iter().map(|t| &t.fd).collect();
     let landlock = (own_layers && features.landlock_abi > 0)
-        .then(|| landlock::prepare(r, writes))
+        .then(|| landlock::prepare(r, writes, reads, &extra))
         .transpose()?;
     let seccomp = (own_layers && features.seccomp)
         .then(|| {
             // The supervisor performs every write in the writable areas, observed or not;
             // guarded git directories need it for removals too (git's at their read-only
             // top level).
-            let paths = if plan.observe || !r.git_dirs.is_empty() {
+            let paths = if decided {
+                seccomp::PathCalls::Decided
+            } else if plan.observe || !r.git_dirs.is_empty() {
                 seccomp::PathCalls::PerformedAndObserved
             } else {
                 seccomp::PathCalls::Performed
@@ -218,6 +248,8 @@ pub fn prepare(plan: &Plan, features: &Features, layout: Layout) -> Result<Prepa
         mounts,
         process_boundary,
         private_temp,
+        temp_dir: temp.map(|t| t.path),
+        decided,
         landlock,
         parent_caches,
         seccomp,
@@ -226,6 +258,27 @@ pub fn prepare(plan: &Plan, features: &Features, layout: Layout) -> Result<Prepa
         close_on_exec: risky_inherited_sockets(),
         cgroups: None,
     })))
+}
+
+/// The read rules of the landlock backend: everything but the hidden paths and what a
+/// mount namespace would have covered (the host's `/tmp`, `/dev/shm`, `/dev`), with the
+/// devices the sandbox keeps and the paths kept visible beneath those granted again.
+fn reads_around(r: &crate::policy::Restrictions) -> Result<Vec<around::Rule>, SandboxError> {
+    let mut kept_out: Vec<std::path::PathBuf> = r.hidden.keys().cloned().collect();
+    kept_out.extend(crate::policy::roots::COVERED.map(std::path::PathBuf::from));
+    let writable: Vec<std::path::PathBuf> = r.writable_roots.iter().cloned().collect();
+    let mut rules = around::plan(&kept_out, &writable)?;
+    let again = crate::policy::roots::DEVICES
+        .iter()
+        .map(std::path::Path::new)
+        .chain(r.kept_visible.iter().map(std::path::PathBuf::as_path))
+        .filter(|p| {
+            !r.hidden
+                .keys()
+                .any(|h| p.starts_with(h) || h.starts_with(p))
+        });
+    rules.extend(again.filter_map(around::rule_for));
+    Ok(rules)
 }
 
 /// Reads the highest capability number the kernel knows.
@@ -278,6 +331,16 @@ impl Prepared {
     /// Returns true when the child will listen for the proxy.
     pub fn has_proxy(&self) -> bool {
         self.0.as_ref().is_some_and(|l| l.proxy)
+    }
+
+    /// The landlock backend's private temp, the command's `TMPDIR`.
+    pub fn temp_dir(&self) -> Option<&std::path::Path> {
+        self.0.as_ref().and_then(|l| l.temp_dir.as_deref())
+    }
+
+    /// Returns true when the supervisor decides every change (the landlock backend).
+    pub fn supervisor_decides(&self) -> bool {
+        self.0.as_ref().is_some_and(|l| l.decided)
     }
 
     /// Returns true when `/tmp` and `/dev/shm` are private in the child's view.

@@ -67,14 +67,17 @@ impl Features {
                 namespaces
             }
             (Guarantee::Network, Backend::Landlock) => self.seccomp,
+            // The supervisor decides every change landlock does not govern, and performs
+            // every one in the writable roots.
             (
-                Guarantee::ProtectedPaths
-                | Guarantee::Secrets
-                | Guarantee::ReadOnlyOutside
-                | Guarantee::PrivateTmp
-                | Guarantee::Scopes
-                | Guarantee::ProcessBoundary
-                | Guarantee::Ipc,
+                Guarantee::ProtectedPaths | Guarantee::ReadOnlyOutside | Guarantee::PrivateTmp,
+                Backend::Landlock,
+            ) => landlock_fs && supervisor,
+            (Guarantee::Secrets, Backend::Landlock) => landlock_fs,
+            // Not held without namespaces: a command may bind a host daemon's abstract
+            // name, see host processes, and reach the host's SysV IPC.
+            (
+                Guarantee::Scopes | Guarantee::ProcessBoundary | Guarantee::Ipc,
                 Backend::Landlock,
             ) => false,
         }

@@ -160,20 +160,28 @@ pub enum PathCalls {
     /// Those and every other path call ([`Need::Observed`]): to report refusals, or to
     /// perform what git needs at a guarded git directory's read-only top level.
     PerformedAndObserved,
+    /// Every path call and every form of it, a mode change without an execute bit and a
+    /// call on a descriptor included: without a mount namespace nothing but the supervisor
+    /// refuses what landlock does not govern (modes, owners, times, attributes).
+    Decided,
 }
 
 impl PathCalls {
     /// When `call` goes to the supervisor under this choice; `None`: never.
     fn route(self, call: &PathCall) -> Option<PathRoute> {
         match (self, call.need) {
-            (PathCalls::ToKernel, _) | (PathCalls::Performed, Need::Observed) => None,
+            (PathCalls::ToKernel, _)
+            | (PathCalls::Performed, Need::Observed)
+            | (PathCalls::Performed | PathCalls::PerformedAndObserved, Need::Decided) => None,
             _ => Some(match call.when {
                 When::Always => PathRoute::Always,
                 When::WriteOpen { flags } => PathRoute::WriteOpen(flags),
+                When::ModeChange { .. } if self == PathCalls::Decided => PathRoute::Always,
                 When::ModeChange { mode, by_fd } if by_fd || self == PathCalls::Performed => {
                     PathRoute::ExecMode(mode)
                 }
                 When::ModeChange { .. } => PathRoute::Always,
+                When::WithPath { .. } if self == PathCalls::Decided => PathRoute::Always,
                 When::WithPath { ptr } => PathRoute::WithPath(ptr),
             }),
         }

@@ -1,17 +1,22 @@
 //! Mode changes that add an execute bit, and extended attributes, performed by the
-//! supervisor wherever they land.
+//! supervisor wherever they land — and, where it decides (no mount namespace behind it),
+//! every change of a mode, owner, times or attribute, and truncation by path.
 //!
-//! Landlock does not govern either, so the kernel would decide them on a path (and an
-//! attribute name) read again after any check: a thread rewriting them in between could
-//! make a file in a `hooks` directory executable (`chmod +x`, or a POSIX ACL that grants
-//! execute). The supervisor resolves the object once, checks it (`seal::chmod`,
-//! `seal::set_xattr`), and changes that very object through a descriptor of its own —
-//! through the caller's view, with the caller's rights, so a read-only mount or a file
-//! the caller does not own refuses it exactly as the kernel would have.
+//! Landlock does not govern modes, owners, times or attributes, so the kernel would decide
+//! them on a path (and an attribute name) read again after any check: a thread rewriting
+//! them in between could make a file in a `hooks` directory executable (`chmod +x`, or a
+//! POSIX ACL that grants execute), or — without a read-only view — change a file outside
+//! the writable roots. The supervisor resolves the object once, checks it (`seal::chmod`,
+//! `seal::set_xattr`, and where it decides, the area it lies in), and changes that very
+//! object through a descriptor of its own — through the caller's view, with the caller's
+//! rights, so a read-only mount or a file the caller does not own refuses it exactly as
+//! the kernel would have.
 //!
-//! A call on a file descriptor (`fchmod`, `fsetxattr`) acts on the caller's file, taken
-//! with `pidfd_getfd`; which directory it lies in is read from the name the kernel keeps
-//! for it (a hook has one name: no link into or out of `hooks` is ever made).
+//! A call on a file descriptor acts on the caller's file, taken with `pidfd_getfd` (or,
+//! where that is refused, as in a default container, opened again through the caller's
+//! `/proc/PID/fd`); which directory it lies in is read from the name the kernel keeps for
+//! it (a hook has one name: no link into or out of `hooks` is ever made), and where the
+//! supervisor decides, that name must still lead to the very same file.
 
 use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -50,6 +55,19 @@ struct Object {
     by_path: bool,
     /// In a guarded git directory's read-only part, reached through sandgate's own handle.
     guarded: bool,
+    /// In a writable area (or no file of the tree: a pipe, a socket).
+    writable: bool,
+}
+
+impl Object {
+    /// Refuses, where the supervisor decides, a change outside the writable areas and the
+    /// guarded git directories: a read-only view would have refused it.
+    fn changeable(&self, context: &Context) -> Result<(), Failed> {
+        match context.decides && !self.writable && !self.guarded {
+            true => Err(Errno::EROFS.into()),
+            false => Ok(()),
+        }
+    }
 }
 
 /// Performs `op`, a [`Op::Chmod`] or [`Op::SetXattr`].
@@ -66,6 +84,17 @@ pub fn handle(call: &Call<'_>, context: &Context, root: &Root, op: Op) -> Handle
             set_xattr(call, context, root, target, name, value, flags),
         ),
         Op::Utimes { target, times } => (target, utimes(call, context, root, target, times)),
+        Op::Chown {
+            target,
+            owner,
+            group,
+        } if context.decides => (target, chown(call, context, root, target, owner, group)),
+        Op::Truncate { target, length } if context.decides => {
+            (target, truncate(call, context, root, target, length))
+        }
+        Op::RemoveXattr { target, name } if context.decides => {
+            (target, remove_xattr(call, context, root, target, name))
+        }
         _ => return Handled::Kernel,
     };
     match done {
@@ -109,6 +138,7 @@ fn chmod(
     mode: u32,
 ) -> Result<(), Failed> {
     let object = find(call, context, root, target)?;
+    object.changeable(context)?;
     let adds_exec = mode & 0o111 & !object.st.st_mode != 0;
     seal::chmod(object.here, place::kind_of(&object.st), adds_exec)
         .map_err(|s| Failed::Sealed(s, object.shown.clone()))?;
@@ -124,7 +154,8 @@ fn chmod(
 }
 
 /// Sets times in a guarded git directory's read-only part, where the sandbox's own view
-/// refuses them; anywhere else the kernel decides (times are no seal's concern).
+/// refuses them, and wherever the supervisor decides; anywhere else the kernel decides
+/// (times are no seal's concern).
 fn utimes(
     call: &Call<'_>,
     context: &Context,
@@ -133,9 +164,10 @@ fn utimes(
     times: u64,
 ) -> Result<(), Failed> {
     let object = find(call, context, root, target)?;
-    if !object.guarded {
+    if !object.guarded && !context.decides {
         return Err(Failed::Kernel);
     }
+    object.changeable(context)?;
     let times = match times {
         0 => None,
         ptr => {
@@ -202,6 +234,7 @@ fn set_xattr(
         call.read(ptr, size)?
     };
     let object = find(call, context, root, target)?;
+    object.changeable(context)?;
     seal::set_xattr(object.here, place::kind_of(&object.st), &attr, &bytes)
         .map_err(|s| Failed::Sealed(s, object.shown.clone()))?;
     if !call.still_pending() {
@@ -219,6 +252,75 @@ fn set_xattr(
     Ok(())
 }
 
+/// Changes an owner where the supervisor decides (with the caller's rights: it holds no
+/// capability, so only the group among the caller's own can change).
+fn chown(
+    call: &Call<'_>,
+    context: &Context,
+    root: &Root,
+    target: Target,
+    owner: u32,
+    group: u32,
+) -> Result<(), Failed> {
+    let object = find(call, context, root, target)?;
+    object.changeable(context)?;
+    if !call.still_pending() {
+        return Err(Errno::EINTR.into());
+    }
+    sys::fchown_empty_path(object.fd.as_fd(), owner, group).map_err(errno)?;
+    Ok(())
+}
+
+/// Truncates by path where the supervisor decides (landlock grants the sandbox no
+/// truncation in the writable areas there).
+fn truncate(
+    call: &Call<'_>,
+    context: &Context,
+    root: &Root,
+    target: Target,
+    length: i64,
+) -> Result<(), Failed> {
+    let object = find(call, context, root, target)?;
+    object.changeable(context)?;
+    if object.st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+        return Err(Errno::EISDIR.into());
+    }
+    if object.st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return Err(Errno::EINVAL.into());
+    }
+    if !call.still_pending() {
+        return Err(Errno::EINTR.into());
+    }
+    let via = CString::new(format!("/proc/self/fd/{}", object.fd.as_raw_fd()))
+        .map_err(|_| Errno::EINVAL)?;
+    nix::unistd::truncate(via.as_c_str(), length)?;
+    Ok(())
+}
+
+/// Removes an attribute where the supervisor decides.
+fn remove_xattr(
+    call: &Call<'_>,
+    context: &Context,
+    root: &Root,
+    target: Target,
+    name: u64,
+) -> Result<(), Failed> {
+    let attr = call.read_cstr(name)?;
+    if attr.is_empty() || attr.len() > NAME_MAX {
+        return Err(Errno::ERANGE.into());
+    }
+    let object = find(call, context, root, target)?;
+    object.changeable(context)?;
+    if !call.still_pending() {
+        return Err(Errno::EINTR.into());
+    }
+    let attr = CString::new(attr).map_err(|_| Errno::EINVAL)?;
+    let via = CString::new(format!("/proc/self/fd/{}", object.fd.as_raw_fd()))
+        .map_err(|_| Errno::EINVAL)?;
+    sys::remove_xattr(&via, &attr).map_err(errno)?;
+    Ok(())
+}
+
 fn errno(e: std::io::Error) -> Errno {
     Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))
 }
@@ -226,7 +328,7 @@ fn errno(e: std::io::Error) -> Errno {
 /// Resolves what a change acts on.
 fn find(call: &Call<'_>, context: &Context, root: &Root, target: Target) -> Result<Object, Failed> {
     let (at, follow, empty_ok) = match target {
-        Target::Fd(fd) => return by_fd(call, fd),
+        Target::Fd(fd) => return by_fd(call, context, root, fd),
         Target::Path {
             at,
             follow,
@@ -238,13 +340,13 @@ fn find(call: &Call<'_>, context: &Context, root: &Root, target: Target) -> Resu
         return match (empty_ok, at.dirfd) {
             (false, _) => Err(Errno::ENOENT.into()),
             (true, libc::AT_FDCWD) => Err(Failed::Kernel),
-            (true, fd) => by_fd(call, fd),
+            (true, fd) => by_fd(call, context, root, fd),
         };
     }
     let place = match place::locate(call, context, root, at, &path, follow, Acts::OnName) {
         Ok(Located::Place(place)) => place,
         Ok(Located::CallerFd(fd)) => {
-            return by_fd(call, fd).map(|o| Object {
+            return by_fd(call, context, root, fd).map(|o| Object {
                 by_path: true,
                 shown: Some((at.dirfd, path)),
                 ..o
@@ -266,6 +368,14 @@ fn find(call: &Call<'_>, context: &Context, root: &Root, target: Target) -> Resu
         )?,
         None => place.dir.try_clone().map_err(|_| Errno::EMFILE)?,
     };
+    // Git's metadata in a guarded git directory (`config`, `hooks`, …) keeps its mode,
+    // owner, times and attributes: made group- or world-writable, another user of the
+    // host could plant what git runs.
+    if let (place::Area::Guarded(kind, _), Some(name)) = (place.area, &place.name) {
+        if kind.refuses(name, false) {
+            return Err(Failed::Sealed(Seal::GitMetadata, Some((at.dirfd, path))));
+        }
+    }
     // Where the name lies decides; a directory named itself (`.`) is judged by its own
     // name (a hooks directory's default ACL).
     let named = match place.named() {
@@ -288,23 +398,61 @@ fn find(call: &Call<'_>, context: &Context, root: &Root, target: Target) -> Resu
         shown: Some((at.dirfd, path)),
         by_path: true,
         guarded: matches!(place.area, place::Area::Guarded(..)),
+        writable: matches!(place.area, place::Area::Writable(_)),
     })
 }
 
 /// The caller's file `fd`, and where it lies.
-fn by_fd(call: &Call<'_>, fd: i32) -> Result<Object, Failed> {
+fn by_fd(call: &Call<'_>, context: &Context, root: &Root, fd: i32) -> Result<Object, Failed> {
     let pidfd = super::pidfd_for(call.tid())?;
-    let file = sys::pidfd_getfd(pidfd.as_fd(), fd).map_err(|_| Errno::EBADF)?;
+    // Where `pidfd_getfd` is refused (a default container's seccomp profile refuses it),
+    // the same file opened again through the caller's /proc, `O_PATH`.
+    let (file, by_path) = match sys::pidfd_getfd(pidfd.as_fd(), fd) {
+        Ok(file) => (file, false),
+        Err(_) => (
+            call.open_proc(&format!("fd/{fd}"))
+                .map_err(|_| Errno::EBADF)?,
+            true,
+        ),
+    };
     let st = fstat(file.as_fd())?;
     let here = fd_here(call, fd).map_err(|_| Failed::Kernel)?;
+    let writable = context.decides && fd_writable(call, context, root, fd, &st);
     Ok(Object {
         fd: file,
         st,
         here,
         shown: None,
-        by_path: false,
+        by_path,
         guarded: false,
+        writable,
     })
+}
+
+/// Whether the caller's file `fd` (whose status is `st`) lies in a writable area: the name
+/// the kernel keeps for it must lead, in the caller's view, to that very file there. A file
+/// outside the tree (a pipe, a socket) is no file of the host's to keep unchanged.
+fn fd_writable(call: &Call<'_>, context: &Context, root: &Root, fd: i32, st: &FileStat) -> bool {
+    let Some(path) = call.proc_link(&format!("fd/{fd}")) else {
+        return false;
+    };
+    let bytes = path.as_os_str().as_bytes();
+    if !bytes.starts_with(b"/") {
+        return true;
+    }
+    let at = super::ops::PathArg {
+        dirfd: libc::AT_FDCWD,
+        ptr: 0,
+    };
+    match place::locate(call, context, root, at, bytes, false, Acts::OnObject) {
+        Ok(Located::Place(place)) => {
+            matches!(place.area, place::Area::Writable(_))
+                && place
+                    .object
+                    .is_some_and(|o| (o.st_dev, o.st_ino) == (st.st_dev, st.st_ino))
+        }
+        _ => false,
+    }
 }
 
 /// Where the caller's file `fd` lies for the seal rules: its directory's name and its own,

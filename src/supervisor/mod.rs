@@ -94,6 +94,13 @@ pub struct Setup {
     pub hook_dir_names: Vec<Vec<u8>>,
     pub workspace_write_roots: Vec<PathBuf>,
     pub protected: Vec<PathBuf>,
+    /// The directories on the way to persistence paths, bound onto themselves with a mount
+    /// namespace so that none can be moved aside.
+    pub pinned: Vec<PathBuf>,
+    /// No mount namespace stands behind the supervisor (the landlock backend): it decides
+    /// every change in the writable areas, and refuses elsewhere what landlock does not
+    /// govern, instead of leaving either to the kernel.
+    pub decides: bool,
     /// Directories bound read-only with their entries writable again: nothing can be
     /// created in, removed from or renamed in them (missing persistence paths).
     pub frozen: Vec<PathBuf>,
@@ -118,6 +125,8 @@ pub struct Context {
     git: git::Regions,
     workspace_write_roots: HashSet<Inode>,
     protected: HashSet<Inode>,
+    pinned: HashSet<Inode>,
+    decides: bool,
     frozen: HashSet<Inode>,
     devices: HashSet<Inode>,
     /// The directories where the last component of a path can change the verdict: those
@@ -147,9 +156,17 @@ pub struct Context {
 }
 
 impl Context {
-    /// Returns true for a directory that is a mount point in the sandbox's view.
+    /// Returns true for a directory that is a mount point in the sandbox's view — or,
+    /// where the supervisor decides, that would be one: such a directory is never renamed,
+    /// replaced or removed.
     fn is_mount_point(&self, id: &Inode) -> bool {
-        self.writable.contains(id) || self.git_dirs.contains(id) || self.protected.contains(id)
+        self.writable.contains(id)
+            || self.git_dirs.contains(id)
+            || self.protected.contains(id)
+            || (self.decides
+                && (self.pinned.contains(id)
+                    || self.frozen.contains(id)
+                    || self.islands.contains(id)))
     }
 
     fn record(&self, denial: &Denial) {
@@ -210,6 +227,8 @@ pub fn spawn(listener: OwnedFd, root: OwnedFd, setup: Setup) -> io::Result<Runni
         git: git::Regions::open(&setup.git_dirs),
         workspace_write_roots: identify(&setup.workspace_write_roots),
         protected: identify(&setup.protected),
+        pinned: identify(&setup.pinned),
+        decides: setup.decides,
         devices: identify(&setup.devices),
         frozen: identify(&setup.frozen),
         holders: identify(
@@ -583,6 +602,12 @@ fn handle(
                     )
                 }
                 Handled::Answer(answer, denial) => (answer, denial),
+                // Nothing stands behind the supervisor for what landlock does not govern:
+                // what it did not perform is refused, never left to the kernel.
+                Handled::Kernel if context.decides && !row.effect.landlock_governs() => (
+                    Answer::Error(libc::EROFS),
+                    observe::check(&call, row, context),
+                ),
                 Handled::Kernel if context.reporter.is_some() => {
                     (Answer::Continue, observe::check(&call, row, context))
                 }

@@ -2,7 +2,7 @@
 //! its own: what each asks for, and where its paths and buffers lie in the caller's memory
 //! (copied once, when the call is decided, never read again).
 
-use crate::syscalls::{OPEN_WRITES, SYS_SETXATTRAT};
+use crate::syscalls::{OPEN_WRITES, SYS_REMOVEXATTRAT, SYS_SETXATTRAT};
 
 /// A path argument: relative to `dirfd` (or the caller's cwd, `AT_FDCWD`) when relative.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,6 +27,8 @@ pub enum Target {
 }
 
 /// A call the supervisor performs, with its own copy of every argument in registers.
+/// (`Chown`, `Truncate`, `RemoveXattr` and times on a descriptor only without a mount
+/// namespace, where the supervisor decides what landlock does not govern.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {
     Open {
@@ -56,7 +58,8 @@ pub enum Op {
         to: PathArg,
         flags: u32,
     },
-    /// Only ever performed at a guarded git directory's read-only top level (see `git`).
+    /// Performed at a guarded git directory's read-only top level (see `git`), and in the
+    /// writable areas where the supervisor decides.
     Unlink {
         at: PathArg,
         dir: bool,
@@ -65,13 +68,29 @@ pub enum Op {
         target: Target,
         mode: u32,
     },
-    /// Times set by a path (`utimensat` with one): performed only in a guarded git
-    /// directory's read-only part, where the sandbox's view refuses them (git's local
-    /// clone sets them on what it copies into a new submodule's git directory). `times`
-    /// points at two `timespec`s, or is NULL (now).
+    /// Times set by a path, or on a descriptor (`utimensat` with a NULL path): performed in
+    /// a guarded git directory's read-only part, where the sandbox's view refuses them
+    /// (git's local clone sets them on what it copies into a new submodule's git
+    /// directory), and where the supervisor decides. `times` points at two `timespec`s,
+    /// or is NULL (now).
     Utimes {
         target: Target,
         times: u64,
+    },
+    /// `owner` and `group` as the call gives them (`-1`: unchanged).
+    Chown {
+        target: Target,
+        owner: u32,
+        group: u32,
+    },
+    /// `truncate(path, length)`: by a path, followed.
+    Truncate {
+        target: Target,
+        length: i64,
+    },
+    RemoveXattr {
+        target: Target,
+        name: u64,
     },
     /// An `inotify_add_watch` on the caller's inotify instance `inotify`.
     Watch {
@@ -108,8 +127,7 @@ pub const TMPFILE: i32 = libc::O_TMPFILE & !libc::O_DIRECTORY;
 
 impl Op {
     /// Decodes call `nr` with `args`; `None` for a call or a form the supervisor does not
-    /// perform (a read-only or `O_PATH` open, a removal, ownership, times on a file
-    /// descriptor).
+    /// perform (a read-only or `O_PATH` open, the legacy calls on times).
     pub fn decode(nr: i64, args: &[u64; 6]) -> Option<Op> {
         let a = |n: usize| args[n];
         let fd = |n: usize| a(n) as i32;
@@ -187,6 +205,14 @@ impl Op {
                     target: follow(a(0)),
                     mode: a(1) as u32,
                 }),
+                libc::SYS_chown | libc::SYS_lchown => Some(Op::Chown {
+                    target: match nr {
+                        libc::SYS_chown => follow(a(0)),
+                        _ => nofollow(a(0)),
+                    },
+                    owner: a(1) as u32,
+                    group: a(2) as u32,
+                }),
                 _ => None,
             };
             if legacy.is_some() {
@@ -195,10 +221,43 @@ impl Op {
         }
         match nr {
             libc::SYS_openat => open(at(fd(0), a(1)), a(2) as i32, a(3)),
-            // Without a path it acts on the caller's own file: nothing to perform.
-            libc::SYS_utimensat if a(1) != 0 => Some(Op::Utimes {
-                target: path_target(fd(0), a(1), a(3)),
+            libc::SYS_utimensat => Some(Op::Utimes {
+                // Without a path it acts on the caller's own file.
+                target: match a(1) {
+                    0 => Target::Fd(fd(0)),
+                    _ => path_target(fd(0), a(1), a(3)),
+                },
                 times: a(2),
+            }),
+            libc::SYS_fchownat => Some(Op::Chown {
+                target: path_target(fd(0), a(1), a(4)),
+                owner: a(2) as u32,
+                group: a(3) as u32,
+            }),
+            libc::SYS_fchown => Some(Op::Chown {
+                target: Target::Fd(fd(0)),
+                owner: a(1) as u32,
+                group: a(2) as u32,
+            }),
+            libc::SYS_truncate => Some(Op::Truncate {
+                target: follow(a(0)),
+                length: a(1) as i64,
+            }),
+            libc::SYS_removexattr => Some(Op::RemoveXattr {
+                target: follow(a(0)),
+                name: a(1),
+            }),
+            libc::SYS_lremovexattr => Some(Op::RemoveXattr {
+                target: nofollow(a(0)),
+                name: a(1),
+            }),
+            libc::SYS_fremovexattr => Some(Op::RemoveXattr {
+                target: Target::Fd(fd(0)),
+                name: a(1),
+            }),
+            SYS_REMOVEXATTRAT => Some(Op::RemoveXattr {
+                target: path_target(fd(0), a(1), a(2)),
+                name: a(3),
             }),
             libc::SYS_mkdirat => Some(Op::Mkdir {
                 at: at(fd(0), a(1)),
@@ -300,6 +359,9 @@ mod tests {
             Op::Link { from, to } => target(from).into_iter().chain([*to]).collect(),
             Op::Chmod { target: t, .. }
             | Op::Utimes { target: t, .. }
+            | Op::Chown { target: t, .. }
+            | Op::Truncate { target: t, .. }
+            | Op::RemoveXattr { target: t, .. }
             | Op::SetXattr { target: t, .. } => target(t).into_iter().collect(),
         }
     }
@@ -381,7 +443,10 @@ mod tests {
                 ..
             })
         ));
-        assert_eq!(Op::decode(libc::SYS_truncate, &[0; 6]), None);
+        assert!(matches!(
+            Op::decode(libc::SYS_truncate, &[9, 5, 0, 0, 0, 0]),
+            Some(Op::Truncate { length: 5, .. })
+        ));
         // A watch: the caller's inotify fd, a path from its cwd, the mask.
         assert_eq!(
             Op::decode(libc::SYS_inotify_add_watch, &[5, 9, 0x100, 0, 0, 0]),
@@ -394,8 +459,8 @@ mod tests {
                 mask: 0x100
             })
         );
-        // Times by a path (not followed with AT_SYMLINK_NOFOLLOW); on the caller's own
-        // file (a NULL path) nothing is performed.
+        // Times by a path (not followed with AT_SYMLINK_NOFOLLOW), or on the caller's own
+        // file (a NULL path).
         let nofollow = libc::AT_SYMLINK_NOFOLLOW as u64;
         assert_eq!(
             Op::decode(libc::SYS_utimensat, &[3, 9, 0, nofollow, 0, 0]),
@@ -408,6 +473,12 @@ mod tests {
                 times: 0
             })
         );
-        assert_eq!(Op::decode(libc::SYS_utimensat, &[3, 0, 7, 0, 0, 0]), None);
+        assert_eq!(
+            Op::decode(libc::SYS_utimensat, &[3, 0, 7, 0, 0, 0]),
+            Some(Op::Utimes {
+                target: Target::Fd(3),
+                times: 7
+            })
+        );
     }
 }

@@ -58,7 +58,13 @@ pub fn handle(call: &Call<'_>, context: &Context, workers: &mut Workers) -> Hand
     };
     // Mode and attribute changes, which landlock does not govern, are performed for every
     // caller, a nested one too.
-    if let Op::Chmod { .. } | Op::SetXattr { .. } | Op::Utimes { .. } = op {
+    if let Op::Chmod { .. }
+    | Op::SetXattr { .. }
+    | Op::Utimes { .. }
+    | Op::Chown { .. }
+    | Op::Truncate { .. }
+    | Op::RemoveXattr { .. } = op
+    {
         return super::attrs::handle(call, context, root, op);
     }
     if let Op::Watch { inotify, at, mask } = op {
@@ -78,9 +84,13 @@ pub fn handle(call: &Call<'_>, context: &Context, workers: &mut Workers) -> Hand
         Op::Link { from, to } => job.link(from, to),
         Op::Rename { from, to, flags } => job.rename(from, to, flags),
         Op::Unlink { at, dir } => job.unlink(at, dir),
-        Op::Chmod { .. } | Op::SetXattr { .. } | Op::Utimes { .. } | Op::Watch { .. } => {
-            Err(Refused::Kernel)
-        }
+        Op::Chmod { .. }
+        | Op::SetXattr { .. }
+        | Op::Utimes { .. }
+        | Op::Chown { .. }
+        | Op::Truncate { .. }
+        | Op::RemoveXattr { .. }
+        | Op::Watch { .. } => Err(Refused::Kernel),
     };
     match handled {
         Ok(answer) => Handled::Answer(answer, None),
@@ -166,6 +176,11 @@ impl Resolved {
         };
         match self.place.area {
             Area::Guarded(..) => {
+                let id = (st.st_dev, st.st_ino);
+                context.is_mount_point(&id) || context.git.guards(&id)
+            }
+            // No mount namespace: what would be a mount point is one by identity.
+            _ if context.decides => {
                 let id = (st.st_dev, st.st_ino);
                 context.is_mount_point(&id) || context.git.guards(&id)
             }
@@ -817,9 +832,12 @@ impl Job<'_> {
     fn unlink(&self, at: PathArg, dir: bool) -> Result<Answer, Refused> {
         let resolved = self.resolve(at, false, Acts::OnName)?;
         let place = &resolved.place;
-        let Area::Guarded(..) = place.area else {
-            return Err(Refused::Kernel);
-        };
+        match place.area {
+            Area::Guarded(..) => {}
+            // Where the supervisor decides, landlock lets the sandbox remove nothing.
+            Area::Writable(_) if self.context.decides => {}
+            _ => return Err(Refused::Kernel),
+        }
         if place.name.is_none() {
             return Err(Refused::Kernel);
         }

@@ -177,6 +177,32 @@ pub fn set_xattr(path: &CStr, name: &CStr, value: &[u8], flags: libc::c_int) -> 
     .map(drop)
 }
 
+/// `removexattr(2)` of `name` on what `path` leads to (a `/proc/self/fd` magic link to an
+/// `O_PATH` descriptor reaches the very inode).
+pub fn remove_xattr(path: &CStr, name: &CStr) -> io::Result<()> {
+    // SAFETY: NUL-terminated path and name, read only.
+    check(unsafe { libc::removexattr(path.as_ptr(), name.as_ptr()) }.into()).map(drop)
+}
+
+/// `fchownat(file, "", owner, group, AT_EMPTY_PATH)`: the owner of the file `file` refers
+/// to (an `O_PATH` descriptor will do); `-1` (`u32::MAX`) leaves one unchanged.
+pub fn fchown_empty_path(file: BorrowedFd<'_>, owner: u32, group: u32) -> io::Result<()> {
+    // SAFETY: an fd, an empty NUL-terminated path and integers; nothing is written back.
+    check(
+        unsafe {
+            libc::fchownat(
+                file.as_raw_fd(),
+                c"".as_ptr(),
+                owner,
+                group,
+                libc::AT_EMPTY_PATH,
+            )
+        }
+        .into(),
+    )
+    .map(drop)
+}
+
 /// `fsetxattr(2)` on the file `fd` refers to.
 pub fn fset_xattr(
     fd: BorrowedFd<'_>,

@@ -112,8 +112,12 @@ pub enum Need {
     /// It removes, truncates or changes ownership or times: the kernel decides it alone,
     /// and the supervisor only reports a refusal (or, at a guarded git directory's
     /// read-only top level, performs what git needs). Sent when observing or guarding git
-    /// directories.
+    /// directories — and always without a mount namespace, where the supervisor decides.
     Observed,
+    /// It changes ownership or an attribute through a descriptor: with a mount namespace
+    /// the read-only view refuses it outside the writable areas; without one, only the
+    /// supervisor can. Sent only then.
+    Decided,
 }
 
 /// Which of a path call's invocations the filter sends to the supervisor.
@@ -222,6 +226,22 @@ impl Effect {
             Effect::Xattr => "xattr",
             Effect::Watch => "watch",
         }
+    }
+
+    /// True when landlock governs it: it refuses it wherever no rule grants it (creates,
+    /// removals, renames, links, write opens, truncation). Modes, owners, times,
+    /// attributes and watches are not landlock's.
+    pub fn landlock_governs(self) -> bool {
+        matches!(
+            self,
+            Effect::Open
+                | Effect::Create
+                | Effect::Mknod
+                | Effect::Remove
+                | Effect::Rename
+                | Effect::Link
+                | Effect::Truncate
+        )
     }
 
     /// True when it changes the object its path names (its data or attributes); false when

@@ -278,6 +278,22 @@ const fn observed(
     )
 }
 
+/// A change through a descriptor that only the supervisor of a run without a mount
+/// namespace looks at ([`Need::Decided`]).
+const fn decided(nr: libc::c_long, name: &'static str, effect: Effect) -> Syscall {
+    path(
+        nr,
+        name,
+        PathCall {
+            effect,
+            need: Need::Decided,
+            when: When::Always,
+            sets_mode: None,
+            paths: &[],
+        },
+    )
+}
+
 const fn path(nr: libc::c_long, name: &'static str, call: PathCall) -> Syscall {
     Syscall {
         nr,
@@ -483,6 +499,8 @@ pub(super) const PATH_CALLS: &[Syscall] = &[
         &[cwd(0, NEVER)],
     ),
     performed(libc::SYS_fsetxattr, "fsetxattr", Effect::Xattr, &[]),
+    decided(libc::SYS_fchown, "fchown", Effect::Chown),
+    decided(libc::SYS_fremovexattr, "fremovexattr", Effect::Xattr),
     observed(
         libc::SYS_removexattr,
         "removexattr",

@@ -270,3 +270,36 @@ fn redteam_core_worktree_moves_a_relative_hooks_path_out_of_its_protection() {
     }
     assert_none(failures);
 }
+
+/// Attack: the mode, times and owner of git's metadata changed by a path the supervisor
+/// performs for (a guarded git directory's top level is reached through sandgate's own
+/// handle): `.git/config` or `.git/hooks` made writable by others lets another user of the
+/// host plant what git runs. Should fail: git metadata stays as it was.
+#[test]
+fn redteam_git_metadata_keeps_its_mode_and_times() {
+    let env = TestEnv::new();
+    init_repository(&env.ws);
+    let looks = |rel: &str| {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(env.ws.join(rel)).unwrap();
+        (m.mode(), m.mtime(), m.mtime_nsec())
+    };
+    let before = (looks(".git/config"), looks(".git/hooks"));
+    let out = env.sh(
+        "workspace-write",
+        "chmod 666 .git/config; chmod 777 .git/hooks; touch -d 2001-01-01 .git/config; \
+         chmod g+w .git/hooks; echo done",
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "done",
+        "{}",
+        show(&out)
+    );
+    assert_eq!(
+        (looks(".git/config"), looks(".git/hooks")),
+        before,
+        "{}",
+        show(&out)
+    );
+}

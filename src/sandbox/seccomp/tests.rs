@@ -247,6 +247,15 @@ fn without_observation_only_performed_calls_and_connect_are_notified() {
 fn every_row_of_the_table_is_in_the_filter() {
     use crate::syscalls::testing::{acting, setting_set_id};
     let (performing, observing) = (notifying(false), notifying(true));
+    let deciding = prepare(
+        true,
+        false,
+        PathCalls::Decided,
+        Terminal::Reachable,
+        Sockets::Unix,
+    )
+    .map(|p| p.notifying)
+    .unwrap();
     let kernel = prepare(
         true,
         false,
@@ -266,15 +275,17 @@ fn every_row_of_the_table_is_in_the_filter() {
                 assert_eq!(run(&refusing(), nr, args), EPERM, "{name}");
             }
             Rule::Path(call) => {
-                assert_eq!(run(&observing, nr, args), NOTIFY, "{name} observed");
-                let performed = match call.need {
-                    Need::Performed => NOTIFY,
-                    Need::Observed => ALLOW,
+                let (observed, performed) = match call.need {
+                    Need::Performed => (NOTIFY, NOTIFY),
+                    Need::Observed => (NOTIFY, ALLOW),
+                    Need::Decided => (ALLOW, ALLOW),
                 };
+                assert_eq!(run(&observing, nr, args), observed, "{name} observed");
+                assert_eq!(run(&deciding, nr, args), NOTIFY, "{name} decided");
                 assert_eq!(run(&performing, nr, args), performed, "{name}");
                 assert_eq!(run(&kernel, nr, args), ALLOW, "{name} to the kernel");
                 if let Some(set_id) = setting_set_id(row) {
-                    for p in [&performing, &observing, &kernel] {
+                    for p in [&performing, &observing, &deciding, &kernel] {
                         assert_eq!(run(p, nr, set_id), EPERM, "{name} setuid");
                     }
                 }

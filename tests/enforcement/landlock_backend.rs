@@ -1,0 +1,260 @@
+//! The backend without namespaces (`--backend landlock`), attacked the way that backend
+//! could give: no read-only bind stands behind the supervisor, no private `/tmp`, no
+//! empty mount over a secret. Each guarantee it claims is tried here — renaming `.git`
+//! away, a symlink swapped while a routed call is decided, changes by descriptor, the
+//! host's `/tmp` files and FIFOs, hidden files — as root and as an unprivileged uid.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::process::Command;
+
+use crate::support::*;
+
+/// What the backend does not hold (yet), named so the call runs.
+const NAMED: &str = "--allow-degraded=scopes,process-boundary,ipc";
+
+/// A sandgate command for `mode` under the landlock backend.
+fn landlock(env: &TestEnv, mode: &str) -> Command {
+    let mut cmd = env.sandgate(mode);
+    cmd.args(["--backend", "landlock", NAMED]);
+    cmd
+}
+
+fn sh(env: &TestEnv, mode: &str, script: &str) -> std::process::Output {
+    output(landlock(env, mode).args(["--", "/bin/sh", "-c", script]))
+}
+
+fn probe(env: &TestEnv, mode: &str, args: &[&str]) -> String {
+    let probe = crate::support::probe();
+    let out = output(landlock(env, mode).arg("--").arg(&probe).args(args));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// Mode, owner, size and modification time: what the attacks below try to change.
+fn looks(path: &Path) -> (u32, u32, u64, i64, i64) {
+    let m = std::fs::symlink_metadata(path).unwrap();
+    (m.mode(), m.uid(), m.size(), m.mtime(), m.mtime_nsec())
+}
+
+#[test]
+fn git_metadata_and_sandgate_files_stay_as_they_were() {
+    let env = TestEnv::new();
+    init_repository(&env.ws);
+    let config = env.ws.join(".git/config");
+    let before = (std::fs::read(&config).unwrap(), looks(&config));
+    let out = sh(
+        &env,
+        "workspace-write",
+        "echo '#!/bin/sh' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit; \
+         mv .git .git-away; rm -rf .git; rm -f .git/config; true > .git/config; \
+         truncate -s 0 .git/config; chmod 000 .git/config; \
+         mkdir -p sub/.git/hooks; echo x > sub/.git/hooks/pre-commit; chmod +x sub/.git/hooks/pre-commit; \
+         printf '[core]\\n\\tfsmonitor = x\\n' > sub/.git/config; git init -q evil 2>/dev/null; \
+         git -C evil config core.fsmonitor 'touch pwned' 2>/dev/null; \
+         mkdir -p .sandgate; echo '{}' > .sandgate/config.json; \
+         echo made > work.txt; mkdir d && rmdir d; echo done",
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "done",
+        "{}",
+        show(&out)
+    );
+    assert_eq!(
+        (std::fs::read(&config).unwrap(), looks(&config)),
+        before,
+        "{}",
+        show(&out)
+    );
+    for planted in [
+        ".git/hooks/pre-commit",
+        ".git-away",
+        "sub/.git/config",
+        ".sandgate/config.json",
+    ] {
+        assert!(!env.ws.join(planted).exists(), "{planted}: {}", show(&out));
+    }
+    // A repository the command makes is a repository, but without what runs a command.
+    let evil = std::fs::read_to_string(env.ws.join("evil/.git/config")).unwrap_or_default();
+    assert!(!evil.contains("fsmonitor"), "{evil}");
+    // A hook file may be written, as anywhere, but never made executable: git skips it.
+    let hook = std::fs::metadata(env.ws.join("sub/.git/hooks/pre-commit")).unwrap();
+    assert_eq!(hook.mode() & 0o111, 0, "{}", show(&out));
+    // Ordinary work goes on: a file made, a directory made and removed.
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("work.txt")).unwrap(),
+        "made\n"
+    );
+    assert!(!env.ws.join("d").exists());
+}
+
+#[test]
+fn outside_the_writable_roots_nothing_changes_by_path_or_by_descriptor() {
+    let env = TestEnv::new();
+    let target = env.outside.join("host-file");
+    std::fs::write(&target, "host\n").unwrap();
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let t = target.to_string_lossy().into_owned();
+    let before = looks(&target);
+    for args in [
+        vec!["chmod-to", &t, "600"],
+        vec!["chown", &t],
+        vec!["utime", &t],
+        vec!["truncate", &t],
+        vec!["removexattrat", &t],
+        vec!["fchmod-to", &t, "600"],
+        vec!["fd-meta", &t],
+        vec!["write", &t],
+    ] {
+        for mode in ["read-only", "workspace-write"] {
+            let got = probe(&env, mode, &args);
+            assert!(got.starts_with("err:"), "{args:?} under {mode}: {got}");
+            assert_eq!(looks(&target), before, "{args:?} under {mode}");
+        }
+    }
+    // The same changes inside the workspace are made.
+    let inside = env.ws.join("mine");
+    std::fs::write(&inside, "mine\n").unwrap();
+    let i = inside.to_string_lossy().into_owned();
+    for args in [
+        vec!["chmod-to", &i, "600"],
+        vec!["chown", &i],
+        vec!["utime", &i],
+        vec!["fd-meta", &i],
+        vec!["truncate", &i],
+    ] {
+        assert_eq!(probe(&env, "workspace-write", &args), "ok", "{args:?}");
+    }
+    assert_eq!(std::fs::metadata(&inside).unwrap().mode() & 0o777, 0o600);
+    assert_eq!(std::fs::metadata(&inside).unwrap().len(), 0);
+}
+
+/// Attack: a thread keeps exchanging a workspace file with a symlink to a host file while
+/// the other changes "the workspace file" by path. Whatever the supervisor checked is what
+/// it changed: the host file keeps its mode, owner, times and data.
+#[test]
+fn a_symlink_swapped_during_routed_calls_changes_nothing_outside() {
+    let env = TestEnv::new();
+    let target = env.outside.join("host-file");
+    std::fs::write(&target, "host data\n").unwrap();
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::write(env.ws.join("f"), "mine\n").unwrap();
+    std::os::unix::fs::symlink(&target, env.ws.join("fl")).unwrap();
+    let before = (std::fs::read(&target).unwrap(), looks(&target));
+    let got = probe(&env, "workspace-write", &["meta-race", "400"]);
+    assert!(got.starts_with("swaps "), "{got}");
+    assert_eq!(
+        (std::fs::read(&target).unwrap(), looks(&target)),
+        before,
+        "{got}"
+    );
+}
+
+#[test]
+fn the_hosts_tmp_is_out_of_reach_and_tmpdir_is_the_calls_own() {
+    let env = TestEnv::new();
+    let mark = unique_mark("landlock-tmp");
+    // The host's own /tmp, whatever TMPDIR the tests run with.
+    let file = Path::new("/tmp").join(format!("{mark}-file"));
+    let fifo = Path::new("/tmp").join(format!("{mark}-fifo"));
+    std::fs::write(&file, "host secret\n").unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let script = format!(
+        "cat '{f}' 2>/dev/null; echo read=$?; \
+         (exec 3<>'{p}') 2>/dev/null; echo fifo=$?; \
+         echo x > /tmp/{mark}-new 2>/dev/null; echo tmp=$?; \
+         case $TMPDIR in /tmp|'') echo shared;; *) echo own;; esac; \
+         echo kept > \"$TMPDIR/x\" && cat \"$TMPDIR/x\"",
+        f = file.display(),
+        p = fifo.display(),
+    );
+    for mode in ["read-only", "workspace-write"] {
+        let out = sh(&env, mode, &script);
+        let _ = std::fs::remove_file(Path::new("/tmp").join(format!("{mark}-new")));
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            "read=1\nfifo=2\ntmp=2\nown\nkept",
+            "{mode}: {}",
+            show(&out)
+        );
+    }
+    std::fs::remove_file(&file).unwrap();
+    std::fs::remove_file(&fifo).unwrap();
+}
+
+#[test]
+fn hidden_files_are_unreadable_and_one_in_a_writable_root_refuses_the_call() {
+    let env = TestEnv::new();
+    let home = env.root.join("home");
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(home.join(".ssh/id_ed25519"), "KEY\n").unwrap();
+    std::fs::write(home.join("notes.txt"), "notes\n").unwrap();
+    let out = output(landlock(&env, "workspace-write").env("HOME", &home).args([
+        "--",
+        "/bin/sh",
+        "-c",
+        "cat ~/.ssh/id_ed25519 2>/dev/null; echo key=$?; cat ~/notes.txt",
+    ]));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "key=1\nnotes",
+        "{}",
+        show(&out)
+    );
+
+    // A hidden file in the workspace: no rule made before the call could keep it out and
+    // let the command read what it makes beside it, so the call is refused.
+    std::fs::write(env.ws.join("local.env"), "SECRET\n").unwrap();
+    let config = env.root.join("config");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("config.json"),
+        r#"{"hidden_paths": ["local.env"]}"#,
+    )
+    .unwrap();
+    let out = output(landlock(&env, "workspace-write").env("HOME", &home).args([
+        "--",
+        "cat",
+        "local.env",
+    ]));
+    assert_status(&out, 78);
+    assert!(out.stdout.is_empty(), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("lies in the writable root"),
+        "{}",
+        show(&out)
+    );
+}
+
+/// Where the kernel refuses namespaces, `auto` runs the landlock backend and says so in
+/// the degraded marker; `--backend namespaces` refuses instead.
+#[test]
+fn auto_falls_back_to_the_landlock_backend_and_namespaces_refuses() {
+    let env = TestEnv::new();
+    let mut cmd = env.sandgate("workspace-write");
+    cmd.env("SANDGATE_DEBUG_PRETEND_MISSING", "mount-namespace")
+        .args([NAMED, "--", "/bin/sh", "-c", "echo ran"]);
+    let out = output(&mut cmd);
+    assert_status(&out, 0);
+    assert_eq!(out.stdout, b"ran\n");
+    let markers = stderr_markers(&out);
+    let degraded: Vec<_> = markers
+        .iter()
+        .filter(|m| m["kind"] == "degraded_enforcement")
+        .collect();
+    assert_eq!(degraded.len(), 1, "{}", show(&out));
+    assert_eq!(degraded[0]["backend"], "landlock", "{}", show(&out));
+
+    let mut cmd = env.sandgate("workspace-write");
+    cmd.env("SANDGATE_DEBUG_PRETEND_MISSING", "mount-namespace")
+        .args(["--backend", "namespaces", NAMED, "--", "true"]);
+    let out = output(&mut cmd);
+    assert_status(&out, 78);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no run goes without protected-paths"),
+        "{}",
+        show(&out)
+    );
+}
