@@ -10,6 +10,7 @@
 mod support;
 
 mod enforcement {
+    mod containers;
     mod degraded;
     mod exit_status;
     mod filesystem;

@@ -28,6 +28,14 @@ impl Call<'_> {
             if let Some(join) = limits.join()? {
                 prepared = prepared.joining(join);
             }
+            if matches!(&p.plan.confinement, Confinement::Restricted(r) if r.proxy.is_some())
+                && !prepared.has_proxy()
+            {
+                crate::say!(
+                    "sandgate: note: the {} backend runs no proxy here: the allowed hosts are unreachable",
+                    layout.backend().name()
+                );
+            }
             for fd in prepared.withheld_fds() {
                 crate::say!(
                     "sandgate: not passing fd {fd} (a datagram or network socket) into the sandbox"

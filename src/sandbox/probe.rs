@@ -74,12 +74,11 @@ impl Features {
                 Backend::Landlock,
             ) => landlock_fs && supervisor,
             (Guarantee::Secrets, Backend::Landlock) => landlock_fs,
+            // SysV IPC and message queues refused by the filter.
+            (Guarantee::Ipc, Backend::Landlock) => self.seccomp,
             // Not held without namespaces: a command may bind a host daemon's abstract
-            // name, see host processes, and reach the host's SysV IPC.
-            (
-                Guarantee::Scopes | Guarantee::ProcessBoundary | Guarantee::Ipc,
-                Backend::Landlock,
-            ) => false,
+            // name, and see host processes.
+            (Guarantee::Scopes | Guarantee::ProcessBoundary, Backend::Landlock) => false,
         }
     }
 }

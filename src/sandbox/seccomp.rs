@@ -318,8 +318,12 @@ fn leaves(
             Rule::Umask => (paths != PathCalls::ToKernel).then_some(Leaf::Fixed(NOTIFY)),
             Rule::Denied { args, .. } => (args != Args::WhileTerminal
                 || terminal == Terminal::Reachable)
-                .then(|| match sockets.args_of(row.nr, args) {
-                    Args::Any | Args::WhileTerminal => Leaf::Fixed(answers.deny),
+                .then_some(args)
+                .filter(|args| *args != Args::WithoutNamespaces || paths == PathCalls::Decided)
+                .map(|args| match sockets.args_of(row.nr, args) {
+                    Args::Any | Args::WhileTerminal | Args::WithoutNamespaces => {
+                        Leaf::Fixed(answers.deny)
+                    }
                     args => Leaf::Checks {
                         set_id: None,
                         path: None,
@@ -478,7 +482,7 @@ fn refuse(asm: &mut Asm, args: Args, refused: Dest, terminal: Terminal) -> Resul
         })
     };
     match args {
-        Args::Any | Args::WhileTerminal => asm.goto(refused),
+        Args::Any | Args::WhileTerminal | Args::WithoutNamespaces => asm.goto(refused),
         Args::OtherPid(n) => {
             asm.load(low(n.into()));
             asm.jeq(0, allow, refused);

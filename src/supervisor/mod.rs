@@ -149,6 +149,8 @@ pub struct Context {
     /// The umask in force for the supervisor thread's creates (its own filesystem
     /// context: see [`act_for_the_sandbox`]); `None` until the first one set it.
     umask: std::cell::Cell<Option<u32>>,
+    /// The thread has a filesystem context of its own, and so a umask it may set.
+    own_fs: bool,
     /// The thread is fit to perform for the sandbox ([`act_for_the_sandbox`]); when not,
     /// everything goes to the kernel, whose landlock refuses every write it would have
     /// performed.
@@ -253,6 +255,7 @@ pub fn spawn(listener: OwnedFd, root: OwnedFd, setup: Setup) -> io::Result<Runni
         proxy: setup.proxy,
         filters: own_filters().saturating_add(1),
         umask: std::cell::Cell::new(None),
+        own_fs: false,
         performs: false,
     };
     // Without it a notification round trip costs 10-80 µs on a small VM (kernel ≥ 6.6).
@@ -265,7 +268,10 @@ pub fn spawn(listener: OwnedFd, root: OwnedFd, setup: Setup) -> io::Result<Runni
         .name("sandgate-supervisor".into())
         .spawn(move || {
             let mut context = context;
-            context.performs = act_for_the_sandbox().is_ok();
+            (context.performs, context.own_fs) = match act_for_the_sandbox() {
+                Ok(own_fs) => (true, own_fs),
+                Err(_) => (false, false),
+            };
             // Workers::new blocked the interrupting signal for every thread started from
             // here on; this one lets it in, so that it can wait in RECV itself.
             let interruptible = sys::set_signal_blocked(sys::interrupt_signal(), false, false);
@@ -386,7 +392,10 @@ impl Running {
                 sys::exit_immediately(0);
             };
             let mut context = context;
-            context.performs = act_for_the_sandbox().is_ok();
+            (context.performs, context.own_fs) = match act_for_the_sandbox() {
+                Ok(own_fs) => (true, own_fs),
+                Err(_) => (false, false),
+            };
             for notif in &handed_back {
                 handle(&listener, &context, &mut workers, notif);
             }
@@ -396,9 +405,13 @@ impl Running {
     }
 }
 
-/// Makes the calling thread fit to perform for the sandbox:
+/// Makes the calling thread fit to perform for the sandbox, and says whether it has a
+/// filesystem context of its own:
 /// 1. a filesystem context of its own (`unshare(CLONE_FS)`), so that the umask it sets to
-///    each caller's before a create is its alone, and sandgate's never applies on top;
+///    each caller's before a create is its alone, and sandgate's never applies on top.
+///    Where `unshare` is refused (a default container's seccomp profile refuses it
+///    whatever the flags), the thread shares sandgate's and masks each mode by hand
+///    (`perform`): sandgate's umask can then only take more away;
 /// 2. no effective capability but `CAP_SYS_PTRACE`: the sandbox runs with sandgate's uid
 ///    and groups and no capability at all, so the kernel's permission checks of what this
 ///    thread does are then the caller's own (a root sandgate would otherwise lend
@@ -413,9 +426,13 @@ impl Running {
 ///
 /// # Errors
 /// Either step failed: nothing may then be performed.
-fn act_for_the_sandbox() -> io::Result<()> {
+fn act_for_the_sandbox() -> io::Result<bool> {
     use caps::{CapSet, Capability};
-    nix::sched::unshare(nix::sched::CloneFlags::CLONE_FS)?;
+    let own_fs = match nix::sched::unshare(nix::sched::CloneFlags::CLONE_FS) {
+        Ok(()) => true,
+        Err(Errno::EPERM) => false,
+        Err(e) => return Err(e.into()),
+    };
     let ptrace = caps::has_cap(None, CapSet::Effective, Capability::CAP_SYS_PTRACE)
         .map_err(|e| io::Error::other(e.to_string()))?;
     let effective = if ptrace {
@@ -424,7 +441,7 @@ fn act_for_the_sandbox() -> io::Result<()> {
         caps::CapsHashSet::new()
     };
     caps::set(None, CapSet::Effective, &effective).map_err(|e| io::Error::other(e.to_string()))?;
-    Ok(())
+    Ok(own_fs)
 }
 
 /// How many seccomp filters the calling thread runs under (`Seccomp_filters:`), 0 when it

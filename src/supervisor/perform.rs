@@ -274,14 +274,19 @@ impl Job<'_> {
         }
     }
 
-    /// Runs `f` with the caller's umask in force for this thread (after [`Job::ready`]).
-    fn with_umask<T>(&self, f: impl FnOnce() -> T) -> T {
+    /// Runs `f` on `mode` with the caller's umask applied (after [`Job::ready`]): in force
+    /// for this thread, which then applies it as the kernel would (a default ACL
+    /// included); or, where the thread shares sandgate's umask, taken off the mode here.
+    fn with_umask<T>(&self, mode: u32, f: impl FnOnce(u32) -> T) -> T {
         let umask = self.facts.get().map_or(0o077, |f| f.umask);
+        if !self.context.own_fs {
+            return f(mode & !umask);
+        }
         if self.context.umask.get() != Some(umask) {
             nix::sys::stat::umask(Mode::from_bits_truncate(umask));
             self.context.umask.set(Some(umask));
         }
-        f()
+        f(mode)
     }
 
     fn open(
@@ -323,8 +328,9 @@ impl Job<'_> {
             resolved.guarded(false)?;
             self.ready()?;
             let mode = if no_exec { mode & !0o111 } else { mode };
-            let file = self
-                .with_umask(|| open_at(resolved.place.dir.as_fd(), OsStr::new("."), flags, mode))?;
+            let file = self.with_umask(mode, |mode| {
+                open_at(resolved.place.dir.as_fd(), OsStr::new("."), flags, mode)
+            })?;
             return Ok(self.hand_over(file, flags));
         }
         // An existing file's data is what a write changes: a file bound writable on its
@@ -394,7 +400,7 @@ impl Job<'_> {
             // It waits for a peer: on a worker, never here.
             return Ok(self.on_worker(&resolved, flags, mode, existing, workers));
         }
-        let opened = self.with_umask(|| {
+        let opened = self.with_umask(mode, |mode| {
             open_checked(
                 place.dir.as_fd(),
                 resolved.name(),
@@ -577,8 +583,13 @@ impl Job<'_> {
     fn mkdir(&self, at: PathArg, mode: u32) -> Result<Answer, Refused> {
         let (resolved, _) = self.creating(at, Made::Dir)?;
         self.ready()?;
-        let mode = Mode::from_bits_truncate(mode);
-        self.with_umask(|| mkdirat(resolved.place.dir.as_fd(), resolved.name(), mode))?;
+        self.with_umask(mode, |mode| {
+            mkdirat(
+                resolved.place.dir.as_fd(),
+                resolved.name(),
+                Mode::from_bits_truncate(mode),
+            )
+        })?;
         self.made_dir(&resolved);
         Ok(Answer::Return(0))
     }
@@ -618,7 +629,15 @@ impl Job<'_> {
         };
         self.ready()?;
         let dir = resolved.place.dir.as_fd();
-        self.with_umask(|| mknodat(dir, resolved.name(), kind, perm, dev))?;
+        self.with_umask(perm.bits(), |perm| {
+            mknodat(
+                dir,
+                resolved.name(),
+                kind,
+                Mode::from_bits_truncate(perm),
+                dev,
+            )
+        })?;
         Ok(Answer::Return(0))
     }
 

@@ -85,6 +85,10 @@ pub enum Args {
     Fcntl,
     /// Refused whatever the arguments, but only while the sandbox can reach a terminal.
     WhileTerminal,
+    /// Refused whatever the arguments, but only without namespaces: SysV IPC and POSIX
+    /// message queues, which then reach the host's objects (with namespaces the sandbox's
+    /// IPC namespace holds its own).
+    WithoutNamespaces,
 }
 
 /// A call that can change the filesystem by path (or, for `fchmod` and `fsetxattr`,

@@ -218,6 +218,55 @@ pub(super) const DENY_LIST: &[Syscall] = &[
     // reason, in `TERMINAL_IOCTLS`.)
     denied(libc::SYS_setsid, "setsid", "terminal", Args::WhileTerminal),
     denied(libc::SYS_kcmp, "kcmp", "process_control", Args::Any),
+    // SysV IPC and POSIX message queues: an identifier or queue name reaches the host's
+    // objects when the sandbox has no IPC namespace of its own.
+    denied(libc::SYS_shmget, "shmget", "ipc", Args::WithoutNamespaces),
+    denied(libc::SYS_shmat, "shmat", "ipc", Args::WithoutNamespaces),
+    denied(libc::SYS_shmctl, "shmctl", "ipc", Args::WithoutNamespaces),
+    denied(libc::SYS_semget, "semget", "ipc", Args::WithoutNamespaces),
+    denied(libc::SYS_semop, "semop", "ipc", Args::WithoutNamespaces),
+    denied(
+        libc::SYS_semtimedop,
+        "semtimedop",
+        "ipc",
+        Args::WithoutNamespaces,
+    ),
+    denied(libc::SYS_semctl, "semctl", "ipc", Args::WithoutNamespaces),
+    denied(libc::SYS_msgget, "msgget", "ipc", Args::WithoutNamespaces),
+    denied(libc::SYS_msgsnd, "msgsnd", "ipc", Args::WithoutNamespaces),
+    denied(libc::SYS_msgrcv, "msgrcv", "ipc", Args::WithoutNamespaces),
+    denied(libc::SYS_msgctl, "msgctl", "ipc", Args::WithoutNamespaces),
+    denied(libc::SYS_mq_open, "mq_open", "ipc", Args::WithoutNamespaces),
+    denied(
+        libc::SYS_mq_unlink,
+        "mq_unlink",
+        "ipc",
+        Args::WithoutNamespaces,
+    ),
+    denied(
+        libc::SYS_mq_timedsend,
+        "mq_timedsend",
+        "ipc",
+        Args::WithoutNamespaces,
+    ),
+    denied(
+        libc::SYS_mq_timedreceive,
+        "mq_timedreceive",
+        "ipc",
+        Args::WithoutNamespaces,
+    ),
+    denied(
+        libc::SYS_mq_notify,
+        "mq_notify",
+        "ipc",
+        Args::WithoutNamespaces,
+    ),
+    denied(
+        libc::SYS_mq_getsetattr,
+        "mq_getsetattr",
+        "ipc",
+        Args::WithoutNamespaces,
+    ),
     denied(
         libc::SYS_process_mrelease,
         "process_mrelease",

@@ -18,7 +18,7 @@ pub fn acting(row: &Syscall) -> [u64; 6] {
     let mut args = [0u64; 6];
     match row.rule {
         Rule::Denied { args: rule, .. } => match rule {
-            Args::Any | Args::WhileTerminal => {}
+            Args::Any | Args::WhileTerminal | Args::WithoutNamespaces => {}
             Args::OtherPid(n) => args[usize::from(n)] = 1234,
             Args::OtherThan { .. } => args[0] = 99,
             Args::Socket | Args::SocketOrTcp => args[0] = libc::AF_PACKET as u64,

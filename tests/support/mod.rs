@@ -35,6 +35,21 @@ pub fn probe() -> PathBuf {
     visible_copy(&built)
 }
 
+/// The container harness (`examples/container.rs`): wraps a command in what a default
+/// Docker container or a system without user namespaces gives it.
+pub fn container() -> PathBuf {
+    let built = sandgate()
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join("examples/container");
+    assert!(
+        built.exists(),
+        "{} is missing: build it with `cargo build --examples`",
+        built.display()
+    );
+    built
+}
+
 /// The sandgate binary, as a copy the sandbox can see (for nested calls).
 pub fn sandgate_inside() -> PathBuf {
     visible_copy(&sandgate())
@@ -137,6 +152,7 @@ impl TestEnv {
         if !observing() {
             cmd.arg("--no-observe");
         }
+        cmd.args(backend_flags());
         cmd
     }
 
@@ -314,6 +330,19 @@ pub fn private_tmp_of(env: &TestEnv) -> PathBuf {
     let out = output(cmd.arg("tmp").arg("--workspace").arg(&env.ws));
     assert_status(&out, 0);
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// The flags that run a call under the backend a re-run of the suites asks for
+/// (`SANDGATE_TEST_BACKEND=landlock`), with what that backend does not hold named.
+pub fn backend_flags() -> Vec<&'static str> {
+    match std::env::var("SANDGATE_TEST_BACKEND").as_deref() {
+        Ok("landlock") => vec![
+            "--backend",
+            "landlock",
+            "--allow-degraded=scopes,process-boundary",
+        ],
+        _ => vec![],
+    }
 }
 
 /// False when scripts/test re-runs the suite with `--no-observe`: the sandbox is the

@@ -27,7 +27,7 @@ pub fn program(
     sockets: Sockets,
 ) -> Result<Vec<libc::sock_filter>, BuildError> {
     let mut p = gate(connect, paths);
-    p.extend(deny_program(observe, terminal, sockets)?);
+    p.extend(deny_program(observe, terminal, sockets, paths)?);
     Ok(p)
 }
 fn dword(arg: u8, op: Op, value: u64) -> Result<Cond, BuildError> {
@@ -102,7 +102,7 @@ fn socket_or_tcp_rules() -> Result<Vec<SeccompRule>, BuildError> {
 fn rules(args: Args, terminal: Terminal) -> Result<Vec<SeccompRule>, BuildError> {
     let each = |conds: Vec<Vec<Cond>>| conds.into_iter().map(rule).collect();
     match args {
-        Args::Any | Args::WhileTerminal => Ok(Vec::new()),
+        Args::Any | Args::WhileTerminal | Args::WithoutNamespaces => Ok(Vec::new()),
         Args::OtherPid(n) => each(vec![vec![dword(n, Op::Ne, 0)?]]),
         Args::OtherThan { which } => each(vec![
             vec![dword(0, Op::Ne, which)?],
@@ -151,6 +151,7 @@ fn deny_list(
     action: SeccompAction,
     terminal: Terminal,
     sockets: Sockets,
+    paths: PathCalls,
 ) -> Result<BpfProgram, BuildError> {
     let rules: BTreeMap<i64, Vec<SeccompRule>> = syscalls::all()
         .filter_map(|row| match row.rule {
@@ -158,6 +159,7 @@ fn deny_list(
             _ => None,
         })
         .filter(|(_, args)| *args != Args::WhileTerminal || terminal == Terminal::Reachable)
+        .filter(|(_, args)| *args != Args::WithoutNamespaces || paths == PathCalls::Decided)
         .map(|(nr, args)| Ok((nr, rules(sockets.args_of(nr, args), terminal)?)))
         .collect::<Result<_, BuildError>>()?;
     let filter = SeccompFilter::new(rules, SeccompAction::Allow, action, TARGET)
@@ -177,13 +179,14 @@ fn deny_program(
     notify: bool,
     terminal: Terminal,
     sockets: Sockets,
+    paths: PathCalls,
 ) -> Result<Vec<libc::sock_filter>, BuildError> {
     let action = if notify {
         SeccompAction::Trace(MARK)
     } else {
         SeccompAction::Errno(DENY_ERRNO as u32)
     };
-    let program = deny_list(action, terminal, sockets)?;
+    let program = deny_list(action, terminal, sockets, paths)?;
     let marked = libc::SECCOMP_RET_TRACE | MARK;
     Ok(program
         .into_iter()

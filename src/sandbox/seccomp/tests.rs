@@ -269,9 +269,20 @@ fn every_row_of_the_table_is_in_the_filter() {
         let (nr, name) = (row.nr, row.name);
         let args = acting(row);
         match row.rule {
+            // With namespaces of its own the sandbox reaches only its own IPC objects.
+            Rule::Denied {
+                args: Args::WithoutNamespaces,
+                ..
+            } => {
+                assert_eq!(run(&deciding, nr, args), EPERM, "{name} without namespaces");
+                for p in [&performing, &observing, &refusing()] {
+                    assert_eq!(run(p, nr, args), ALLOW, "{name}");
+                }
+            }
             Rule::Denied { .. } => {
                 assert_eq!(run(&performing, nr, args), EPERM, "{name}");
                 assert_eq!(run(&observing, nr, args), NOTIFY, "{name} observed");
+                assert_eq!(run(&deciding, nr, args), EPERM, "{name} without namespaces");
                 assert_eq!(run(&refusing(), nr, args), EPERM, "{name}");
             }
             Rule::Path(call) => {
@@ -512,6 +523,7 @@ fn with_references() -> Vec<(String, Vec<libc::sock_filter>, Vec<libc::sock_filt
                     PathCalls::ToKernel,
                     PathCalls::Performed,
                     PathCalls::PerformedAndObserved,
+                    PathCalls::Decided,
                 ] {
                     let p = prepare(true, observe, paths, terminal, sockets).unwrap();
                     let notify = libc::SECCOMP_RET_USER_NOTIF;

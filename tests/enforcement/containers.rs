@@ -1,0 +1,154 @@
+//! Where agents and CI run: root in a default Docker container, and a user whose system
+//! refuses user namespaces, reproduced by the harness (`examples/container.rs`) on this
+//! kernel. There the namespaces backend cannot run; `auto` finds that out by trying and
+//! runs the landlock backend, whose guarantees are attacked here the ways that backend
+//! could give — without `pidfd_getfd` and `unshare`, which Docker's profile refuses.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::process::{Command, Output};
+
+use crate::support::*;
+
+/// The kinds of confinement the harness reproduces.
+const KINDS: [&str; 2] = ["docker", "no-userns"];
+
+/// What the landlock backend does not hold, named.
+const NAMED: &str = "--allow-degraded=scopes,process-boundary";
+
+/// `sandgate ARGS…` in the workspace, inside the harness's `kind`.
+fn inside(env: &TestEnv, kind: &str, mode: &str, args: &[&str]) -> Output {
+    let sandgate = env.sandgate(mode);
+    let mut cmd = Command::new(container());
+    env.isolate(&mut cmd);
+    cmd.current_dir(&env.ws)
+        .args([kind, "--"])
+        .arg(sandgate.get_program());
+    cmd.args(sandgate.get_args()).args(args);
+    output(&mut cmd)
+}
+
+/// The workspace, the outside and the test's root, open to uid 65534 (the no-userns kind
+/// run as root becomes it).
+fn open_to_all(env: &TestEnv) {
+    for dir in [&env.root, &env.ws, &env.outside] {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+}
+
+#[test]
+fn without_its_names_the_call_is_refused_and_says_what_to_name() {
+    let env = TestEnv::new();
+    open_to_all(&env);
+    for kind in KINDS {
+        let out = inside(
+            &env,
+            kind,
+            "workspace-write",
+            &["--", "/bin/sh", "-c", "echo ran"],
+        );
+        assert_status(&out, 78);
+        assert!(out.stdout.is_empty(), "{kind}: {}", show(&out));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("--allow-degraded=scopes,process-boundary"),
+            "{kind}: {}",
+            show(&out)
+        );
+        assert!(
+            stderr.contains("\"missing\":[\"scopes\",\"process-boundary\"]"),
+            "{kind}: {}",
+            show(&out)
+        );
+    }
+}
+
+#[test]
+fn doctor_says_the_landlock_backend_runs_there() {
+    let env = TestEnv::new();
+    open_to_all(&env);
+    for kind in KINDS {
+        let mut cmd = Command::new(container());
+        env.isolate(&mut cmd);
+        let out = output(
+            cmd.args([kind, "--"])
+                .arg(sandgate())
+                .args(["doctor", "--json"]),
+        );
+        assert_status(&out, 0);
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(report["backend"], "landlock", "{kind}: {report}");
+        assert_eq!(report["namespaces"]["mount"], false, "{kind}");
+        let held = &report["profiles"]["workspace-write"]["guarantees"];
+        for g in [
+            "protected-paths",
+            "secrets",
+            "read-only-outside",
+            "private-tmp",
+            "ipc",
+        ] {
+            assert_eq!(held[g], true, "{kind} {g}: {report}");
+        }
+    }
+}
+
+/// The workspace works (with the caller's umask, though `unshare(CLONE_FS)` is refused),
+/// and nothing planted in git's metadata, changed outside — by path or through a
+/// descriptor, which the supervisor cannot take with `pidfd_getfd` there — or read in the
+/// host's `/tmp` gets through.
+#[test]
+fn the_landlock_backend_holds_where_namespaces_and_pidfd_getfd_are_refused() {
+    let env = TestEnv::new();
+    open_to_all(&env);
+    init_repository(&env.ws);
+    let config = env.ws.join(".git/config");
+    let outside = env.outside.join("host-file");
+    std::fs::write(&outside, "host\n").unwrap();
+    std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let mark = unique_mark("container-tmp");
+    let host_tmp = Path::new("/tmp").join(&mark);
+    std::fs::write(&host_tmp, "host tmp\n").unwrap();
+    std::fs::set_permissions(&host_tmp, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let probe = probe();
+    let looks = |p: &Path| {
+        let m = std::fs::metadata(p).unwrap();
+        (m.mode(), m.size(), m.mtime(), m.mtime_nsec())
+    };
+    for kind in KINDS {
+        let before = (looks(&config), looks(&outside));
+        let script = format!(
+            "umask 027; echo made > made-{kind}; \
+             echo x > .git/hooks/pre-commit 2>/dev/null; mv .git .away 2>/dev/null; \
+             chmod 666 .git/config 2>/dev/null; \
+             '{probe}' fd-meta '{out}'; '{probe}' chmod-to '{out}' 600; '{probe}' fd-meta made-{kind}; \
+             cat '{tmp}' 2>/dev/null; echo tmp=$?",
+            probe = probe.display(),
+            out = outside.display(),
+            tmp = host_tmp.display(),
+        );
+        let out = inside(
+            &env,
+            kind,
+            "workspace-write",
+            &[NAMED, "--", "/bin/sh", "-c", &script],
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            "err:EROFS\nerr:EROFS\nok\ntmp=1",
+            "{kind}: {}",
+            show(&out)
+        );
+        assert_eq!(
+            (looks(&config), looks(&outside)),
+            before,
+            "{kind}: {}",
+            show(&out)
+        );
+        assert!(!env.ws.join(".git/hooks/pre-commit").exists(), "{kind}");
+        assert!(!env.ws.join(".away").exists(), "{kind}");
+        let made = std::fs::metadata(env.ws.join(format!("made-{kind}"))).unwrap();
+        // The caller's umask, 027, and fd-meta's own fchmod to 0600.
+        assert_eq!(made.mode() & 0o777, 0o600, "{kind}");
+    }
+    std::fs::remove_file(&host_tmp).unwrap();
+}
