@@ -843,6 +843,7 @@ fn to_the_proxy(bytes: &[u8], socket: OwnedFd) -> Result<Connect, Refused> {
         socket,
         target,
         may_wait: true,
+        replaces: None,
     })
 }
 
@@ -921,8 +922,13 @@ fn mediate_connect(call: &Call<'_>, context: &Context) -> Result<Connect, Refuse
     if !call.still_pending() {
         return Err(Errno::EINTR.into());
     }
-    let socket = sys::pidfd_getfd(pidfd.as_fd(), fd)
-        .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EBADF)))?;
+    let (socket, replaces) = match sys::pidfd_getfd(pidfd.as_fd(), fd) {
+        Ok(socket) => (socket, None),
+        // Refused (a default container's profile refuses it): a socket of the same kind,
+        // put in place of the caller's once connected.
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => fresh_socket(call, fd)?,
+        Err(e) => return Err(Errno::from_raw(e.raw_os_error().unwrap_or(libc::EBADF)).into()),
+    };
     let family = u16::from_ne_bytes([bytes[0], bytes[1]]);
     let may_wait = match sys::socket_kind(socket.as_raw_fd()) {
         Some((libc::AF_UNIX, kind)) => kind != libc::SOCK_DGRAM,
@@ -977,5 +983,53 @@ fn mediate_connect(call: &Call<'_>, context: &Context) -> Result<Connect, Refuse
         socket,
         target: Target::Unix(socket_file),
         may_wait,
+        replaces,
     })
+}
+
+/// A new unix socket like the caller's `fd` — same type, same `O_NONBLOCK` — to connect
+/// in its place, with where it goes: the caller's must be a unix socket that is neither
+/// bound nor connected (one that is would lose that), read from its `/proc` entries.
+fn fresh_socket(call: &Call<'_>, fd: i32) -> Result<(OwnedFd, Option<(i32, bool)>), Refused> {
+    let link = call.proc_link(&format!("fd/{fd}")).ok_or(Errno::EBADF)?;
+    let inode = link
+        .to_str()
+        .and_then(|l| l.strip_prefix("socket:["))
+        .and_then(|l| l.strip_suffix(']'))
+        .ok_or(Errno::ENOTSOCK)?;
+    let tid = call.tid();
+    let table =
+        std::fs::read_to_string(format!("/proc/{tid}/net/unix")).map_err(|_| Errno::ESRCH)?;
+    // `Num RefCount Protocol Flags Type St Inode [Path]`
+    let row: Vec<&str> = table
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.get(6) == Some(&inode))
+        .ok_or_else(|| Refused::Policy(Errno::EACCES, "a socket that is not a unix one".into()))?;
+    use nix::sys::socket::{socket, AddressFamily, SockFlag, SockType};
+    let kind = match row.get(4).copied() {
+        Some("0001") => SockType::Stream,
+        Some("0005") => SockType::SeqPacket,
+        Some("0002") => SockType::Datagram,
+        _ => return Err(Errno::EOPNOTSUPP.into()),
+    };
+    match (row.get(5).copied(), row.get(7)) {
+        (Some("01"), None) => {}
+        (Some("01"), Some(_)) => return Err(Errno::EOPNOTSUPP.into()),
+        _ => return Err(Errno::EISCONN.into()),
+    }
+    let info =
+        std::fs::read_to_string(format!("/proc/{tid}/fdinfo/{fd}")).map_err(|_| Errno::EBADF)?;
+    let flags = info
+        .lines()
+        .find_map(|l| l.strip_prefix("flags:"))
+        .and_then(|f| i32::from_str_radix(f.trim(), 8).ok())
+        .ok_or(Errno::EBADF)?;
+    let mut made = SockFlag::SOCK_CLOEXEC;
+    if flags & libc::O_NONBLOCK != 0 {
+        made |= SockFlag::SOCK_NONBLOCK;
+    }
+    let fresh = socket(AddressFamily::Unix, kind, made, None)?;
+    Ok((fresh, Some((fd, flags & libc::O_CLOEXEC != 0))))
 }

@@ -37,7 +37,7 @@
 //! why it should stop before each attempt.
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -83,6 +83,19 @@ impl Job {
         match self {
             Job::Connect(connect) => match connect.perform() {
                 Err(Errno::EINTR) => Err(Errno::EINTR),
+                Ok(()) => match connect.replaces {
+                    None => Ok(answer(Ok(()))),
+                    Some((target, cloexec)) => {
+                        let put = sys::notif_addfd_at(
+                            listener.as_fd(),
+                            id,
+                            connect.socket.as_fd(),
+                            target,
+                            cloexec,
+                        );
+                        Ok(answer(put.map_err(|_| Errno::EBADF)))
+                    }
+                },
                 done => Ok(answer(done)),
             },
             Job::Open(open) => {
@@ -110,11 +123,15 @@ impl Job {
 
 /// A connect whose address the supervisor has checked.
 pub struct Connect {
-    /// A duplicate of the caller's socket.
+    /// A duplicate of the caller's socket, or a fresh one to put in its place.
     pub socket: OwnedFd,
     pub target: Target,
     /// Whether the connect can wait (stream and seqpacket sockets).
     pub may_wait: bool,
+    /// Where the kernel refuses `pidfd_getfd` (a default container), `socket` is a fresh
+    /// socket of the same kind, which replaces the caller's fd `.0` once connected
+    /// (close-on-exec when `.1`).
+    pub replaces: Option<(RawFd, bool)>,
 }
 
 /// Where a checked connect goes: sandgate's own copy of what it checked, never the

@@ -87,6 +87,35 @@ pub fn notif_addfd_send(
     check(ret.into()).map(|n| n as RawFd)
 }
 
+/// Installs `fd` in the notifying process as its fd `target`, closing what was there
+/// (`SECCOMP_IOCTL_NOTIF_ADDFD` with `SECCOMP_ADDFD_FLAG_SETFD`), without answering the
+/// notification. `cloexec` marks it close-on-exec there.
+pub fn notif_addfd_at(
+    listener: BorrowedFd<'_>,
+    id: u64,
+    fd: BorrowedFd<'_>,
+    target: RawFd,
+    cloexec: bool,
+) -> io::Result<()> {
+    let mut addfd = libc::seccomp_notif_addfd {
+        id,
+        flags: libc::SECCOMP_ADDFD_FLAG_SETFD as u32,
+        srcfd: fd.as_raw_fd() as u32,
+        newfd: target as u32,
+        newfd_flags: if cloexec { libc::O_CLOEXEC as u32 } else { 0 },
+    };
+    // SAFETY: the ioctl reads one seccomp_notif_addfd from the live local; `srcfd` is a
+    // valid fd for the duration of the call.
+    let ret = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_ADDFD,
+            &mut addfd,
+        )
+    };
+    check(ret.into()).map(drop)
+}
+
 /// Asks the kernel to wake the supervisor on the CPU of the notifying task
 /// (SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP, Linux >= 6.6); older kernels just stay slower.
 pub fn notif_sync_wake_up(listener: BorrowedFd<'_>) {

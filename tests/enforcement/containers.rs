@@ -63,6 +63,44 @@ fn without_its_names_the_call_is_refused_and_says_what_to_name() {
     }
 }
 
+/// The supervisor cannot take the caller's socket there (`pidfd_getfd` is refused): it
+/// connects a socket of its own and puts it in the caller's place. A socket in the
+/// workspace is reached; a host socket outside is not.
+#[test]
+fn unix_connects_are_mediated_without_pidfd_getfd() {
+    let env = TestEnv::new();
+    open_to_all(&env);
+    let host = std::os::unix::net::UnixListener::bind(env.outside.join("host.sock")).unwrap();
+    host.set_nonblocking(true).unwrap();
+    std::fs::set_permissions(
+        env.outside.join("host.sock"),
+        std::fs::Permissions::from_mode(0o777),
+    )
+    .unwrap();
+    let probe = probe();
+    for kind in KINDS {
+        let local = format!("local-{kind}.sock");
+        let script = format!(
+            "'{probe}' unix-listen-connect {local} {local}; '{probe}' unix-connect '{host}'",
+            probe = probe.display(),
+            host = env.outside.join("host.sock").display(),
+        );
+        let out = inside(
+            &env,
+            kind,
+            "workspace-write",
+            &[NAMED, "--", "/bin/sh", "-c", &script],
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            "ok\nerr:EACCES",
+            "{kind}: {}",
+            show(&out)
+        );
+        assert!(host.accept().is_err(), "{kind}: reached the host's socket");
+    }
+}
+
 #[test]
 fn doctor_says_the_landlock_backend_runs_there() {
     let env = TestEnv::new();
