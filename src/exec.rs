@@ -233,10 +233,18 @@ pub fn run(mut launch: Launch<'_>) -> Result<Outcome, ExecError> {
     let old_mask = waited.thread_swap_mask(SigmaskHow::SIG_BLOCK)?;
     let parent = getpid();
     let clone_flags = launch.sandbox.clone_flags();
-    // Without a PID namespace a time limit ends the command's tree by adopting its
-    // orphans (see `wait`).
-    let adopts_orphans = clone_flags.is_none() && launch.timeout.is_some();
-    if adopts_orphans {
+    // Without a PID namespace sandgate adopts the command's orphans (see `wait`) and ends
+    // them with the command, unless the call keeps them, as a namespace's end would have
+    // (a nested call's end with its parent's).
+    let orphans = match clone_flags {
+        Some(_) => wait::Orphans::Left,
+        None if launch.sandbox.ends_orphans_itself() && launch.keep_background.is_none() => {
+            wait::Orphans::EndedWithTheCommand
+        }
+        None if launch.timeout.is_some() => wait::Orphans::EndedAtTheLimit,
+        None => wait::Orphans::Left,
+    };
+    if orphans != wait::Orphans::Left {
         nix::sys::prctl::set_child_subreaper(true)?;
     }
 
@@ -321,10 +329,7 @@ pub fn run(mut launch: Launch<'_>) -> Result<Outcome, ExecError> {
     };
     let target = match clone_flags {
         Some(_) => wait::Target::Init { pid, report: ours },
-        None => wait::Target::Command {
-            pid,
-            adopts_orphans,
-        },
+        None => wait::Target::Command { pid, orphans },
     };
     let ended = wait::until_ended(target, &waited, launch.timeout, &mut relay)?;
     if let Some(why) = proxy
@@ -415,7 +420,7 @@ fn unconfined_with_time_limit(
     }
     let target = wait::Target::Command {
         pid,
-        adopts_orphans: true,
+        orphans: wait::Orphans::EndedAtTheLimit,
     };
     Ok(wait::until_ended(target, &waited, Some(limit), &mut relay::Relay::none())?.outcome)
 }

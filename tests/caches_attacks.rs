@@ -63,8 +63,9 @@ fn tmp_clean_never_follows_a_symlink_swapped_in_by_a_process_left_behind() {
 
     // An earlier call leaves processes swapping directories for symlinks to the host's
     // module cache, in its private /tmp and in its npm cache layer. A call that keeps its
-    // processes has them stopped by `tmp --clean` before it removes anything; one run
-    // without a PID namespace (degraded) leaves them unknown to sandgate, racing it.
+    // processes has them stopped by `tmp --clean` before it removes anything; one that
+    // keeps them without a PID namespace (degraded) leaves them unknown to sandgate,
+    // racing it.
     let probe = support::probe();
     let pids = env.ws.join("pids");
     let script = format!(
@@ -83,6 +84,7 @@ fn tmp_clean_never_follows_a_symlink_swapped_in_by_a_process_left_behind() {
         .env("SANDGATE_DEBUG_PRETEND_MISSING", "pid-namespace")
         .args([
             "--allow-degraded=process-boundary",
+            "--keep-background",
             "--",
             "/bin/sh",
             "-c",

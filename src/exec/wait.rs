@@ -34,11 +34,21 @@ pub(super) enum Target {
     /// pid 1 of the call's PID namespace, and sandgate's end of the channel on which it
     /// reports the command's end.
     Init { pid: libc::pid_t, report: OwnedFd },
-    /// The command itself; `adopts_orphans`: sandgate is the subreaper of its tree.
-    Command {
-        pid: libc::pid_t,
-        adopts_orphans: bool,
-    },
+    /// The command itself, and what becomes of the processes it leaves.
+    Command { pid: libc::pid_t, orphans: Orphans },
+}
+
+/// What becomes of the processes a command without a PID namespace leaves behind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Orphans {
+    /// Nothing: they are not sandgate's to end.
+    Left,
+    /// sandgate adopts them (it is the subreaper of the command's tree) and ends them when
+    /// the time limit comes...
+    EndedAtTheLimit,
+    /// ...or as soon as the command ends: a restricted call's processes end with it, and
+    /// no PID namespace (its own or a parent sandbox's) ends them.
+    EndedWithTheCommand,
 }
 
 /// How the wait ended.
@@ -62,13 +72,11 @@ pub(super) fn until_ended(
     relay: &mut Relay,
 ) -> Result<Ended, ExecError> {
     let signals = SignalFd::with_flags(waited, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)?;
-    let (pid, mut channel, adopts_orphans) = match target {
-        Target::Init { pid, report } => (pid, Some(report), false),
-        Target::Command {
-            pid,
-            adopts_orphans,
-        } => (pid, None, adopts_orphans),
+    let (pid, mut channel, orphans) = match target {
+        Target::Init { pid, report } => (pid, Some(report), Orphans::Left),
+        Target::Command { pid, orphans } => (pid, None, orphans),
     };
+    let adopts_orphans = orphans != Orphans::Left;
     let mut clock = Clock::new(limit);
     let mut report: Option<Report> = None;
     let mut command_ended = None;
@@ -85,7 +93,9 @@ pub(super) fn until_ended(
                 report = Report::receive(ch.as_fd());
             }
             let how = report.map_or(how, |r| r.ended);
-            if adopts_orphans && clock.expired().is_some() {
+            if orphans == Orphans::EndedWithTheCommand
+                || (adopts_orphans && clock.expired().is_some())
+            {
                 end_adopted(&signals);
             }
             let outcome = match clock.expired() {

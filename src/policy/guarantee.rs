@@ -71,7 +71,8 @@ pub enum Guarantee {
     Scopes,
     /// The syscall deny list: ptrace, io_uring, mount, unshare, TIOCSTI and the rest.
     SyscallFilter,
-    /// Host processes are out of sight and the call's processes end with it.
+    /// Host processes are out of sight. (The call's processes end with it either way:
+    /// without a PID namespace sandgate adopts and ends them.)
     ProcessBoundary,
     /// The host's SysV IPC objects are out of reach.
     Ipc,
@@ -133,7 +134,7 @@ impl Guarantee {
                 "syscall filter: ptrace, io_uring, mount, unshare, TIOCSTI and the rest of the deny list are not refused"
             }
             Guarantee::ProcessBoundary => {
-                "process boundary: host processes and their command lines are visible, and processes left in the background outlive the call"
+                "process boundary: host processes and their command lines are visible to the command"
             }
             Guarantee::Ipc => "ipc: the host's SysV shared memory, semaphores and message queues are reachable",
         }

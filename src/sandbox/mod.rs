@@ -338,6 +338,15 @@ impl Prepared {
         self.0.as_ref().and_then(|l| l.temp_dir.as_deref())
     }
 
+    /// Returns true when nothing but sandgate ends what the command leaves running: the
+    /// call has no PID namespace and is no nested one (whose processes end with its
+    /// parent's namespace).
+    pub fn ends_orphans_itself(&self) -> bool {
+        self.0
+            .as_ref()
+            .is_some_and(|l| l.decided || (l.mounts.is_some() && !l.process_boundary))
+    }
+
     /// Returns true when the supervisor decides every change (the landlock backend).
     pub fn supervisor_decides(&self) -> bool {
         self.0.as_ref().is_some_and(|l| l.decided)

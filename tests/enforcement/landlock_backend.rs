@@ -258,3 +258,26 @@ fn auto_falls_back_to_the_landlock_backend_and_namespaces_refuses() {
         show(&out)
     );
 }
+
+/// Without a PID namespace to end them, what the command leaves running — a daemon that
+/// left the session and its parent — is ended with the call: sandgate adopted it.
+#[test]
+fn what_the_command_leaves_running_ends_with_the_call() {
+    let env = TestEnv::new();
+    let mark = unique_mark("landlock-left");
+    let out = output(landlock(&env, "workspace-write").env("LEFTOVER_MARK", &mark).args([
+        "--",
+        "/bin/sh",
+        "-c",
+        "(setsid sleep 1017 >/dev/null 2>&1 </dev/null &) ; sleep 1018 >/dev/null 2>&1 </dev/null & echo started",
+    ]));
+    let left = processes_marked(&mark);
+    kill_marked(&mark);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "started",
+        "{}",
+        show(&out)
+    );
+    assert!(left.is_empty(), "left running: {left:?}");
+}
