@@ -897,6 +897,44 @@ fn explain_says_what_a_degraded_run_would_lack() {
     assert!(text.lines().any(|l| l == line), "{text}");
 }
 
+/// Under the landlock backend explain says so, and shows the TMPDIR the call gets (the
+/// workspace's private temp) and no copy-on-write cache; unnamed, it refuses as a run does.
+#[test]
+fn explain_shows_the_landlock_backend_as_it_runs() {
+    let env = TestEnv::new();
+    let explain = |extra: &[&str]| {
+        let mut cmd = bare(&env);
+        cmd.args([
+            "explain",
+            "--json",
+            "--backend",
+            "landlock",
+            "--sandbox",
+            "workspace-write",
+        ])
+        .args(extra)
+        .args(["--", "true"]);
+        output(&mut cmd)
+    };
+    let marker = refusal(
+        &explain(&[]),
+        78,
+        "--allow-degraded=scopes,process-boundary",
+    );
+    assert_eq!(marker["kind"], "unenforceable");
+    let out = explain(&["--allow-degraded=scopes,process-boundary"]);
+    assert_status(&out, 0);
+    let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(got["backend"], "landlock", "{got:#}");
+    assert_eq!(
+        got["unenforced"],
+        serde_json::json!(["scopes", "process-boundary"])
+    );
+    let tmpdir = got["plan"]["tmpdir"].as_str().unwrap_or_default();
+    assert!(tmpdir.starts_with("/tmp/sandgate-"), "{got:#}");
+    assert_eq!(got["plan"]["caches"], serde_json::json!([]), "{got:#}");
+}
+
 /// A request an agent's wrapper carries (its options guard, then the model's command handed
 /// to `eval` as one quoted word) is found where a run finds it; a directive followed by
 /// what the shell would read as an option is refused as a run refuses it.

@@ -17,7 +17,7 @@ use crate::error::{Error, SubcommandError};
 use crate::policy::secrets::Why;
 use crate::policy::{Confinement, Plan};
 use crate::policy::{Mode, Temp};
-use crate::sandbox::{Backend, Guarantee};
+use crate::sandbox::{Backend, Guarantee, Layout};
 use crate::shell::Caller;
 use clap::Parser;
 
@@ -214,7 +214,7 @@ fn explained(args: &mut RunArgs, caller: Caller) -> Result<Explained, Error> {
         nested_in: g.env.parent.as_ref().map(|p| p.mode),
         backend: layout.backend(),
         unenforced,
-        plan: view(&now, &g.env_names),
+        plan: view(&now, &g.env_names).under(layout, &now.workspace),
         request,
     })
 }
@@ -225,6 +225,20 @@ fn shown(path: &Path) -> String {
 
 fn all(paths: &std::collections::BTreeSet<PathBuf>) -> Vec<String> {
     paths.iter().map(|p| shown(p)).collect()
+}
+
+impl PlanView {
+    /// The view as the call runs under `layout`: the landlock backend's `$TMPDIR` is the
+    /// workspace's private temp itself, not a private `/tmp` (the host's is out of reach),
+    /// and it layers no cache (they stay read-only).
+    fn under(mut self, layout: Layout, workspace: &Path) -> PlanView {
+        if self.confined && layout == Layout::Landlock {
+            self.tmpdir = Some(shown(&crate::private_temp::path_for(workspace)));
+            self.private_tmp = Some("per-workspace, as TMPDIR only (the host's /tmp out of reach)");
+            self.caches.clear();
+        }
+        self
+    }
 }
 
 fn view(plan: &Plan, env_names: &[OsString]) -> PlanView {
