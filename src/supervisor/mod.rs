@@ -5,7 +5,8 @@
 //!   memory, resolves a pathname in the caller's own view of the filesystem, checks the
 //!   socket's provenance — beneath the workspace or the private temp, or one the user
 //!   allowed by name — and then connects a duplicate of the caller's socket
-//!   (`pidfd_getfd`) itself, through the inode it resolved. It never answers CONTINUE
+//!   (`pidfd_getfd`; where that is refused, a new socket put in its place: `connect`)
+//!   itself, through the inode it resolved. It never answers CONTINUE
 //!   there: the kernel would re-read an address the caller can rewrite. A connect that can
 //!   wait (a full backlog) is performed on a worker thread (`workers`), so no sandboxed
 //!   process can hold the supervisor up for the others.
@@ -22,6 +23,11 @@
 //!   call the supervisor does not perform goes the same way.
 //! - Calls of the deny list are *reported*: a marker, then EPERM, as the filter would have
 //!   answered without observation.
+//! - Without a mount namespace behind it (the landlock backend, [`Setup::decides`]) the
+//!   supervisor *decides*: it performs removals, truncation and every change of a mode,
+//!   owner, time or attribute in the writable areas too, refuses what would have been a
+//!   mount point by identity, and refuses what landlock does not govern elsewhere — it
+//!   never leaves to the kernel what no read-only view would refuse.
 //!
 //! If the supervisor is gone, the kernel fails pending and future notified calls with
 //! ENOSYS, so its death refuses rather than allows.
@@ -33,6 +39,7 @@
 //! by seccomp, `/dev/userfaultfd`'s ioctl by landlock); the denial log is a regular file.
 
 mod attrs;
+mod connect;
 mod copy;
 mod git;
 mod named;
@@ -50,7 +57,7 @@ mod workers;
 use std::cell::RefCell;
 use std::collections::HashSet;
 use std::io::{self, IoSliceMut};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -68,9 +75,8 @@ use crate::denial::{Denial, Operation, Reporter};
 use crate::policy::Mode;
 use crate::sys::{self, Answer};
 use crate::syscalls::Rule;
-use nix::sys::socket::SockaddrStorage;
 use resolve::{Creds, Inode};
-use workers::{Connect, Job, Target, Workers};
+use workers::{Job, Workers};
 
 /// `sizeof(struct sockaddr_un)`.
 const SOCKADDR_UN_LEN: usize = std::mem::size_of::<libc::sockaddr_un>();
@@ -576,21 +582,21 @@ fn handle(
     };
     let row = crate::syscalls::lookup(i64::from(notif.data.nr));
     let (answer, denial) = match row.map(|row| &row.rule) {
-        Some(Rule::Connect) => match mediate_connect(&call, context) {
+        Some(Rule::Connect) => match connect::mediate(&call, context) {
             Ok(connect) => match workers.perform(listener, notif, Job::Connect(connect)) {
                 Some(answer) => (answer, None),
                 // A worker performs it and answers.
                 None => return,
             },
-            Err(Refused::Policy(errno, addr)) => (
+            Err(connect::Refused::Policy(errno, addr)) => (
                 Answer::Error(errno as i32),
                 Some(call.denial("network", None, Some(addr), Mode::FullAccess)),
             ),
-            Err(Refused::Provenance(path)) => (
+            Err(connect::Refused::Provenance(path)) => (
                 Answer::Error(libc::EACCES),
                 Some(call.denial(crate::denial::NETWORK, Some(path), None, Mode::FullAccess)),
             ),
-            Err(Refused::Kernel(errno)) => (Answer::Error(errno as i32), None),
+            Err(connect::Refused::Kernel(errno)) => (Answer::Error(errno as i32), None),
         },
         Some(Rule::Umask) => {
             // The new umask of the caller, for the files the supervisor creates for it.
@@ -798,57 +804,8 @@ impl Call<'_> {
     }
 }
 
-/// Checks a TCP connect: the proxy's address (on an IPv6 socket, its IPv4-mapped form) is
-/// connected by the supervisor, on its own copy of that address; any other goes nowhere,
-/// with a marker naming it (the sandbox's network namespace has nothing else to reach, and
-/// the proxy is the way out).
-fn to_the_proxy(bytes: &[u8], socket: OwnedFd) -> Result<Connect, Refused> {
-    use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
-    let family = u16::from_ne_bytes([bytes[0], bytes[1]]);
-    let port = |b: &[u8]| u16::from_be_bytes([b[2], b[3]]);
-    let asked = match i32::from(family) {
-        libc::AF_INET if bytes.len() >= 8 => SocketAddr::V4(SocketAddrV4::new(
-            Ipv4Addr::new(bytes[4], bytes[5], bytes[6], bytes[7]),
-            port(bytes),
-        )),
-        libc::AF_INET6 if bytes.len() >= 24 => {
-            let mut ip = [0u8; 16];
-            ip.copy_from_slice(&bytes[8..24]);
-            SocketAddr::V6(SocketAddrV6::new(Ipv6Addr::from(ip), port(bytes), 0, 0))
-        }
-        libc::AF_INET | libc::AF_INET6 => return Err(Errno::EINVAL.into()),
-        _ => {
-            return Err(Refused::Policy(
-                Errno::EAFNOSUPPORT,
-                format!("address family {family}"),
-            ))
-        }
-    };
-    let proxy = SocketAddrV4::new(Ipv4Addr::LOCALHOST, crate::network::PROXY_PORT);
-    let target = match asked {
-        SocketAddr::V4(v4) if v4 == proxy => Target::Proxy(SockaddrStorage::from(v4)),
-        SocketAddr::V6(v6)
-            if v6.ip().to_ipv4_mapped() == Some(*proxy.ip()) && v6.port() == proxy.port() =>
-        {
-            Target::Proxy(SockaddrStorage::from(SocketAddrV6::new(
-                proxy.ip().to_ipv6_mapped(),
-                proxy.port(),
-                0,
-                0,
-            )))
-        }
-        other => return Err(Refused::Policy(Errno::EACCES, other.to_string())),
-    };
-    Ok(Connect {
-        socket,
-        target,
-        may_wait: true,
-        replaces: None,
-    })
-}
-
 /// Opens a pidfd for the calling thread's process.
-fn pidfd_for(tid: Pid) -> Result<OwnedFd, Errno> {
+pub(super) fn pidfd_for(tid: Pid) -> Result<OwnedFd, Errno> {
     match sys::pidfd_open(tid.as_raw(), true) {
         Ok(fd) => Ok(fd),
         Err(_) => {
@@ -867,7 +824,7 @@ fn pidfd_for(tid: Pid) -> Result<OwnedFd, Errno> {
 }
 
 /// Reads the calling thread's filesystem credentials.
-fn creds_of(tid: Pid) -> Result<Creds, Errno> {
+pub(super) fn creds_of(tid: Pid) -> Result<Creds, Errno> {
     let status =
         std::fs::read_to_string(format!("/proc/{tid}/status")).map_err(|_| Errno::ESRCH)?;
     let field = |name: &str| {
@@ -889,147 +846,4 @@ fn creds_of(tid: Pid) -> Result<Creds, Errno> {
             .map(|f| f.filter_map(|g| g.parse().ok()).collect())
             .unwrap_or_default(),
     })
-}
-
-/// Why a mediated connect failed.
-enum Refused {
-    /// The sandbox refused it (a marker is due): the errno and the address.
-    Policy(Errno, String),
-    /// A pathname socket outside the workspace and the private temp, not allowed by name.
-    Provenance(String),
-    /// The kernel would have failed it anyway (no such socket, bad fd, …).
-    Kernel(Errno),
-}
-
-impl From<Errno> for Refused {
-    fn from(e: Errno) -> Self {
-        Refused::Kernel(e)
-    }
-}
-
-/// Decides one `connect(fd, addr, len)` for the sandboxed caller: returns the connect to
-/// perform, on a duplicate of the caller's socket, through the inode that was checked.
-fn mediate_connect(call: &Call<'_>, context: &Context) -> Result<Connect, Refused> {
-    let fd = i32::try_from(call.arg(0)).map_err(|_| Errno::EBADF)?;
-    let len = usize::try_from(call.arg(2)).map_err(|_| Errno::EINVAL)?;
-    if !(2..=SOCKADDR_UN_LEN).contains(&len) {
-        return Err(Errno::EINVAL.into());
-    }
-    let bytes = call.read(call.arg(1), len)?;
-    let pidfd = pidfd_for(call.tid())?;
-    // The task behind the pid may have died and its number been reused since the
-    // notification; once this passes, the memory read and the pidfd belong to the caller.
-    if !call.still_pending() {
-        return Err(Errno::EINTR.into());
-    }
-    let (socket, replaces) = match sys::pidfd_getfd(pidfd.as_fd(), fd) {
-        Ok(socket) => (socket, None),
-        // Refused (a default container's profile refuses it): a socket of the same kind,
-        // put in place of the caller's once connected.
-        Err(e) if e.raw_os_error() == Some(libc::EPERM) => fresh_socket(call, fd)?,
-        Err(e) => return Err(Errno::from_raw(e.raw_os_error().unwrap_or(libc::EBADF)).into()),
-    };
-    let family = u16::from_ne_bytes([bytes[0], bytes[1]]);
-    let may_wait = match sys::socket_kind(socket.as_raw_fd()) {
-        Some((libc::AF_UNIX, kind)) => kind != libc::SOCK_DGRAM,
-        Some((libc::AF_INET | libc::AF_INET6, libc::SOCK_STREAM)) if context.proxy => {
-            return to_the_proxy(&bytes, socket);
-        }
-        // Otherwise only inherited IP sockets get here: without a proxy a restricted
-        // profile has no network.
-        Some((domain, _)) => {
-            return Err(Refused::Policy(
-                Errno::EACCES,
-                format!("socket family {domain}"),
-            ))
-        }
-        None => return Err(Errno::ENOTSOCK.into()),
-    };
-    if i32::from(family) != libc::AF_UNIX {
-        return Err(Errno::EINVAL.into());
-    }
-    let path = &bytes[2..];
-    if path.is_empty() {
-        return Err(Errno::EINVAL.into());
-    }
-    if path[0] == 0 {
-        // Abstract address: sandgate cannot tell a socket made inside the sandbox from one
-        // outside, and connecting on the caller's behalf would escape landlock's scoping.
-        let name = String::from_utf8_lossy(&path[1..])
-            .trim_end_matches('\0')
-            .to_owned();
-        return Err(Refused::Policy(Errno::EPERM, format!("@{name}")));
-    }
-    let path = path.split(|b| *b == 0).next().unwrap_or_default();
-    let root = resolve::Root::new(call.open_proc("root")?)?;
-    let cwd = call.open_proc("cwd")?;
-    let creds = creds_of(call.tid())?;
-    let (dir, socket_file) = resolve::resolve_socket(&root, cwd.as_fd(), path, &creds)?;
-    let allowed = resolve::identity(&nix::sys::stat::fstat(socket_file.as_fd())?);
-    let reachable = context.allowed_sockets.contains(&allowed)
-        || resolve::nearest(
-            dir.as_fd(),
-            &root,
-            &[&context.islands, &context.socket_roots],
-        )? == Some(1);
-    if !reachable {
-        return Err(Refused::Provenance(observe::shown_path(
-            call,
-            libc::AT_FDCWD,
-            path,
-        )));
-    }
-    Ok(Connect {
-        socket,
-        target: Target::Unix(socket_file),
-        may_wait,
-        replaces,
-    })
-}
-
-/// A new unix socket like the caller's `fd` — same type, same `O_NONBLOCK` — to connect
-/// in its place, with where it goes: the caller's must be a unix socket that is neither
-/// bound nor connected (one that is would lose that), read from its `/proc` entries.
-fn fresh_socket(call: &Call<'_>, fd: i32) -> Result<(OwnedFd, Option<(i32, bool)>), Refused> {
-    let link = call.proc_link(&format!("fd/{fd}")).ok_or(Errno::EBADF)?;
-    let inode = link
-        .to_str()
-        .and_then(|l| l.strip_prefix("socket:["))
-        .and_then(|l| l.strip_suffix(']'))
-        .ok_or(Errno::ENOTSOCK)?;
-    let tid = call.tid();
-    let table =
-        std::fs::read_to_string(format!("/proc/{tid}/net/unix")).map_err(|_| Errno::ESRCH)?;
-    // `Num RefCount Protocol Flags Type St Inode [Path]`
-    let row: Vec<&str> = table
-        .lines()
-        .skip(1)
-        .map(|l| l.split_whitespace().collect::<Vec<_>>())
-        .find(|f| f.get(6) == Some(&inode))
-        .ok_or_else(|| Refused::Policy(Errno::EACCES, "a socket that is not a unix one".into()))?;
-    use nix::sys::socket::{socket, AddressFamily, SockFlag, SockType};
-    let kind = match row.get(4).copied() {
-        Some("0001") => SockType::Stream,
-        Some("0005") => SockType::SeqPacket,
-        Some("0002") => SockType::Datagram,
-        _ => return Err(Errno::EOPNOTSUPP.into()),
-    };
-    match (row.get(5).copied(), row.get(7)) {
-        (Some("01"), None) => {}
-        (Some("01"), Some(_)) => return Err(Errno::EOPNOTSUPP.into()),
-        _ => return Err(Errno::EISCONN.into()),
-    }
-    let info =
-        std::fs::read_to_string(format!("/proc/{tid}/fdinfo/{fd}")).map_err(|_| Errno::EBADF)?;
-    let flags = info
-        .lines()
-        .find_map(|l| l.strip_prefix("flags:"))
-        .and_then(|f| i32::from_str_radix(f.trim(), 8).ok())
-        .ok_or(Errno::EBADF)?;
-    let mut made = SockFlag::SOCK_CLOEXEC;
-    if flags & libc::O_NONBLOCK != 0 {
-        made |= SockFlag::SOCK_NONBLOCK;
-    }
-    let fresh = socket(AddressFamily::Unix, kind, made, None)?;
-    Ok((fresh, Some((fd, flags & libc::O_CLOEXEC != 0))))
 }
