@@ -221,6 +221,42 @@ pub fn run(op: &str, args: &[String]) -> Res {
             println!("swaps {} done {done}", swapper.finish());
             Ok(())
         }
+        "opath-link" => {
+            // SRC opened O_PATH (which landlock does not check), then given the name DST
+            // through linkat(AT_EMPTY_PATH); what DST then reads is printed after `ok`.
+            let src = CString::new(arg(0)).map_err(|_| Errno::EINVAL)?;
+            let dst = CString::new(arg(1)).map_err(|_| Errno::EINVAL)?;
+            let fd = unsafe { libc::open(src.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+            raw(fd.into())?;
+            raw(unsafe {
+                libc::linkat(
+                    fd,
+                    c"".as_ptr(),
+                    libc::AT_FDCWD,
+                    dst.as_ptr(),
+                    libc::AT_EMPTY_PATH,
+                )
+            }
+            .into())?;
+            let read = std::fs::read_to_string(arg(1)).unwrap_or_default();
+            println!("{}", read.trim());
+            Ok(())
+        }
+        "setflags" => {
+            // FS_IOC_SETFLAGS: PATH's inode flags with FS_NODUMP_FL added (chattr +d).
+            let path = CString::new(arg(0)).map_err(|_| Errno::EINVAL)?;
+            let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+            raw(fd.into())?;
+            let mut flags: libc::c_long = 0;
+            raw(unsafe { libc::ioctl(fd, 0x8008_6601, &mut flags) }.into())?;
+            flags |= 0x40;
+            raw(unsafe { libc::ioctl(fd, 0x4008_6602, &flags) }.into())
+        }
+        "bind-at" => {
+            // A unix socket bound at PATH.
+            let s = sock(AddressFamily::Unix, SockType::Stream)?;
+            bind(s.as_raw_fd(), &UnixAddr::new(arg(0).as_str())?)
+        }
         "tmpfile-link" => {
             // An O_TMPFILE file (mode MODE) made in DIR and given the name NAME, through
             // linkat(AT_EMPTY_PATH) ("empty") or its /proc/self/fd link ("proc").

@@ -46,7 +46,7 @@ use bpf::{Asm, Dest, Segment};
 use crate::sys;
 use crate::syscalls::{
     self, Args, Need, PathCall, Rule, SetsMode, When, CLONE_NAMESPACE_FLAGS, FCNTL_COMMANDS,
-    PRCTL_OPTIONS, SESSION_IOCTLS, TERMINAL_IOCTLS, TERMINAL_IOCTL_RANGES,
+    FILE_ATTRIBUTE_IOCTLS, PRCTL_OPTIONS, SESSION_IOCTLS, TERMINAL_IOCTLS, TERMINAL_IOCTL_RANGES,
 };
 
 #[cfg(target_arch = "x86_64")]
@@ -551,6 +551,7 @@ fn refuse(asm: &mut Asm, args: Args, refused: Dest, terminal: Terminal) -> Resul
             };
             let mut segments = TERMINAL_IOCTLS
                 .iter()
+                .chain(&FILE_ATTRIBUTE_IOCTLS)
                 .chain(session)
                 .map(|&r| point(r))
                 .collect::<Result<Vec<_>, _>>()?;

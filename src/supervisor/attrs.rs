@@ -61,9 +61,13 @@ struct Object {
 
 impl Object {
     /// Refuses, where the supervisor decides, a change outside the writable areas and the
-    /// guarded git directories: a read-only view would have refused it.
+    /// guarded git directories, and of what a mount namespace binds read-only on itself
+    /// inside them (a guarded git directory, a pinned or frozen directory): a read-only
+    /// view would have refused it.
     fn changeable(&self, context: &Context) -> Result<(), Failed> {
-        match context.decides && !self.writable && !self.guarded {
+        let id = (self.st.st_dev, self.st.st_ino);
+        let bound = context.is_mount_point(&id) && !context.writable.contains(&id);
+        match context.decides && (bound || (!self.writable && !self.guarded)) {
             true => Err(Errno::EROFS.into()),
             false => Ok(()),
         }
@@ -432,7 +436,13 @@ fn by_fd(call: &Call<'_>, context: &Context, root: &Root, fd: i32) -> Result<Obj
 /// Whether the caller's file `fd` (whose status is `st`) lies in a writable area: the name
 /// the kernel keeps for it must lead, in the caller's view, to that very file there. A file
 /// outside the tree (a pipe, a socket) is no file of the host's to keep unchanged.
-fn fd_writable(call: &Call<'_>, context: &Context, root: &Root, fd: i32, st: &FileStat) -> bool {
+pub fn fd_writable(
+    call: &Call<'_>,
+    context: &Context,
+    root: &Root,
+    fd: i32,
+    st: &FileStat,
+) -> bool {
     let Some(path) = call.proc_link(&format!("fd/{fd}")) else {
         return false;
     };

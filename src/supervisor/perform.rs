@@ -725,8 +725,24 @@ impl Job<'_> {
             return Err(Refused::Kernel);
         }
         let pidfd = super::pidfd_for(self.call.tid())?;
-        let file = sys::pidfd_getfd(pidfd.as_fd(), fd).map_err(|_| Errno::EBADF)?;
+        // Where `pidfd_getfd` is refused, the file opened again through the caller's /proc.
+        let file = match sys::pidfd_getfd(pidfd.as_fd(), fd) {
+            Ok(file) => file,
+            Err(_) => self
+                .call
+                .open_proc(&format!("fd/{fd}"))
+                .map_err(|_| Errno::EBADF)?,
+        };
         let st = fstat(file.as_fd())?;
+        // With a mount namespace a file from outside the writable areas is on another mount
+        // (EXDEV); without one, the name the caller's file has must lie in one. (A file
+        // with no name at all is an `O_TMPFILE` one, the only kind the kernel links.)
+        if self.context.decides
+            && st.st_nlink != 0
+            && !super::attrs::fd_writable(self.call, self.context, self.root, fd, &st)
+        {
+            return Err(Errno::EXDEV.into());
+        }
         let here_from = super::attrs::fd_here(self.call, fd)?;
         let to = self.resolve(to, false, Acts::OnName)?;
         if !to.performed() || to.place.name.is_none() || to.place.slash {

@@ -13,8 +13,8 @@ pub mod requests;
 mod table;
 
 pub use requests::{
-    ioctl_op, CLONE_NAMESPACE_FLAGS, FCNTL_COMMANDS, PRCTL_OPTIONS, SESSION_IOCTLS,
-    TERMINAL_IOCTLS, TERMINAL_IOCTL_RANGES,
+    ioctl_op, CLONE_NAMESPACE_FLAGS, FCNTL_COMMANDS, FILE_ATTRIBUTE_IOCTLS, PRCTL_OPTIONS,
+    SESSION_IOCTLS, TERMINAL_IOCTLS, TERMINAL_IOCTL_RANGES,
 };
 
 // Calls newer than the libc crate's names, with the same number on every architecture
@@ -77,7 +77,8 @@ pub enum Args {
     SocketOrTcp,
     /// `clone` with a namespace flag ([`CLONE_NAMESPACE_FLAGS`]).
     Clone,
-    /// `ioctl` with a request of [`TERMINAL_IOCTLS`] or in [`TERMINAL_IOCTL_RANGES`].
+    /// `ioctl` with a request of [`TERMINAL_IOCTLS`] or [`FILE_ATTRIBUTE_IOCTLS`], or in
+    /// [`TERMINAL_IOCTL_RANGES`].
     Ioctl,
     /// `prctl` with an option of [`PRCTL_OPTIONS`].
     Prctl,

@@ -99,6 +99,20 @@ pub const TERMINAL_IOCTLS: [u64; 11] = [
     TIOCSWINSZ,
 ];
 
+/// Inode flags and attributes set by `ioctl` (`chattr`'s `FS_IOC_SETFLAGS`, its 32-bit
+/// form, `FS_IOC_FSSETXATTR`, `FS_IOC_SETVERSION` and its 32-bit form, and enabling
+/// fs-verity): landlock does not govern them, and without a read-only mount view nothing
+/// else would refuse them on a file outside the writable roots. No restricted command
+/// needs them.
+pub const FILE_ATTRIBUTE_IOCTLS: [u64; 6] = [
+    0x4008_6602,
+    0x4004_6602,
+    0x401c_5820,
+    0x4008_7602,
+    0x4004_7602,
+    0x4080_6685,
+];
+
 /// Terminal requests refused while a terminal is reachable: giving up the controlling
 /// terminal (see `setsid` in the deny list (`table.rs`)).
 pub const SESSION_IOCTLS: [u64; 1] = [TIOCNOTTY];
@@ -110,12 +124,14 @@ pub const SESSION_IOCTLS: [u64; 1] = [TIOCNOTTY];
 /// one. Both are old-style numbers with no direction or size bits, so the mask is exact.
 pub const TERMINAL_IOCTL_RANGES: [(u64, u64); 2] = [(0xffff_ff00, 0x4b00), (0xffff_ff00, 0x5600)];
 
-/// The marker `op` of a refused `ioctl` request: `tiocsti` for input injection, else
-/// `terminal`.
+/// The marker `op` of a refused `ioctl` request: `tiocsti` for input injection,
+/// `attributes` for an inode's flags, else `terminal`.
 pub fn ioctl_op(request: u64) -> &'static str {
     let request = request & 0xffff_ffff;
     if request == TIOCSTI || request == TIOCLINUX {
         "tiocsti"
+    } else if FILE_ATTRIBUTE_IOCTLS.contains(&request) {
+        "attributes"
     } else {
         "terminal"
     }

@@ -79,7 +79,8 @@ fn unix_connects_are_mediated_without_pidfd_getfd() {
     .unwrap();
     let probe = probe();
     for kind in KINDS {
-        let local = format!("local-{kind}.sock");
+        // Bound in the private temp: the backend binds no socket in the workspace.
+        let local = format!("\"$TMPDIR/local-{kind}.sock\"");
         let script = format!(
             "'{probe}' unix-listen-connect {local} {local}; '{probe}' unix-connect '{host}'",
             probe = probe.display(),

@@ -41,13 +41,22 @@ fn git_metadata_and_sandgate_files_stay_as_they_were() {
     let env = TestEnv::new();
     init_repository(&env.ws);
     let config = env.ws.join(".git/config");
-    let before = (std::fs::read(&config).unwrap(), looks(&config));
+    let git = env.ws.join(".git");
+    // The git directory's own mode, and that its times are not set back (its entries
+    // change as git and the supervisor's staging names come and go).
+    let git_mode = |git: &Path| std::fs::metadata(git).unwrap().mode();
+    let before = (
+        std::fs::read(&config).unwrap(),
+        looks(&config),
+        git_mode(&git),
+    );
     let out = sh(
         &env,
         "workspace-write",
         "echo '#!/bin/sh' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit; \
          mv .git .git-away; rm -rf .git; rm -f .git/config; true > .git/config; \
          truncate -s 0 .git/config; chmod 000 .git/config; \
+         chmod 777 .git; touch -d 2000-01-01 .git; \
          mkdir -p sub/.git/hooks; echo x > sub/.git/hooks/pre-commit; chmod +x sub/.git/hooks/pre-commit; \
          printf '[core]\\n\\tfsmonitor = x\\n' > sub/.git/config; git init -q evil 2>/dev/null; \
          git -C evil config core.fsmonitor 'touch pwned' 2>/dev/null; \
@@ -61,7 +70,11 @@ fn git_metadata_and_sandgate_files_stay_as_they_were() {
         show(&out)
     );
     assert_eq!(
-        (std::fs::read(&config).unwrap(), looks(&config)),
+        (
+            std::fs::read(&config).unwrap(),
+            looks(&config),
+            git_mode(&git)
+        ),
         before,
         "{}",
         show(&out)
@@ -74,6 +87,7 @@ fn git_metadata_and_sandgate_files_stay_as_they_were() {
     ] {
         assert!(!env.ws.join(planted).exists(), "{planted}: {}", show(&out));
     }
+    assert!(std::fs::metadata(&git).unwrap().mtime() > 946_684_800);
     // A repository the command makes is a repository, but without what runs a command.
     let evil = std::fs::read_to_string(env.ws.join("evil/.git/config")).unwrap_or_default();
     assert!(!evil.contains("fsmonitor"), "{evil}");
@@ -280,4 +294,103 @@ fn what_the_command_leaves_running_ends_with_the_call() {
         show(&out)
     );
     assert!(left.is_empty(), "left running: {left:?}");
+}
+
+/// Attack: a hidden or outside file opened `O_PATH` (which landlock does not check) and
+/// linked into the workspace by its descriptor, then read or written through the new
+/// name. Should fail: the namespaces backend answers EXDEV (another mount); so must this.
+#[test]
+fn a_file_outside_cannot_be_linked_in_by_its_descriptor() {
+    let env = TestEnv::new();
+    let home = env.root.join("home");
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(home.join(".ssh/id_ed25519"), "KEY\n").unwrap();
+    let outside = env.outside.join("host-file");
+    std::fs::write(&outside, "host\n").unwrap();
+    let probe = crate::support::probe();
+    for (src, mode) in [
+        (home.join(".ssh/id_ed25519"), "workspace-write"),
+        (outside.clone(), "workspace-write"),
+        (home.join(".ssh/id_ed25519"), "read-only"),
+    ] {
+        let dst = match mode {
+            "read-only" => "\"$TMPDIR/stolen\"".to_owned(),
+            _ => "stolen".to_owned(),
+        };
+        let script = format!("'{}' opath-link '{}' {dst}", probe.display(), src.display());
+        let out = output(
+            landlock(&env, mode)
+                .env("HOME", &home)
+                .args(["--", "/bin/sh", "-c", &script]),
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            "err:EXDEV",
+            "{} under {mode}: {}",
+            src.display(),
+            show(&out)
+        );
+        assert_eq!(
+            std::fs::metadata(&src).unwrap().nlink(),
+            1,
+            "{}",
+            src.display()
+        );
+    }
+    // A file of the workspace itself links as before.
+    std::fs::write(env.ws.join("mine"), "mine\n").unwrap();
+    let out = output(landlock(&env, "workspace-write").args([
+        "--",
+        &probe.to_string_lossy(),
+        "opath-link",
+        "mine",
+        "also-mine",
+    ]));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "mine\nok",
+        "{}",
+        show(&out)
+    );
+}
+
+/// Attack: inode flags set by `ioctl` (`chattr +d`) on a file outside, and a unix socket
+/// bound where a protected name would be (`.sandgate/config.json`, which would make every
+/// later call here fail) — neither is landlock's or the supervisor's to see without a
+/// read-only view. Should fail: the flags stay, and no socket is bound in the workspace
+/// (sockets are bound in `$TMPDIR`).
+#[test]
+fn inode_flags_and_socket_files_stay_out_of_what_no_mount_protects() {
+    let env = TestEnv::new();
+    let outside = env.outside.join("host-file");
+    std::fs::write(&outside, "host\n").unwrap();
+    let lsattr = || output(Command::new("lsattr").arg(&outside)).stdout;
+    let before = lsattr();
+    let o = outside.to_string_lossy().into_owned();
+    for mode in ["read-only", "workspace-write"] {
+        assert_eq!(probe(&env, mode, &["setflags", &o]), "err:EPERM", "{mode}");
+        assert_eq!(lsattr(), before, "{mode}");
+    }
+    for target in [".sandgate/config.json", "plain.sock"] {
+        let got = probe(&env, "workspace-write", &["bind-at", target]);
+        assert!(got.starts_with("err:"), "{target}: {got}");
+        assert!(
+            std::fs::symlink_metadata(env.ws.join(target)).is_err(),
+            "{target}"
+        );
+    }
+    let out = sh(
+        &env,
+        "workspace-write",
+        &format!(
+            "'{}' bind-at \"$TMPDIR/ok.sock\"",
+            crate::support::probe().display()
+        ),
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "ok",
+        "{}",
+        show(&out)
+    );
 }

@@ -125,7 +125,12 @@ fn rules(args: Args, terminal: Terminal) -> Result<Vec<SeccompRule>, BuildError>
                 Terminal::Reachable => &SESSION_IOCTLS,
                 Terminal::Unreachable => &[],
             };
-            for request in TERMINAL_IOCTLS.iter().chain(session).copied() {
+            for request in TERMINAL_IOCTLS
+                .iter()
+                .chain(&FILE_ATTRIBUTE_IOCTLS)
+                .chain(session)
+                .copied()
+            {
                 conds.push(vec![dword(1, Op::Eq, request)?]);
             }
             for (mask, value) in TERMINAL_IOCTL_RANGES {

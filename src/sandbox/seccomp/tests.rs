@@ -453,6 +453,7 @@ fn terminal_takeover_requests_are_refused_and_ordinary_ones_are_not() {
     const VT_SETMODE: u64 = 0x5602;
     for request in TERMINAL_IOCTLS
         .into_iter()
+        .chain(FILE_ATTRIBUTE_IOCTLS)
         .chain([KDSKBENT, KDSKBSENT, VT_ACTIVATE, VT_SETMODE])
     {
         assert_eq!(ioctl(&p, request), EPERM, "{request:#x}");
