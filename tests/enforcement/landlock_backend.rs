@@ -394,3 +394,34 @@ fn inode_flags_and_socket_files_stay_out_of_what_no_mount_protects() {
         show(&out)
     );
 }
+
+/// Without IPC and network namespaces: a host SysV segment (made with `ipcmk`) and a TCP
+/// listener of the host on its own loopback stay out of reach.
+#[test]
+fn the_hosts_ipc_and_loopback_stay_out_of_reach() {
+    let env = TestEnv::new();
+    let made = output(Command::new("ipcmk").args(["-M", "64"]));
+    let id = String::from_utf8_lossy(&made.stdout)
+        .split_whitespace()
+        .last()
+        .unwrap_or_default()
+        .to_owned();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let mut got = vec![];
+    for mode in ["read-only", "workspace-write"] {
+        got.push(probe(&env, mode, &["sysv-shm-write", &id]));
+        got.push(probe(&env, mode, &["tcp-connect", &addr]));
+    }
+    let reached = listener.accept().is_ok();
+    // The controls: unconfined, both are reached.
+    let control = [
+        env.probe("full-access", &["sysv-shm-write", &id]),
+        env.probe("full-access", &["tcp-connect", &addr]),
+    ];
+    let _ = Command::new("ipcrm").args(["-m", &id]).status();
+    assert_eq!(control, ["ok", "ok"], "{}", show(&made));
+    assert!(got.iter().all(|g| g.starts_with("err:")), "{got:?}");
+    assert!(!reached, "the host's listener was reached");
+}
