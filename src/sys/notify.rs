@@ -68,23 +68,7 @@ pub fn notif_addfd_send(
     fd: BorrowedFd<'_>,
     cloexec: bool,
 ) -> io::Result<RawFd> {
-    let mut addfd = libc::seccomp_notif_addfd {
-        id,
-        flags: libc::SECCOMP_ADDFD_FLAG_SEND as u32,
-        srcfd: fd.as_raw_fd() as u32,
-        newfd: 0,
-        newfd_flags: if cloexec { libc::O_CLOEXEC as u32 } else { 0 },
-    };
-    // SAFETY: the ioctl reads one seccomp_notif_addfd from the live local; `srcfd` is a
-    // valid fd for the duration of the call.
-    let ret = unsafe {
-        libc::ioctl(
-            listener.as_raw_fd(),
-            libc::SECCOMP_IOCTL_NOTIF_ADDFD,
-            &mut addfd,
-        )
-    };
-    check(ret.into()).map(|n| n as RawFd)
+    addfd(listener, id, fd, None, cloexec)
 }
 
 /// Installs `fd` in the notifying process as its fd `target`, closing what was there
@@ -97,11 +81,26 @@ pub fn notif_addfd_at(
     target: RawFd,
     cloexec: bool,
 ) -> io::Result<()> {
+    addfd(listener, id, fd, Some(target), cloexec).map(drop)
+}
+
+/// `SECCOMP_IOCTL_NOTIF_ADDFD`: at `target`, or answering with the new number.
+fn addfd(
+    listener: BorrowedFd<'_>,
+    id: u64,
+    fd: BorrowedFd<'_>,
+    target: Option<RawFd>,
+    cloexec: bool,
+) -> io::Result<RawFd> {
+    let (flags, newfd) = match target {
+        Some(target) => (libc::SECCOMP_ADDFD_FLAG_SETFD, target as u32),
+        None => (libc::SECCOMP_ADDFD_FLAG_SEND, 0),
+    };
     let mut addfd = libc::seccomp_notif_addfd {
         id,
-        flags: libc::SECCOMP_ADDFD_FLAG_SETFD as u32,
+        flags: flags as u32,
         srcfd: fd.as_raw_fd() as u32,
-        newfd: target as u32,
+        newfd,
         newfd_flags: if cloexec { libc::O_CLOEXEC as u32 } else { 0 },
     };
     // SAFETY: the ioctl reads one seccomp_notif_addfd from the live local; `srcfd` is a
@@ -113,7 +112,7 @@ pub fn notif_addfd_at(
             &mut addfd,
         )
     };
-    check(ret.into()).map(drop)
+    check(ret.into()).map(|n| n as RawFd)
 }
 
 /// Asks the kernel to wake the supervisor on the CPU of the notifying task

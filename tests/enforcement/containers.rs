@@ -28,6 +28,17 @@ fn inside(env: &TestEnv, kind: &str, mode: &str, args: &[&str]) -> Output {
     output(&mut cmd)
 }
 
+/// What `/bin/sh -c script` prints under `workspace-write` with the names, inside `kind`.
+fn sh_inside(env: &TestEnv, kind: &str, script: &str) -> (String, Output) {
+    let out = inside(
+        env,
+        kind,
+        "workspace-write",
+        &[NAMED, "--", "/bin/sh", "-c", script],
+    );
+    (String::from_utf8_lossy(&out.stdout).trim().to_owned(), out)
+}
+
 /// The workspace, the outside and the test's root, open to uid 65534 (the no-userns kind
 /// run as root becomes it).
 fn open_to_all(env: &TestEnv) {
@@ -86,18 +97,8 @@ fn unix_connects_are_mediated_without_pidfd_getfd() {
             probe = probe.display(),
             host = env.outside.join("host.sock").display(),
         );
-        let out = inside(
-            &env,
-            kind,
-            "workspace-write",
-            &[NAMED, "--", "/bin/sh", "-c", &script],
-        );
-        assert_eq!(
-            String::from_utf8_lossy(&out.stdout).trim(),
-            "ok\nerr:EACCES",
-            "{kind}: {}",
-            show(&out)
-        );
+        let (printed, out) = sh_inside(&env, kind, &script);
+        assert_eq!(printed, "ok\nerr:EACCES", "{kind}: {}", show(&out));
         assert!(host.accept().is_err(), "{kind}: reached the host's socket");
     }
 }
@@ -165,14 +166,9 @@ fn the_landlock_backend_holds_where_namespaces_and_pidfd_getfd_are_refused() {
             out = outside.display(),
             tmp = host_tmp.display(),
         );
-        let out = inside(
-            &env,
-            kind,
-            "workspace-write",
-            &[NAMED, "--", "/bin/sh", "-c", &script],
-        );
+        let (printed, out) = sh_inside(&env, kind, &script);
         assert_eq!(
-            String::from_utf8_lossy(&out.stdout).trim(),
+            printed,
             "err:EROFS\nerr:EROFS\nok\ntmp=1",
             "{kind}: {}",
             show(&out)
