@@ -23,25 +23,22 @@ pub fn sandgate() -> PathBuf {
 
 /// The probe helper (`examples/probe.rs`), as a copy the sandbox can see.
 pub fn probe() -> PathBuf {
-    let built = sandgate()
-        .parent()
-        .unwrap_or(Path::new("."))
-        .join("examples/probe");
-    assert!(
-        built.exists(),
-        "{} is missing: build it with `cargo build --examples`",
-        built.display()
-    );
-    visible_copy(&built)
+    visible_copy(&example("probe"))
 }
 
 /// The container harness (`examples/container.rs`): wraps a command in what a default
 /// Docker container or a system without user namespaces gives it.
 pub fn container() -> PathBuf {
+    example("container")
+}
+
+/// The example program `name`, as cargo built it beside sandgate.
+fn example(name: &str) -> PathBuf {
     let built = sandgate()
         .parent()
         .unwrap_or(Path::new("."))
-        .join("examples/container");
+        .join("examples")
+        .join(name);
     assert!(
         built.exists(),
         "{} is missing: build it with `cargo build --examples`",
