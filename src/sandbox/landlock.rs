@@ -64,11 +64,11 @@ pub fn backstop() -> BitFlags<AccessFs> {
         | AccessFs::IoctlDev
 }
 
-/// Rights granted beneath a writable root whose every change the supervisor decides: read
-/// and execute, and device ioctls. Not binding a unix socket either: `bind` never reaches
-/// the supervisor, and a socket file could take a protected name (`~/.bash_profile`,
-/// `.sandgate/config.json`) that no read-only bind keeps. Sockets are bound in the private
-/// temp, where nothing is protected ([`Prepared`]'s extra directories).
+/// Rights granted beneath a writable directory whose every change the supervisor decides:
+/// read and execute, and device ioctls. Not binding a unix socket either: the supervisor
+/// binds, on its own copy of the address, and only in the private temp, where nothing is
+/// protected (in a writable root a socket file could take a protected name,
+/// `~/.bash_profile` or `.sandgate/config.json`, that no read-only bind keeps).
 pub fn decided() -> BitFlags<AccessFs> {
     backstop()
         & !(AccessFs::RemoveFile | AccessFs::RemoveDir | AccessFs::Truncate | AccessFs::MakeSock)
@@ -155,8 +155,7 @@ pub fn prepare(
         ruleset = ruleset.add_rule(PathBeneath::new(fd, rights_for(root, writes)))?;
     }
     for dir in extra {
-        let rights = writes.dir_rights() | AccessFs::MakeSock;
-        ruleset = ruleset.add_rule(PathBeneath::new(*dir, rights))?;
+        ruleset = ruleset.add_rule(PathBeneath::new(*dir, writes.dir_rights()))?;
     }
     for dev in &r.devices {
         ruleset = ruleset.add_rule(PathBeneath::new(PathFd::new(dev)?, device()))?;

@@ -76,9 +76,11 @@ impl Features {
             (Guarantee::Secrets, Backend::Landlock) => landlock_fs,
             // SysV IPC and message queues refused by the filter.
             (Guarantee::Ipc, Backend::Landlock) => self.seccomp,
-            // Not held without namespaces: a command may bind a host daemon's abstract
-            // name, and see host processes.
-            (Guarantee::Scopes | Guarantee::ProcessBoundary, Backend::Landlock) => false,
+            // Signals and abstract connects scoped by landlock; binds decided by the
+            // supervisor, which binds no abstract name.
+            (Guarantee::Scopes, Backend::Landlock) => self.landlock_abi >= 6 && supervisor,
+            // Not held without a PID namespace: host processes are in sight.
+            (Guarantee::ProcessBoundary, Backend::Landlock) => false,
         }
     }
 }

@@ -316,6 +316,7 @@ fn leaves(
             Rule::Unreadable => Some(Leaf::Fixed(ENOSYS)),
             Rule::Connect => Some(Leaf::Fixed(answers.connect)),
             Rule::Umask => (paths != PathCalls::ToKernel).then_some(Leaf::Fixed(NOTIFY)),
+            Rule::Bind => (paths == PathCalls::Decided).then_some(Leaf::Fixed(NOTIFY)),
             Rule::Denied { args, .. } => (args != Args::WhileTerminal
                 || terminal == Terminal::Reachable)
                 .then_some(args)

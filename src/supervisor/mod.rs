@@ -39,7 +39,6 @@
 //! by seccomp, `/dev/userfaultfd`'s ioctl by landlock); the denial log is a regular file.
 
 mod attrs;
-mod connect;
 mod copy;
 mod git;
 mod named;
@@ -51,6 +50,7 @@ mod place;
 mod procfs;
 mod resolve;
 mod seal;
+mod sockets;
 mod watch;
 mod workers;
 
@@ -92,6 +92,9 @@ pub struct Setup {
     pub socket_roots: Vec<PathBuf>,
     /// ...or one of these sockets.
     pub allowed_sockets: Vec<PathBuf>,
+    /// Where the supervisor decides, a unix name is bound beneath these only (the private
+    /// temp).
+    pub bind_roots: Vec<PathBuf>,
     /// Guarded git directories (their top level is read-only; see `git`)...
     pub git_dirs: Vec<PathBuf>,
     /// ...and their subdirectories that stay writable.
@@ -123,6 +126,7 @@ pub struct Context {
     islands: HashSet<Inode>,
     socket_roots: HashSet<Inode>,
     allowed_sockets: HashSet<Inode>,
+    bind_roots: HashSet<Inode>,
     /// Guarded git directories, by identity, for markers.
     git_dirs: HashSet<Inode>,
     /// Writable roots and the writable subdirectories of guarded git directories.
@@ -227,6 +231,7 @@ pub fn spawn(listener: OwnedFd, root: OwnedFd, setup: Setup) -> io::Result<Runni
         islands: identify(&setup.read_only_islands),
         socket_roots: identify(&setup.socket_roots),
         allowed_sockets: identify(&setup.allowed_sockets),
+        bind_roots: identify(&setup.bind_roots),
         git_dirs: identify(&setup.git_dirs),
         writable: identify(&setup.writable_roots)
             .into_iter()
@@ -582,21 +587,35 @@ fn handle(
     };
     let row = crate::syscalls::lookup(i64::from(notif.data.nr));
     let (answer, denial) = match row.map(|row| &row.rule) {
-        Some(Rule::Connect) => match connect::mediate(&call, context) {
+        Some(Rule::Connect) => match sockets::mediate(&call, context) {
             Ok(connect) => match workers.perform(listener, notif, Job::Connect(connect)) {
                 Some(answer) => (answer, None),
                 // A worker performs it and answers.
                 None => return,
             },
-            Err(connect::Refused::Policy(errno, addr)) => (
+            Err(sockets::Refused::Policy(errno, addr)) => (
                 Answer::Error(errno as i32),
                 Some(call.denial("network", None, Some(addr), Mode::FullAccess)),
             ),
-            Err(connect::Refused::Provenance(path)) => (
+            Err(sockets::Refused::Provenance(path)) => (
                 Answer::Error(libc::EACCES),
                 Some(call.denial(crate::denial::NETWORK, Some(path), None, Mode::FullAccess)),
             ),
-            Err(connect::Refused::Kernel(errno)) => (Answer::Error(errno as i32), None),
+            Err(sockets::Refused::Kernel(errno)) => (Answer::Error(errno as i32), None),
+        },
+        Some(Rule::Bind) => match sockets::mediate_bind(&call, context) {
+            // An autobound name: the length alone (a register) asks for it.
+            Ok(sockets::Bound::Kernel) => (Answer::Continue, None),
+            Ok(sockets::Bound::Bind(bind)) => (bind.perform(listener, notif.id), None),
+            Err(sockets::Refused::Policy(errno, addr)) => (
+                Answer::Error(errno as i32),
+                Some(call.denial("network", None, Some(addr), Mode::FullAccess)),
+            ),
+            Err(sockets::Refused::Provenance(path)) => (
+                Answer::Error(libc::EACCES),
+                Some(call.denial(crate::denial::NETWORK, Some(path), None, Mode::FullAccess)),
+            ),
+            Err(sockets::Refused::Kernel(errno)) => (Answer::Error(errno as i32), None),
         },
         Some(Rule::Umask) => {
             // The new umask of the caller, for the files the supervisor creates for it.

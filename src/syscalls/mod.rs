@@ -48,6 +48,10 @@ pub enum Rule {
     Unreadable,
     /// `connect`: performed by the supervisor on its own copy of the address.
     Connect,
+    /// `bind`, without namespaces: a unix name bound on the supervisor's own copy of the
+    /// address, where the sandbox may make one; never an abstract name, which could be a
+    /// host daemon's (with namespaces the sandbox's network namespace holds its own).
+    Bind,
     /// `umask`: seen by the supervisor, which keeps each caller's for the files it creates.
     Umask,
 }
@@ -280,7 +284,7 @@ impl Syscall {
             Rule::Denied { .. } if self.nr == libc::SYS_ioctl => ioctl_op(args[1]),
             Rule::Denied { op, .. } => op,
             Rule::Path(call) => call.effect.op(),
-            Rule::Connect => "network",
+            Rule::Connect | Rule::Bind => "network",
             Rule::Unreadable | Rule::Umask => "syscall",
         }
     }

@@ -674,6 +674,11 @@ pub(super) const MEDIATED: &[Syscall] = &[
         rule: Rule::Umask,
     },
     Syscall {
+        nr: libc::SYS_bind,
+        name: "bind",
+        rule: Rule::Bind,
+    },
+    Syscall {
         nr: libc::SYS_clone3,
         name: "clone3",
         rule: Rule::Unreadable,

@@ -45,7 +45,7 @@ pub fn acting(row: &Syscall) -> [u64; 6] {
                 args[mode as usize] = 0o755;
             }
         }
-        Rule::Unreadable | Rule::Connect | Rule::Umask => {}
+        Rule::Unreadable | Rule::Connect | Rule::Bind | Rule::Umask => {}
     }
     args
 }

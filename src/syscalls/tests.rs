@@ -266,7 +266,11 @@ fn the_rows_are_the_ones_meant() {
     assert_eq!(names(performed), want_performed);
     assert_eq!(names(observed), want_observed);
     assert_eq!(
+        names(|r| matches!(r, Rule::Path(c) if c.need == Need::Decided)),
+        ["fchown", "fremovexattr"]
+    );
+    assert_eq!(
         names(|r| !matches!(r, Rule::Denied { .. } | Rule::Path(_))),
-        ["connect", "umask", "clone3", "openat2"]
+        ["connect", "umask", "bind", "clone3", "openat2"]
     );
 }

@@ -14,7 +14,7 @@ use crate::support::*;
 const KINDS: [&str; 2] = ["docker", "no-userns"];
 
 /// What the landlock backend does not hold, named.
-const NAMED: &str = "--allow-degraded=scopes,process-boundary";
+const NAMED: &str = "--allow-degraded=process-boundary";
 
 /// `sandgate ARGS…` in the workspace, inside the harness's `kind`.
 fn inside(env: &TestEnv, kind: &str, mode: &str, args: &[&str]) -> Output {
@@ -62,12 +62,12 @@ fn without_its_names_the_call_is_refused_and_says_what_to_name() {
         assert!(out.stdout.is_empty(), "{kind}: {}", show(&out));
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
-            stderr.contains("--allow-degraded=scopes,process-boundary"),
+            stderr.contains("--allow-degraded=process-boundary"),
             "{kind}: {}",
             show(&out)
         );
         assert!(
-            stderr.contains("\"missing\":[\"scopes\",\"process-boundary\"]"),
+            stderr.contains("\"missing\":[\"process-boundary\"]"),
             "{kind}: {}",
             show(&out)
         );
@@ -126,6 +126,7 @@ fn doctor_says_the_landlock_backend_runs_there() {
             "read-only-outside",
             "private-tmp",
             "ipc",
+            "scopes",
         ] {
             assert_eq!(held[g], true, "{kind} {g}: {report}");
         }

@@ -11,7 +11,7 @@ const MISSING: [(&str, &str, bool); 4] = [
     ("landlock", "read-only-outside,scopes", true),
     ("seccomp", "syscall-filter", false),
     // Without namespaces the landlock backend runs, without what only namespaces hold.
-    ("mount-namespace", "scopes,process-boundary", true),
+    ("mount-namespace", "process-boundary", true),
     ("pid-namespace", "process-boundary", true),
 ];
 

@@ -11,7 +11,7 @@ use std::process::Command;
 use crate::support::*;
 
 /// What the backend does not hold (yet), named so the call runs.
-const NAMED: &str = "--allow-degraded=scopes,process-boundary";
+const NAMED: &str = "--allow-degraded=process-boundary";
 
 /// A sandgate command for `mode` under the landlock backend.
 fn landlock(env: &TestEnv, mode: &str) -> Command {
@@ -424,4 +424,32 @@ fn the_hosts_ipc_and_loopback_stay_out_of_reach() {
     assert_eq!(control, ["ok", "ok"], "{}", show(&made));
     assert!(got.iter().all(|g| g.starts_with("err:")), "{got:?}");
     assert!(!reached, "the host's listener was reached");
+}
+
+/// Attack: squat an abstract name a host daemon would bind (its clients would reach the
+/// sandbox), bind a socket file in the workspace, and swap the address while the bind is
+/// decided. Should fail: no abstract name is bound and nothing lands in the workspace; a
+/// socket in `$TMPDIR` and an autobound name work.
+#[test]
+fn binds_take_no_abstract_name_and_land_in_tmpdir_only() {
+    let env = TestEnv::new();
+    let name = format!("sandgate-squat-{}", std::process::id());
+    let got = probe(&env, "workspace-write", &["unix-bind-abstract", &name, "1"]);
+    assert_eq!(got, "err:EPERM", "{got}");
+    let script = format!(
+        "'{p}' bind-at \"$TMPDIR/mine.sock\"; '{p}' bind-at ws.sock; '{p}' unix-listen-connect \"$TMPDIR/l.sock\" \"$TMPDIR/l.sock\"",
+        p = crate::support::probe().display()
+    );
+    let out = sh(&env, "workspace-write", &script);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "ok\nerr:EACCES\nok",
+        "{}",
+        show(&out)
+    );
+    assert!(std::fs::symlink_metadata(env.ws.join("ws.sock")).is_err());
+    // The abstract name is free for the host afterwards: nothing squatted it.
+    use std::os::linux::net::SocketAddrExt;
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(&name).unwrap();
+    assert!(std::os::unix::net::UnixListener::bind_addr(&addr).is_ok());
 }

@@ -333,11 +333,7 @@ pub fn private_tmp_of(env: &TestEnv) -> PathBuf {
 /// (`SANDGATE_TEST_BACKEND=landlock`), with what that backend does not hold named.
 pub fn backend_flags() -> Vec<&'static str> {
     match std::env::var("SANDGATE_TEST_BACKEND").as_deref() {
-        Ok("landlock") => vec![
-            "--backend",
-            "landlock",
-            "--allow-degraded=scopes,process-boundary",
-        ],
+        Ok("landlock") => vec!["--backend", "landlock", "--allow-degraded=process-boundary"],
         _ => vec![],
     }
 }

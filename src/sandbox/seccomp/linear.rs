@@ -328,6 +328,9 @@ fn gate(connect: u32, paths: PathCalls) -> Vec<libc::sock_filter> {
     if paths != PathCalls::ToKernel {
         body.push(jeq(libc::SYS_umask as u32, To::Notify, To::Next));
     }
+    if paths == PathCalls::Decided {
+        body.push(jeq(libc::SYS_bind as u32, To::Notify, To::Next));
+    }
     if paths == PathCalls::PerformedAndObserved {
         // utimensat(dirfd, NULL, …) touches the fd's own file: no path, nothing to report.
         body.extend([

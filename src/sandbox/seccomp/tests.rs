@@ -305,6 +305,12 @@ fn every_row_of_the_table_is_in_the_filter() {
                 assert_eq!(run(&performing, nr, args), NOTIFY, "{name}");
                 assert_eq!(run(&kernel, nr, args), NOTIFY, "{name}");
             }
+            Rule::Bind => {
+                assert_eq!(run(&deciding, nr, args), NOTIFY, "{name}");
+                for p in [&performing, &observing, &kernel] {
+                    assert_eq!(run(p, nr, args), ALLOW, "{name}");
+                }
+            }
             Rule::Umask => {
                 assert_eq!(run(&performing, nr, args), NOTIFY, "{name}");
                 assert_eq!(run(&kernel, nr, args), ALLOW, "{name}");

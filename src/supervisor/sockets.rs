@@ -1,9 +1,12 @@
-//! Mediated connects: the supervisor copies the address out of the caller's memory,
-//! resolves a pathname in the caller's own view, checks the socket's provenance, and
-//! connects a socket itself through the inode it resolved — the caller's own, taken with
-//! `pidfd_getfd`, or where that is refused a new one of the same kind put in the caller's
-//! place once connected. A TCP connect goes to sandgate's proxy or nowhere.
+//! Mediated connects and binds: the supervisor copies the address out of the caller's
+//! memory, resolves a pathname in the caller's own view, checks it — for a connect the
+//! socket's provenance, for a bind that the sandbox may make a socket there — and acts on a
+//! socket itself: the caller's own, taken with `pidfd_getfd`, or where that is refused a
+//! new one of the same kind put in the caller's place once done. A TCP connect goes to
+//! sandgate's proxy or nowhere; an abstract name is never bound (without namespaces it
+//! could be a host daemon's, whose clients would then reach the sandbox).
 
+use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 use nix::errno::Errno;
@@ -156,6 +159,121 @@ pub(super) fn mediate(call: &Call<'_>, context: &Context) -> Result<Connect, Ref
         may_wait,
         replaces,
     })
+}
+
+/// A bind the supervisor has checked: a socket (the caller's own, or a new one for its
+/// place) and the name to bind, through the directory it resolved.
+pub(super) struct Bind {
+    socket: OwnedFd,
+    /// The directory the name goes in, held while the bind goes through it.
+    dir: OwnedFd,
+    name: Vec<u8>,
+    replaces: Option<(i32, bool)>,
+}
+
+impl Bind {
+    /// Binds, and puts a new socket in the caller's place; the answer to give.
+    pub(super) fn perform(&self, listener: &OwnedFd, id: u64) -> sys::Answer {
+        let mut via = format!("/proc/self/fd/{}/", self.dir.as_raw_fd()).into_bytes();
+        via.extend_from_slice(&self.name);
+        let Ok(via) = CString::new(via) else {
+            return sys::Answer::Error(libc::EINVAL);
+        };
+        let done = nix::sys::socket::UnixAddr::new(via.as_bytes())
+            .and_then(|addr| nix::sys::socket::bind(self.socket.as_raw_fd(), &addr));
+        let done = match (done, self.replaces) {
+            (Ok(()), Some((target, cloexec))) => {
+                sys::notif_addfd_at(listener.as_fd(), id, self.socket.as_fd(), target, cloexec)
+                    .map_err(|_| Errno::EBADF)
+            }
+            (done, _) => done,
+        };
+        match done {
+            Ok(()) => sys::Answer::Return(0),
+            Err(e) => sys::Answer::Error(e as i32),
+        }
+    }
+}
+
+/// What a checked `bind(fd, addr, len)` comes to.
+pub(super) enum Bound {
+    /// The kernel may do it as asked: an unnamed socket given an autobound name (the
+    /// length alone decides, and no address the caller rewrites can make it another).
+    Kernel,
+    Bind(Bind),
+}
+
+/// Decides one `bind` for the sandboxed caller, where the supervisor decides: a unix name
+/// only where the sandbox may make one (the private temp), on the supervisor's copy of it.
+pub(super) fn mediate_bind(call: &Call<'_>, context: &Context) -> Result<Bound, Refused> {
+    let fd = i32::try_from(call.arg(0)).map_err(|_| Errno::EBADF)?;
+    let len = usize::try_from(call.arg(2)).map_err(|_| Errno::EINVAL)?;
+    if len < 2 {
+        return Err(Errno::EINVAL.into());
+    }
+    let bytes = call.read(call.arg(1), len.min(SOCKADDR_UN_LEN))?;
+    if i32::from(u16::from_ne_bytes([bytes[0], bytes[1]])) != libc::AF_UNIX {
+        // No other family reaches a socket here (the filter refuses them).
+        return Err(Errno::EAFNOSUPPORT.into());
+    }
+    let path = &bytes[2..];
+    match path.first() {
+        None => return Ok(Bound::Kernel),
+        Some(0) => {
+            let name = String::from_utf8_lossy(&path[1..])
+                .trim_end_matches('\0')
+                .to_owned();
+            return Err(Refused::Policy(Errno::EPERM, format!("@{name}")));
+        }
+        Some(_) => {}
+    }
+    let path = path.split(|b| *b == 0).next().unwrap_or_default();
+    let root = context.root.as_ref().ok_or(Errno::EACCES)?;
+    let at = super::ops::PathArg {
+        dirfd: libc::AT_FDCWD,
+        ptr: call.arg(1),
+    };
+    let place = match super::place::locate(
+        call,
+        context,
+        root,
+        at,
+        path,
+        false,
+        super::observe::Acts::OnName,
+    )? {
+        super::place::Located::Place(place) => place,
+        _ => return Err(Errno::EACCES.into()),
+    };
+    let (Some(name), None) = (place.name.clone(), &place.object) else {
+        return Err(Errno::EADDRINUSE.into());
+    };
+    if !matches!(place.area, super::place::Area::Writable(_)) {
+        return Err(Errno::EACCES.into());
+    }
+    let in_temp = resolve::nearest(place.dir.as_fd(), root, &[&context.bind_roots])? == Some(0);
+    if !in_temp {
+        return Err(Refused::Provenance(observe::shown_path(
+            call,
+            libc::AT_FDCWD,
+            path,
+        )));
+    }
+    if !call.still_pending() {
+        return Err(Errno::EINTR.into());
+    }
+    let pidfd = pidfd_for(call.tid())?;
+    let (socket, replaces) = match sys::pidfd_getfd(pidfd.as_fd(), fd) {
+        Ok(socket) => (socket, None),
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => fresh_socket(call, fd)?,
+        Err(e) => return Err(Errno::from_raw(e.raw_os_error().unwrap_or(libc::EBADF)).into()),
+    };
+    Ok(Bound::Bind(Bind {
+        socket,
+        dir: place.dir,
+        name,
+        replaces,
+    }))
 }
 
 /// A new unix socket like the caller's `fd` — same type, same `O_NONBLOCK` — to connect
