@@ -346,7 +346,11 @@ pub fn run(mut launch: Launch<'_>) -> Result<Outcome, ExecError> {
         keep(pid, launch.keep_background.as_ref());
     }
     if let Some(running) = running {
-        running.hand_over(&waited, &relay.held());
+        running.hand_over(
+            &waited,
+            &relay.held(),
+            orphans != wait::Orphans::EndedWithTheCommand,
+        );
     }
     // Single-threaded again (the supervisor's threads are joined): the relay may fork.
     let timed_out = matches!(ended.outcome, Outcome::TimedOut(_));

@@ -221,6 +221,26 @@ pub fn run(op: &str, args: &[String]) -> Res {
             println!("swaps {} done {done}", swapper.finish());
             Ok(())
         }
+        "leader-exits" => {
+            // A child whose main thread exits while another thread of it runs on: after
+            // MILLIS that thread creates FILE. Prints `started` at once.
+            let (millis, file) = (num::<u64>(&arg(0))?, arg(1));
+            match unsafe { libc::fork() } {
+                -1 => Err(Errno::last()),
+                0 => {
+                    std::thread::spawn(move || {
+                        std::thread::sleep(std::time::Duration::from_millis(millis));
+                        let _ = std::fs::write(&file, "survived\n");
+                        unsafe { libc::_exit(0) };
+                    });
+                    unsafe { libc::pthread_exit(std::ptr::null_mut()) }
+                }
+                _ => {
+                    println!("started");
+                    Ok(())
+                }
+            }
+        }
         "opath-link" => {
             // SRC opened O_PATH (which landlock does not check), then given the name DST
             // through linkat(AT_EMPTY_PATH); what DST then reads is printed after `ok`.

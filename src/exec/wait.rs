@@ -178,7 +178,8 @@ fn reap_adopted(
 
 /// Kills every process sandgate adopted from the command's tree, round after round (one
 /// killed hands its children to sandgate in turn), until none is left or five seconds
-/// have passed.
+/// have passed. Whatever survives that is no longer served: sandgate hands no supervisor
+/// over for a call that does not keep its processes.
 fn end_adopted(signals: &SignalFd) {
     let me = nix::unistd::getpid().as_raw();
     let give_up = Instant::now() + Duration::from_secs(5);
@@ -190,8 +191,10 @@ fn end_adopted(signals: &SignalFd) {
                 Ok(Reaped::NoChildren) | Err(_) => return,
             }
         }
+        // A zombie too: a thread group whose leader exited shows its leader's state,
+        // and its other threads run on until the group is killed.
         for (pid, entry) in process_table::table() {
-            if entry.parent == me && !entry.zombie {
+            if entry.parent == me {
                 let _ = sys::kill(pid, libc::SIGKILL);
             }
         }

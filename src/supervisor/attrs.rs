@@ -356,8 +356,9 @@ fn find(call: &Call<'_>, context: &Context, root: &Root, target: Target) -> Resu
                 ..o
             })
         }
-        // Elsewhere in /proc: nothing there is a hook.
-        Ok(Located::Proc) => return Err(Failed::Kernel),
+        // Elsewhere in /proc: `cwd`, `root` and the descriptors of /proc/PID lead back into
+        // the tree, by names the supervisor cannot check. Refused.
+        Ok(Located::Proc | Located::OtherFd) => return Err(Errno::EACCES.into()),
         Err(e) => return Err(e.into()),
     };
     let Some(st) = place.object else {

@@ -362,7 +362,16 @@ impl Running {
     ///
     /// `not_inherited` are fds of sandgate's the detached process must not hold (the
     /// caller's output files and their pipes): closed in it right after the fork.
-    pub fn hand_over(self, waited: &SigSet, not_inherited: &[std::os::fd::RawFd]) {
+    ///
+    /// `serves_leftovers` is false where the call's processes were to end with it (see
+    /// `exec::wait::Orphans`): one that survived being killed is not served, and its
+    /// notified calls fail with ENOSYS once sandgate exits.
+    pub fn hand_over(
+        self,
+        waited: &SigSet,
+        not_inherited: &[std::os::fd::RawFd],
+        serves_leftovers: bool,
+    ) {
         self.stopping.store(true, Ordering::SeqCst);
         let _ = nix::unistd::write(&self.stop, b"x");
         let mut pause = Pause::new(waited);
@@ -384,7 +393,7 @@ impl Running {
         let Some(handed_back) = workers.stop(|| pause.wait()) else {
             return;
         };
-        if matches!(served, Served::AllGone) || hung_up(&listener) {
+        if matches!(served, Served::AllGone) || hung_up(&listener) || !serves_leftovers {
             return;
         }
         // Every thread is joined: sandgate is single-threaded again and may fork.
@@ -840,6 +849,18 @@ pub(super) fn pidfd_for(tid: Pid) -> Result<OwnedFd, Errno> {
                 .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc::ESRCH)))
         }
     }
+}
+
+/// The status flags of the caller's descriptor `fd` (its access mode, `O_NONBLOCK`, …, and
+/// `O_CLOEXEC`), as its `/proc/PID/fdinfo` shows them: for when the descriptor itself
+/// cannot be taken (`pidfd_getfd` refused).
+pub(super) fn fd_flags(tid: Pid, fd: i32) -> Result<i32, Errno> {
+    let info =
+        std::fs::read_to_string(format!("/proc/{tid}/fdinfo/{fd}")).map_err(|_| Errno::EBADF)?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("flags:"))
+        .and_then(|f| i32::from_str_radix(f.trim(), 8).ok())
+        .ok_or(Errno::EBADF)
 }
 
 /// Reads the calling thread's filesystem credentials.

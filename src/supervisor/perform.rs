@@ -223,6 +223,7 @@ impl Job<'_> {
         }
         match self.locate(at, &path, follow, acts)? {
             Located::Place(place) => Ok(Resolved { at, path, place }),
+            Located::OtherFd => Err(Errno::EACCES.into()),
             Located::CallerFd(_) | Located::Proc => Err(Refused::Kernel),
         }
     }
@@ -338,6 +339,7 @@ impl Job<'_> {
         let resolved = match self.locate(at, &path, follow, Acts::OnObject)? {
             Located::Place(place) => Resolved { at, path, place },
             Located::CallerFd(fd) => return self.reopen(at, fd, flags, mode, workers),
+            Located::OtherFd => return Err(Errno::EACCES.into()),
             Located::Proc => return Err(Refused::Kernel),
         };
         self.open_place(resolved, flags, mode, workers)
@@ -477,8 +479,7 @@ impl Job<'_> {
     /// The caller's non-regular file `held` (see [`Job::reopen`]) opened anew with `flags`,
     /// when its own access mode allows them (`EACCES` otherwise). The open is this
     /// thread's, so it never makes a terminal anyone's controlling terminal.
-    fn reopen_as_held(&self, held: &OwnedFd, flags: i32) -> Result<Answer, Refused> {
-        let status = nix::fcntl::fcntl(held, nix::fcntl::FcntlArg::F_GETFL)?;
+    fn reopen_as_held(&self, held: &OwnedFd, status: i32, flags: i32) -> Result<Answer, Refused> {
         // A bare handle (`O_PATH`) allows neither reading nor writing.
         if status & libc::O_PATH != 0 {
             return Err(Refused::Errno(Errno::EACCES));
@@ -522,10 +523,24 @@ impl Job<'_> {
         workers: &mut Workers,
     ) -> Result<Answer, Refused> {
         let pidfd = super::pidfd_for(self.call.tid())?;
-        let file = sys::pidfd_getfd(pidfd.as_fd(), fd).map_err(|_| Refused::Kernel)?;
+        let (file, status) = match sys::pidfd_getfd(pidfd.as_fd(), fd) {
+            Ok(file) => {
+                let status = nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_GETFL)?;
+                (file, status)
+            }
+            // Where `pidfd_getfd` is refused: the file opened again through the caller's
+            // /proc (`O_PATH`), with the access its description has, read from its fdinfo.
+            Err(_) => {
+                let file = self
+                    .call
+                    .open_proc(&format!("fd/{fd}"))
+                    .map_err(|_| Errno::EBADF)?;
+                (file, super::fd_flags(self.call.tid(), fd)?)
+            }
+        };
         let st = fstat(file.as_fd())?;
         if st.st_mode & libc::S_IFMT != libc::S_IFREG {
-            return self.reopen_as_held(&file, flags);
+            return self.reopen_as_held(&file, status, flags);
         }
         let Some(path) = self.call.proc_link(&format!("fd/{fd}")) else {
             return Err(Refused::Kernel);
@@ -670,6 +685,7 @@ impl Job<'_> {
                     // `/proc/self/fd/N` followed: the caller's file N (an `O_TMPFILE`
                     // file given a name the portable way).
                     Located::CallerFd(fd) => return self.link_fd(fd, to),
+                    Located::OtherFd => return Err(Errno::EACCES.into()),
                     Located::Proc => return Err(Refused::Kernel),
                 }
             }

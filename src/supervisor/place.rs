@@ -90,8 +90,14 @@ pub fn kind_of(st: &FileStat) -> seal::Kind {
 /// Where a path leads.
 pub enum Located {
     Place(Place),
-    /// A magic link to the caller's file descriptor N (`/dev/stdout`, `/proc/self/fd/N`).
+    /// A magic link to the caller's file descriptor N (`/dev/stdout`, `/proc/self/fd/N`,
+    /// `/proc/self/task/TID/fd/N`).
     CallerFd(i32),
+    /// A descriptor named through `/proc` by a process number (`/proc/$$/fd/0`): the
+    /// supervisor cannot tie it to the caller, and the kernel would open a pipe's read
+    /// end for writing through it (the caller's stdin pipe, which a shell reads its script
+    /// from after the call), which landlock does not look at. Refused.
+    OtherFd,
     /// Somewhere else in `/proc`: no name the supervisor can act on.
     Proc,
 }
@@ -273,13 +279,16 @@ use std::os::unix::ffi::OsStrExt;
 
 /// The caller's file descriptor a procfs path beneath `/proc` names, if it is one.
 fn magic(rest: &[Vec<u8>]) -> Located {
+    let own = |who: &[u8]| who == b"self" || who == b"thread-self";
+    let number = |n: &[u8]| std::str::from_utf8(n).ok().and_then(|n| n.parse().ok());
     match rest {
-        [who, fd, n] if (who == b"self" || who == b"thread-self") && fd == b"fd" => {
-            match std::str::from_utf8(n).ok().and_then(|n| n.parse().ok()) {
-                Some(n) => Located::CallerFd(n),
-                None => Located::Proc,
-            }
+        [who, fd, n] if own(who) && fd == b"fd" => {
+            number(n).map_or(Located::Proc, Located::CallerFd)
         }
+        [who, task, _, fd, n] if who == b"self" && task == b"task" && fd == b"fd" => {
+            number(n).map_or(Located::Proc, Located::CallerFd)
+        }
+        _ if rest.iter().any(|c| c == b"fd") => Located::OtherFd,
         _ => Located::Proc,
     }
 }

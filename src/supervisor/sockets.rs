@@ -308,13 +308,7 @@ fn fresh_socket(call: &Call<'_>, fd: i32) -> Result<(OwnedFd, Option<(i32, bool)
         (Some("01"), Some(_)) => return Err(Errno::EOPNOTSUPP.into()),
         _ => return Err(Errno::EISCONN.into()),
     }
-    let info =
-        std::fs::read_to_string(format!("/proc/{tid}/fdinfo/{fd}")).map_err(|_| Errno::EBADF)?;
-    let flags = info
-        .lines()
-        .find_map(|l| l.strip_prefix("flags:"))
-        .and_then(|f| i32::from_str_radix(f.trim(), 8).ok())
-        .ok_or(Errno::EBADF)?;
+    let flags = super::fd_flags(tid, fd)?;
     let mut made = SockFlag::SOCK_CLOEXEC;
     if flags & libc::O_NONBLOCK != 0 {
         made |= SockFlag::SOCK_NONBLOCK;

@@ -123,7 +123,7 @@ fn watch(
     let place = match place::locate(call, context, root, at, &path, follow, Acts::OnName)? {
         Located::Place(place) => place,
         // The caller's own descriptors and the rest of /proc: nothing of the sandbox's.
-        Located::CallerFd(_) | Located::Proc => {
+        Located::CallerFd(_) | Located::OtherFd | Located::Proc => {
             return Err(Failed::Refused(SandboxMode::FullAccess))
         }
     };

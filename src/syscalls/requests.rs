@@ -100,17 +100,20 @@ pub const TERMINAL_IOCTLS: [u64; 11] = [
 ];
 
 /// Inode flags and attributes set by `ioctl` (`chattr`'s `FS_IOC_SETFLAGS`, its 32-bit
-/// form, `FS_IOC_FSSETXATTR`, `FS_IOC_SETVERSION` and its 32-bit form, and enabling
-/// fs-verity): landlock does not govern them, and without a read-only mount view nothing
-/// else would refuse them on a file outside the writable roots. No restricted command
-/// needs them.
-pub const FILE_ATTRIBUTE_IOCTLS: [u64; 6] = [
+/// form, `FS_IOC_FSSETXATTR`, `FS_IOC_SETVERSION` and ext4's `EXT4_IOC_SETVERSION`, each
+/// with its 32-bit form, enabling fs-verity, and setting an encryption policy): landlock
+/// does not govern them, and without a read-only mount view nothing else would refuse them
+/// on a file outside the writable roots. No restricted command needs them.
+pub const FILE_ATTRIBUTE_IOCTLS: [u64; 9] = [
     0x4008_6602,
     0x4004_6602,
     0x401c_5820,
     0x4008_7602,
     0x4004_7602,
+    0x4008_6604,
+    0x4004_6604,
     0x4080_6685,
+    0x800c_6613,
 ];
 
 /// Terminal requests refused while a terminal is reachable: giving up the controlling

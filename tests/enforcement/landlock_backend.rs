@@ -453,3 +453,18 @@ fn binds_take_no_abstract_name_and_land_in_tmpdir_only() {
     let addr = std::os::unix::net::SocketAddr::from_abstract_name(&name).unwrap();
     assert!(std::os::unix::net::UnixListener::bind_addr(&addr).is_ok());
 }
+
+/// Attack: a thread group whose leader exits (a zombie) while another thread runs on. It
+/// must be killed with the rest of what the command left, and not be served afterwards.
+#[test]
+fn a_process_whose_leader_exited_still_ends_with_the_call() {
+    let env = TestEnv::new();
+    let file = env.ws.join("survived");
+    let f = file.to_string_lossy().into_owned();
+    assert_eq!(
+        probe(&env, "workspace-write", &["leader-exits", "1500", &f]),
+        "started\nok"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    assert!(!file.exists(), "a thread of the call ran on after it");
+}

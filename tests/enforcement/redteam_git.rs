@@ -303,3 +303,29 @@ fn redteam_git_metadata_keeps_its_mode_and_times() {
         show(&out)
     );
 }
+
+/// Attack: a hook of a repository made in the call, made executable through `/proc`
+/// (`/proc/$$/fd/3` of a descriptor open on it, `/proc/self/cwd/…`), or given an ACL
+/// that way. Should fail: nothing in a hooks directory becomes executable.
+#[test]
+fn redteam_a_hook_cannot_be_made_executable_through_proc() {
+    let env = TestEnv::new();
+    let out = env.sh(
+        "workspace-write",
+        "git init -q inner; h=inner/.git/hooks/pre-commit; printf '#!/bin/sh\\n' > $h; \
+         exec 3<$h; chmod +x /proc/$$/fd/3; chmod +x /proc/self/cwd/$h; \
+         chmod +x /proc/self/task/$$/fd/3; setfacl -m u::rwx /proc/$$/fd/3 2>/dev/null; echo done",
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "done",
+        "{}",
+        show(&out)
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(env.ws.join("inner/.git/hooks/pre-commit"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o111, 0, "{mode:o}: {}", show(&out));
+}

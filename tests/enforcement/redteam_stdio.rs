@@ -544,3 +544,43 @@ fn redteam_stdin_opened_read_write_on_the_output_file_cannot_truncate_it() {
         );
     }
 }
+
+/// Attack: the caller's stdin pipe opened for writing through `/proc` by a process number
+/// (`/proc/$$/fd/0`, `/proc/self/task/$$/fd/0`) rather than `/proc/self/fd/0`: a shell
+/// that feeds its script to sandgate through that pipe would run what was written after
+/// the call. Should fail under both backends: nothing reaches the pipe.
+#[test]
+fn redteam_the_stdin_pipe_cannot_be_written_by_a_process_number() {
+    use std::io::Read;
+    use std::os::fd::AsFd;
+    let env = TestEnv::new();
+    for backend in [
+        vec![],
+        vec!["--backend", "landlock", "--allow-degraded=process-boundary"],
+    ] {
+        let (r, w) = nix::unistd::pipe().unwrap();
+        let mut kept = std::fs::File::from(r.as_fd().try_clone_to_owned().unwrap());
+        let script =
+            "for p in /proc/$$/fd/0 /proc/self/task/$$/fd/0 /proc/self/fd/0 /dev/stdin; do \
+                      echo 'touch /tmp/pwned' > $p 2>/dev/null; done; echo done";
+        let out = output(
+            env.sandgate("workspace-write")
+                .args(&backend)
+                .args(["--", "/bin/sh", "-c", script])
+                .stdin(std::process::Stdio::from(r)),
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            "done",
+            "{}",
+            show(&out)
+        );
+        drop(w);
+        let mut left = String::new();
+        kept.read_to_string(&mut left).unwrap();
+        assert_eq!(
+            left, "",
+            "{backend:?}: written into the caller's stdin pipe"
+        );
+    }
+}
