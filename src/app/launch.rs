@@ -76,18 +76,17 @@ impl Call<'_> {
                         missing,
                     });
                 }
-                // Inside another sandgate's sandbox, its namespaces (or its own landlock
-                // backend) hold the boundary for everything in it, this call included.
-                let missing = match self.planned.nested {
-                    true => features.missing(Backend::Namespaces),
-                    false => features.missing(Backend::Landlock),
-                };
+                // Inside another sandgate's sandbox, its boundary holds for everything in
+                // it, this call included (an enclosed call counts as its namespaces).
                 let layout = match self.planned.nested {
                     true => Layout::Enclosed,
                     false => Layout::Landlock,
                 };
-                let missing = plan::named_or_refused(plan, layout.backend(), missing)?;
-                Ok((layout, missing))
+                let missing = features.missing(layout.backend());
+                Ok((
+                    layout,
+                    plan::named_or_refused(plan, layout.backend(), missing)?,
+                ))
             }
             ExecError::Setup {
                 step: Step::ProcessBoundary,

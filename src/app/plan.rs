@@ -309,8 +309,7 @@ pub(super) fn for_mode(g: &Gathered, args: &RunArgs, mode: Mode) -> Result<Plan,
     .flatten()
     .cloned()
     .collect();
-    let mut hidden_paths = layers.user.hidden_paths.clone();
-    hidden_paths.extend(standing.hidden_paths.iter().cloned());
+    let hidden_paths = [&layers.user.hidden_paths, &standing.hidden_paths];
     let scans = scans_for(g, args, mode)?;
     let hosts = policy::hosts::effective(
         &args.allow_hosts,
@@ -338,7 +337,7 @@ pub(super) fn for_mode(g: &Gathered, args: &RunArgs, mode: Mode) -> Result<Plan,
         protected_subpaths: standing.protected_subpaths.clone(),
         protected_paths,
         own_files,
-        hidden_paths,
+        hidden_paths: hidden_paths.into_iter().flatten().cloned().collect(),
         unhidden_paths: layers.user.unhidden_paths.clone(),
         unhide: args.unhide.iter().map(|p| env.cwd.join(p)).collect(),
         scans,
