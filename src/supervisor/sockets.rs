@@ -229,9 +229,10 @@ pub(super) fn mediate_bind(call: &Call<'_>, context: &Context) -> Result<Bound, 
     }
     let path = path.split(|b| *b == 0).next().unwrap_or_default();
     let root = context.root.as_ref().ok_or(Errno::EACCES)?;
+    // The path was copied above: `locate` takes it, and the cwd the caller binds from.
     let at = super::ops::PathArg {
         dirfd: libc::AT_FDCWD,
-        ptr: call.arg(1),
+        ptr: 0,
     };
     let place = match super::place::locate(
         call,
