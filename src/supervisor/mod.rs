@@ -602,29 +602,13 @@ fn handle(
                 // A worker performs it and answers.
                 None => return,
             },
-            Err(sockets::Refused::Policy(errno, addr)) => (
-                Answer::Error(errno as i32),
-                Some(call.denial("network", None, Some(addr), Mode::FullAccess)),
-            ),
-            Err(sockets::Refused::Provenance(path)) => (
-                Answer::Error(libc::EACCES),
-                Some(call.denial(crate::denial::NETWORK, Some(path), None, Mode::FullAccess)),
-            ),
-            Err(sockets::Refused::Kernel(errno)) => (Answer::Error(errno as i32), None),
+            Err(refused) => refused.answer(&call),
         },
         Some(Rule::Bind) => match sockets::mediate_bind(&call, context) {
             // An autobound name: the length alone (a register) asks for it.
             Ok(sockets::Bound::Kernel) => (Answer::Continue, None),
             Ok(sockets::Bound::Bind(bind)) => (bind.perform(listener, notif.id), None),
-            Err(sockets::Refused::Policy(errno, addr)) => (
-                Answer::Error(errno as i32),
-                Some(call.denial("network", None, Some(addr), Mode::FullAccess)),
-            ),
-            Err(sockets::Refused::Provenance(path)) => (
-                Answer::Error(libc::EACCES),
-                Some(call.denial(crate::denial::NETWORK, Some(path), None, Mode::FullAccess)),
-            ),
-            Err(sockets::Refused::Kernel(errno)) => (Answer::Error(errno as i32), None),
+            Err(refused) => refused.answer(&call),
         },
         Some(Rule::Umask) => {
             // The new umask of the caller, for the files the supervisor creates for it.

@@ -75,6 +75,24 @@ pub(super) enum Refused {
     Kernel(Errno),
 }
 
+impl Refused {
+    /// The answer to a refused connect or bind, with its marker when the sandbox refused.
+    pub(super) fn answer(self, call: &Call<'_>) -> (sys::Answer, Option<crate::denial::Denial>) {
+        use crate::policy::Mode;
+        match self {
+            Refused::Policy(errno, addr) => (
+                sys::Answer::Error(errno as i32),
+                Some(call.denial("network", None, Some(addr), Mode::FullAccess)),
+            ),
+            Refused::Provenance(path) => (
+                sys::Answer::Error(libc::EACCES),
+                Some(call.denial(crate::denial::NETWORK, Some(path), None, Mode::FullAccess)),
+            ),
+            Refused::Kernel(errno) => (sys::Answer::Error(errno as i32), None),
+        }
+    }
+}
+
 impl From<Errno> for Refused {
     fn from(e: Errno) -> Self {
         Refused::Kernel(e)
