@@ -247,6 +247,13 @@ pub fn run(mut launch: Launch<'_>) -> Result<Outcome, ExecError> {
     if orphans != wait::Orphans::Left {
         nix::sys::prctl::set_child_subreaper(true)?;
     }
+    // Until the command runs, a failure may be retried under another layout: the next
+    // child must start from sandgate's state as it was, not from this attempt's.
+    let attempt = Attempt {
+        old_mask,
+        subreaper: orphans != wait::Orphans::Left,
+        runs: false,
+    };
 
     // sandgate is single-threaded here: the supervisor thread is only started below.
     let pid = match clone_flags {
@@ -266,7 +273,7 @@ pub fn run(mut launch: Launch<'_>) -> Result<Outcome, ExecError> {
                     channel: theirs,
                     sandgates: [err_r.as_raw_fd(), ours.as_raw_fd()],
                 },
-                &old_mask,
+                &attempt.old_mask,
                 launch.keep_background.is_some(),
                 launch.timeout,
             ),
@@ -276,7 +283,7 @@ pub fn run(mut launch: Launch<'_>) -> Result<Outcome, ExecError> {
                 err_w.as_fd(),
                 theirs.as_fd(),
                 parent,
-                &old_mask,
+                &attempt.old_mask,
             ),
         }
     }
@@ -284,9 +291,6 @@ pub fn run(mut launch: Launch<'_>) -> Result<Outcome, ExecError> {
     drop(theirs);
     relay.started();
     fresh.started();
-    // The command has its own limits and dispositions; from here on these are sandgate's.
-    let _ = sys::no_core_files();
-    sys::ignore_file_size_signal();
     let FromTheChild {
         listener,
         proxy: proxy_listener,
@@ -309,6 +313,11 @@ pub fn run(mut launch: Launch<'_>) -> Result<Outcome, ExecError> {
             step => ExecError::Setup { step, source },
         });
     }
+    attempt.command_runs();
+    // The command has its own limits and dispositions; from here on these are sandgate's
+    // (a core limit of zero cannot be raised again: only now is no retry possible).
+    let _ = sys::no_core_files();
+    sys::ignore_file_size_signal();
     // Still single-threaded: the proxy's process is forked before the supervisor starts.
     let reporter = launch.supervision.as_ref().and_then(|s| s.reporter.clone());
     let proxy = match (proxy_listener, launch.proxy) {
@@ -359,6 +368,34 @@ pub fn run(mut launch: Launch<'_>) -> Result<Outcome, ExecError> {
         (!timed_out).then_some(&waited),
     );
     Ok(ended.outcome)
+}
+
+/// What one attempt at starting the command changed in sandgate itself: undone when the
+/// attempt fails, kept once the command runs.
+struct Attempt {
+    /// The signal mask before sandgate blocked the signals it waits for.
+    old_mask: SigSet,
+    /// Whether sandgate made itself the subreaper of the command's orphans.
+    subreaper: bool,
+    runs: bool,
+}
+
+impl Attempt {
+    fn command_runs(mut self) {
+        self.runs = true;
+    }
+}
+
+impl Drop for Attempt {
+    fn drop(&mut self) {
+        if self.runs {
+            return;
+        }
+        let _ = self.old_mask.thread_set_mask();
+        if self.subreaper {
+            let _ = nix::sys::prctl::set_child_subreaper(false);
+        }
+    }
 }
 
 /// Records the PID namespace whose init `pid` outlives the call with what the command
