@@ -90,7 +90,7 @@ pub struct Configured {
 
 /// Builds the report by querying the kernel, with what the configuration makes of a call.
 pub fn report(configured: Configured) -> Report {
-    let features = Features::detect();
+    let mut features = Features::detect();
     let uname = nix::sys::utsname::uname().ok();
     let field = |f: fn(&nix::sys::utsname::UtsName) -> &std::ffi::OsStr| {
         uname.as_ref().map(|u| f(u).to_string_lossy().into_owned())
@@ -105,10 +105,8 @@ pub fn report(configured: Configured) -> Report {
     } else {
         Backend::Landlock
     };
-    let mut missing = features.missing(backend);
-    if backend == Backend::Namespaces && !pid_ns && !missing.contains(&Guarantee::ProcessBoundary) {
-        missing.push(Guarantee::ProcessBoundary);
-    }
+    features.pid_namespace_allowed = pid_ns;
+    let missing = features.missing(backend);
     let profiles: serde_json::Map<String, Value> = Mode::ALL
         .into_iter()
         .map(|mode| {
@@ -119,7 +117,7 @@ pub fn report(configured: Configured) -> Report {
                 .collect();
             let held_by: serde_json::Map<String, Value> = each()
                 .filter(|g| !missing.contains(g))
-                .map(|g| (g.name().to_owned(), json!(g.held_by(backend))))
+                .map(|g| (g.name().to_owned(), json!(features.held_by(g, backend))))
                 .collect();
             let enforceable = !restricted || missing.is_empty();
             let hides = Hides::of(mode, (configured.hidden)(mode));

@@ -82,14 +82,7 @@ fn tmp_clean_never_follows_a_symlink_swapped_in_by_a_process_left_behind() {
         .arg(&env.ws)
         .env("HOME", &home)
         .env("SANDGATE_DEBUG_PRETEND_MISSING", "pid-namespace")
-        .args([
-            "--allow-degraded=process-boundary",
-            "--keep-background",
-            "--",
-            "/bin/sh",
-            "-c",
-            &script,
-        ]);
+        .args(["--keep-background", "--", "/bin/sh", "-c", &script]);
     assert_status(&output(&mut cmd), 0);
 
     // The user clears the workspace's private temp and layers (retrying as told to).

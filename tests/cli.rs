@@ -916,13 +916,11 @@ fn explain_shows_the_landlock_backend_as_it_runs() {
         .args(["--", "true"]);
         output(&mut cmd)
     };
-    let marker = refusal(&explain(&[]), 78, "--allow-degraded=process-boundary");
-    assert_eq!(marker["kind"], "unenforceable");
-    let out = explain(&["--allow-degraded=process-boundary"]);
+    let out = explain(&[]);
     assert_status(&out, 0);
     let got: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(got["backend"], "landlock", "{got:#}");
-    assert_eq!(got["unenforced"], serde_json::json!(["process-boundary"]));
+    assert_eq!(got["unenforced"], serde_json::json!([]));
     let tmpdir = got["plan"]["tmpdir"].as_str().unwrap_or_default();
     assert!(tmpdir.starts_with("/tmp/sandgate-"), "{got:#}");
     assert_eq!(got["plan"]["caches"], serde_json::json!([]), "{got:#}");

@@ -13,7 +13,7 @@ pub(super) struct Call<'a> {
 impl Call<'_> {
     /// Prepares the sandbox under `layout` and runs the command; when the kernel refuses a
     /// namespace and the call may do without it (`auto` falls back to the landlock backend;
-    /// a named `process-boundary` runs without the PID namespace), the layout and the
+    /// without a PID namespace landlock's ptrace rule holds the process boundary), the layout and the
     /// guarantees given up (`unenforced`) change and the call is prepared again.
     pub(super) fn run(
         &self,
@@ -64,8 +64,8 @@ impl Call<'_> {
                 step: Step::MountNamespace,
                 source,
             } => {
-                crate::say!("sandgate: the kernel refuses the sandbox's namespaces: {source}");
                 if plan.backend != BackendChoice::Auto {
+                    crate::say!("sandgate: the kernel refuses the sandbox's namespaces: {source}");
                     let mut missing = features.missing(Backend::Namespaces);
                     missing.extend(NAMESPACED);
                     missing.sort();
@@ -80,7 +80,10 @@ impl Call<'_> {
                 // it, this call included (an enclosed call counts as its namespaces).
                 let layout = match self.planned.nested {
                     true => Layout::Enclosed,
-                    false => Layout::Landlock,
+                    false => {
+                        crate::say!("sandgate: the kernel refuses the sandbox's namespaces ({source}): the landlock backend runs the call");
+                        Layout::Landlock
+                    }
                 };
                 let missing = features.missing(layout.backend());
                 Ok((
@@ -93,10 +96,11 @@ impl Call<'_> {
                 source,
             } => {
                 crate::say!("sandgate: cannot give the sandbox a PID namespace and a /proc of its own: {source}{}", if source.raw_os_error() == Some(libc::EPERM) { " (the kernel refuses a new /proc in a user namespace while parts of the existing one are covered, as container runtimes do)" } else { "" });
-                let mut missing = features.missing(Backend::Namespaces);
-                if !missing.contains(&Guarantee::ProcessBoundary) {
-                    missing.push(Guarantee::ProcessBoundary);
-                }
+                let without = Features {
+                    pid_namespace_allowed: false,
+                    ..*features
+                };
+                let missing = without.missing(Backend::Namespaces);
                 let missing = plan::named_or_refused(plan, Backend::Namespaces, missing)?;
                 Ok((Layout::Namespaces { pid: false }, missing))
             }

@@ -199,7 +199,7 @@ pub(super) fn layout(plan: &Plan, features: &Features) -> Result<(Layout, Vec<Gu
     let missing = named_or_refused(plan, backend, features.missing(backend))?;
     let layout = match backend {
         Backend::Namespaces => Layout::Namespaces {
-            pid: !missing.contains(&Guarantee::ProcessBoundary),
+            pid: features.pid_namespace_allowed,
         },
         Backend::Landlock => Layout::Landlock,
     };

@@ -71,8 +71,10 @@ pub enum Guarantee {
     Scopes,
     /// The syscall deny list: ptrace, io_uring, mount, unshare, TIOCSTI and the rest.
     SyscallFilter,
-    /// Host processes are out of sight. (The call's processes end with it either way:
-    /// without a PID namespace sandgate adopts and ends them.)
+    /// Processes outside the call are out of reach — not traced, their memory, environment
+    /// and descriptors unreadable — and the call's processes end with it. Under a PID
+    /// namespace they are out of sight too; without one their names and command lines
+    /// show in `/proc` (see `docs/architecture.md`, "Backends and guarantees").
     ProcessBoundary,
     /// The host's SysV IPC objects are out of reach.
     Ipc,
@@ -134,7 +136,7 @@ impl Guarantee {
                 "syscall filter: ptrace, io_uring, mount, unshare, TIOCSTI and the rest of the deny list are not refused"
             }
             Guarantee::ProcessBoundary => {
-                "process boundary: host processes and their command lines are visible to the command"
+                "process boundary: processes outside the sandbox could be traced or their memory read, and what the command leaves running could outlive it"
             }
             Guarantee::Ipc => "ipc: the host's SysV shared memory, semaphores and message queues are reachable",
         }

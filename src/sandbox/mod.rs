@@ -129,8 +129,8 @@ struct Layers {
 pub struct Prepared(Option<Layers>);
 
 /// How a restricted call is laid out: the backend, and whether a namespaces run makes the
-/// PID namespace (a run that named `process-boundary` where the kernel refuses it does
-/// without).
+/// PID namespace (where the kernel refuses it, landlock's ptrace rule holds the process
+/// boundary instead).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Layout {
     Namespaces {

@@ -58,8 +58,10 @@ impl Features {
             (Guarantee::SyscallFilter, _) => supervisor,
             (Guarantee::Scopes, Backend::Namespaces) => self.landlock_abi >= 6,
             (Guarantee::Network, Backend::Namespaces) => namespaces || self.seccomp,
+            // A PID namespace, or landlock's ptrace rule with sandgate ending what the
+            // call leaves (`exec::wait::Orphans`).
             (Guarantee::ProcessBoundary, Backend::Namespaces) => {
-                namespaces && self.pid_namespace_allowed
+                namespaces && (self.pid_namespace_allowed || self.landlock_abi >= 1)
             }
             (Guarantee::ProtectedPaths, Backend::Namespaces) => namespaces && supervisor,
             (Guarantee::ReadOnlyOutside, Backend::Namespaces) => namespaces && landlock_fs,
@@ -79,16 +81,18 @@ impl Features {
             // Signals and abstract connects scoped by landlock; binds decided by the
             // supervisor, which binds no abstract name.
             (Guarantee::Scopes, Backend::Landlock) => self.landlock_abi >= 6 && supervisor,
-            // Not held without a PID namespace: host processes are in sight.
-            (Guarantee::ProcessBoundary, Backend::Landlock) => false,
+            // Landlock's ptrace rule: no process outside the call can be traced or have its
+            // memory, environment or descriptors read (through `/proc` either); sandgate
+            // ends what the call leaves.
+            (Guarantee::ProcessBoundary, Backend::Landlock) => self.landlock_abi >= 1,
         }
     }
 }
 
-impl Guarantee {
-    /// What holds this guarantee under `backend`, for `sandgate doctor`.
-    pub fn held_by(self, backend: Backend) -> &'static str {
-        match (self, backend) {
+impl Features {
+    /// What holds `g` under `backend`, for `sandgate doctor`.
+    pub fn held_by(&self, g: Guarantee, backend: Backend) -> &'static str {
+        match (g, backend) {
             (Guarantee::ProtectedPaths, Backend::Namespaces) => {
                 "read-only binds in the mount namespace, and the supervisor's seal rules"
             }
@@ -113,7 +117,12 @@ impl Guarantee {
             (Guarantee::Network, Backend::Landlock) => "the socket filter",
             (Guarantee::Scopes, _) => "landlock scopes",
             (Guarantee::SyscallFilter, _) => "seccomp",
-            (Guarantee::ProcessBoundary, _) => "a PID namespace with its own /proc",
+            (Guarantee::ProcessBoundary, Backend::Namespaces) if self.pid_namespace_allowed => {
+                "a PID namespace with its own /proc"
+            }
+            (Guarantee::ProcessBoundary, _) => {
+                "landlock's ptrace rule, and sandgate ending what the call leaves (host processes' names and command lines stay visible)"
+            }
             (Guarantee::Ipc, Backend::Namespaces) => "an IPC namespace of its own",
             (Guarantee::Ipc, Backend::Landlock) => "SysV IPC calls refused by seccomp",
         }

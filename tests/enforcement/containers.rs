@@ -13,9 +13,6 @@ use crate::support::*;
 /// The kinds of confinement the harness reproduces.
 const KINDS: [&str; 2] = ["docker", "no-userns"];
 
-/// What the landlock backend does not hold, named.
-const NAMED: &str = "--allow-degraded=process-boundary";
-
 /// `sandgate ARGS…` in the workspace, inside the harness's `kind`.
 fn inside(env: &TestEnv, kind: &str, mode: &str, args: &[&str]) -> Output {
     let sandgate = env.sandgate(mode);
@@ -28,13 +25,13 @@ fn inside(env: &TestEnv, kind: &str, mode: &str, args: &[&str]) -> Output {
     output(&mut cmd)
 }
 
-/// What `/bin/sh -c script` prints under `workspace-write` with the names, inside `kind`.
+/// What `/bin/sh -c script` prints under `workspace-write`, inside `kind`.
 fn sh_inside(env: &TestEnv, kind: &str, script: &str) -> (String, Output) {
     let out = inside(
         env,
         kind,
         "workspace-write",
-        &[NAMED, "--", "/bin/sh", "-c", script],
+        &["--", "/bin/sh", "-c", script],
     );
     (String::from_utf8_lossy(&out.stdout).trim().to_owned(), out)
 }
@@ -47,31 +44,44 @@ fn open_to_all(env: &TestEnv) {
     }
 }
 
+/// Attack: from inside the container, reach a process of the container's own (root's, as
+/// the harness's docker kind runs as root): signal it, trace it, read its environment,
+/// descriptors and working directory through `/proc`. Should fail: landlock's ptrace and signal rules hold the
+/// process boundary without a PID namespace, and the call runs without naming anything.
 #[test]
-fn without_its_names_the_call_is_refused_and_says_what_to_name() {
+fn processes_outside_the_call_are_out_of_reach_without_naming_anything() {
     let env = TestEnv::new();
     open_to_all(&env);
-    for kind in KINDS {
-        let out = inside(
-            &env,
-            kind,
-            "workspace-write",
-            &["--", "/bin/sh", "-c", "echo ran"],
-        );
-        assert_status(&out, 78);
-        assert!(out.stdout.is_empty(), "{kind}: {}", show(&out));
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            stderr.contains("--allow-degraded=process-boundary"),
-            "{kind}: {}",
-            show(&out)
-        );
-        assert!(
-            stderr.contains("\"missing\":[\"process-boundary\"]"),
-            "{kind}: {}",
-            show(&out)
-        );
-    }
+    let mut host = Command::new("sleep")
+        .arg("1017")
+        .env("HOST_SECRET", "token-1017")
+        .spawn()
+        .unwrap();
+    let pid = host.id();
+    let probe = probe();
+    let script = format!(
+        "kill -0 {pid} 2>/dev/null; echo kill=$?; \
+         cat /proc/{pid}/environ 2>/dev/null | tr '\\0' '\\n' | grep -c token; \
+         readlink /proc/{pid}/fd/0 /proc/{pid}/cwd; echo links=$?; \
+         '{probe}' ptrace-attach {pid}",
+        probe = probe.display(),
+    );
+    let (printed, out) = sh_inside(&env, "docker", &script);
+    let alive = host.try_wait().unwrap().is_none();
+    let _ = host.kill();
+    let _ = host.wait();
+    assert_status(&out, 0);
+    assert!(
+        alive,
+        "the host process was ended from inside: {}",
+        show(&out)
+    );
+    assert_eq!(printed, "kill=1\n0\nlinks=1\nerr:EPERM", "{}", show(&out));
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("degraded"),
+        "{}",
+        show(&out)
+    );
 }
 
 /// The supervisor cannot take the caller's socket there (`pidfd_getfd` is refused): it
@@ -187,4 +197,31 @@ fn the_landlock_backend_holds_where_namespaces_and_pidfd_getfd_are_refused() {
         assert_eq!(made.mode() & 0o777, 0o600, "{kind}");
     }
     std::fs::remove_file(&host_tmp).unwrap();
+}
+
+/// Where `auto` finds namespaces refused, the command is started again under the landlock
+/// backend. It must start as the first attempt would have: the signals sandgate blocks
+/// for itself are sandgate's, not the command's (a program that inherited them blocked
+/// would never see its children end, nor a SIGTERM).
+#[test]
+fn a_command_started_again_after_the_fallback_gets_the_callers_signal_mask() {
+    let env = TestEnv::new();
+    open_to_all(&env);
+    let status = ["grep", "-E", "^Sig(Blk|Ign)", "/proc/self/status"];
+    for kind in KINDS {
+        let mut bare = Command::new(container());
+        env.isolate(&mut bare);
+        let bare = output(bare.current_dir(&env.ws).args([kind, "--"]).args(status));
+        assert_status(&bare, 0);
+        let mut args = vec!["--"];
+        args.extend(status);
+        let out = inside(&env, kind, "read-only", &args);
+        assert_status(&out, 0);
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&bare.stdout),
+            "{kind}: {}",
+            show(&out)
+        );
+    }
 }

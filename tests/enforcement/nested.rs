@@ -25,13 +25,13 @@ fn asking_for_full_access_inside_read_only_still_cannot_write() {
     assert!(!env.ws.join("ws-file").exists());
     // Removing the hint does not help: the inner sandgate then cannot build its own
     // namespace (the outer filter refuses unshare) and refuses to run at all, or, when
-    // told to degrade, runs inside the outer sandbox anyway.
+    // told to use the landlock backend, runs inside the outer sandbox anyway.
     let unhinted = format!("env -u SANDGATE_PARENT_MODE -u SANDGATE_PARENT_WORKSPACE {inner}");
     let out = env.sh("read-only", &unhinted);
     assert!(!target.exists(), "{}", show(&out));
     let degraded = unhinted.replace(
         "--sandbox full-access",
-        "--sandbox full-access --allow-degraded=process-boundary",
+        "--sandbox full-access --backend landlock",
     );
     env.sh("read-only", &degraded);
     assert!(!target.exists());

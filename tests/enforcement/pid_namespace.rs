@@ -723,9 +723,10 @@ fn doctor_reports_the_process_boundary() {
 
 /// Where the kernel refuses a new procfs — in a user namespace, while parts of the
 /// existing `/proc` are covered (container runtimes cover `/proc/keys` and others) — the
-/// call fails closed naming the process boundary, or runs degraded and says so.
+/// call runs without a PID namespace, says why, and is not degraded: landlock's ptrace
+/// rule holds the process boundary.
 #[test]
-fn a_refused_proc_fails_closed_unless_degraded() {
+fn a_refused_proc_runs_without_a_pid_namespace_and_says_why() {
     let env = TestEnv::new();
     // A user and mount namespace of the test's own, with `/proc/keys` covered; sandgate
     // runs as uid 65534 in a user namespace below it, so its own namespaces lock that
@@ -746,40 +747,24 @@ fn a_refused_proc_fails_closed_unless_degraded() {
     };
     for mode in RESTRICTED {
         let mut cmd = env.sandgate(mode);
-        cmd.args(["--", "/bin/sh", "-c", "echo ran"]);
-        let out = output(&mut covered(&cmd));
-        assert_status(&out, 78);
-        assert!(out.stdout.is_empty(), "{}", show(&out));
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            stderr.contains("\"missing\":[\"process-boundary\"]"),
-            "{}",
-            show(&out)
-        );
-        assert!(
-            stderr.contains("\"kind\":\"unenforceable\""),
-            "{}",
-            show(&out)
-        );
-
-        let mut cmd = env.sandgate(mode);
         cmd.args([
-            "--allow-degraded=process-boundary",
             "--",
             "/bin/sh",
             "-c",
-            "echo ran",
+            "echo ran; head -c 13 /proc/1/cmdline",
         ]);
         let out = output(&mut covered(&cmd));
         assert_status(&out, 0);
-        assert_eq!(out.stdout, b"ran\n");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.starts_with("ran\n"), "{}", show(&out));
+        assert!(!stdout.contains("sandgate-init"), "{}", show(&out));
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
-            stderr.contains("\"kind\":\"degraded_enforcement\"")
-                && stderr.contains("process boundary"),
+            stderr.contains("cannot give the sandbox a PID namespace"),
             "{}",
             show(&out)
         );
+        assert!(!stderr.contains("degraded_enforcement"), "{}", show(&out));
     }
     // Control: without the cover the same stack runs.
     let mut cmd = env.sandgate("read-only");

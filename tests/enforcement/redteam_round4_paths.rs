@@ -249,7 +249,6 @@ fn redteam_a_nested_keep_background_does_not_outlive_the_outer_call() {
             .args([
                 "--sandbox",
                 "read-only",
-                "--allow-degraded=process-boundary",
                 "--keep-background",
                 "--",
                 "/bin/sh",

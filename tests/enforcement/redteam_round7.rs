@@ -752,14 +752,7 @@ fn redteam_round7_a_nested_read_only_call_cannot_watch_the_workspace() {
     let out = output(
         env.sandgate("workspace-write")
             .env("WAIT", "0.1")
-            .args([
-                "--",
-                &sg,
-                "--sandbox",
-                "read-only",
-                "--allow-degraded=process-boundary",
-                "--",
-            ])
+            .args(["--", &sg, "--sandbox", "read-only", "--"])
             .args([
                 "/bin/sh",
                 "-c",

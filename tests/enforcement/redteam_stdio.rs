@@ -554,10 +554,7 @@ fn redteam_the_stdin_pipe_cannot_be_written_by_a_process_number() {
     use std::io::Read;
     use std::os::fd::AsFd;
     let env = TestEnv::new();
-    for backend in [
-        vec![],
-        vec!["--backend", "landlock", "--allow-degraded=process-boundary"],
-    ] {
+    for backend in [vec![], vec!["--backend", "landlock"]] {
         let (r, w) = nix::unistd::pipe().unwrap();
         let mut kept = std::fs::File::from(r.as_fd().try_clone_to_owned().unwrap());
         let script =

@@ -330,10 +330,10 @@ pub fn private_tmp_of(env: &TestEnv) -> PathBuf {
 }
 
 /// The flags that run a call under the backend a re-run of the suites asks for
-/// (`SANDGATE_TEST_BACKEND=landlock`), with what that backend does not hold named.
+/// (`SANDGATE_TEST_BACKEND=landlock`).
 pub fn backend_flags() -> Vec<&'static str> {
     match std::env::var("SANDGATE_TEST_BACKEND").as_deref() {
-        Ok("landlock") => vec!["--backend", "landlock", "--allow-degraded=process-boundary"],
+        Ok("landlock") => vec!["--backend", "landlock"],
         _ => vec![],
     }
 }
