@@ -88,6 +88,8 @@ pub enum Error {
         backend: Backend,
         missing: Vec<Guarantee>,
     },
+    #[error("--keep-background needs a PID namespace, which the {} backend does not make here: nothing could list, stop or time-limit what the call left running; run the command without it (what it starts then ends with the call), or where sandgate can make namespaces", backend.name())]
+    KeptWithoutPidNamespace { backend: Backend },
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
     #[error(transparent)]
@@ -242,7 +244,10 @@ impl Error {
                 | PolicyError::Hosts { .. }
                 | PolicyError::Config(_),
             ) => EXIT_CONFIG,
-            Error::Unenforceable { .. } | Error::Sandbox(_) | Error::Limits(_) => EXIT_CONFIG,
+            Error::Unenforceable { .. }
+            | Error::KeptWithoutPidNamespace { .. }
+            | Error::Sandbox(_)
+            | Error::Limits(_) => EXIT_CONFIG,
             Error::Exec(ExecError::NotFound(_)) => EXIT_NOT_FOUND,
             Error::Exec(ExecError::NotExecutable { .. } | ExecError::ProgramAsScript(..)) => {
                 EXIT_NOT_EXECUTABLE

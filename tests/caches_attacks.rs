@@ -16,6 +16,25 @@ use std::process::Command;
 
 use support::{assert_status, output, TestEnv};
 
+/// The first directory beneath `dir` whose path ends in `tail`.
+fn named_dir_beneath(dir: &Path, tail: &str) -> Option<PathBuf> {
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        if d.ends_with(tail) {
+            return Some(d);
+        }
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                todo.push(entry.path());
+            }
+        }
+    }
+    None
+}
+
 fn set_mode(path: &Path, mode: u32) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -61,29 +80,41 @@ fn tmp_clean_never_follows_a_symlink_swapped_in_by_a_process_left_behind() {
     }
     let before = dir_modes(&modcache);
 
-    // An earlier call leaves processes swapping directories for symlinks to the host's
-    // module cache, in its private /tmp and in its npm cache layer. A call that keeps its
-    // processes has them stopped by `tmp --clean` before it removes anything; one that
-    // keeps them without a PID namespace (degraded) leaves them unknown to sandgate,
-    // racing it.
-    let probe = support::probe();
-    let pids = env.ws.join("pids");
-    let script = format!(
-        "for where in /tmp/race \"$HOME/.npm/race\"; do \
-           setsid '{probe}' exchange-many \"$where\" 200 '{target}' 20000 \
-             >/dev/null 2>&1 </dev/null & echo $! >> '{pids}'; \
-         done; sleep 0.5",
-        probe = probe.display(),
-        target = modcache.display(),
-        pids = pids.display(),
-    );
+    // Processes left behind swap directories for symlinks to the host's module cache, in
+    // the workspace's private /tmp and in its npm cache layer, racing `tmp --clean`. Only a
+    // PID namespace lets sandgate find and stop them first; a call without one cannot keep
+    // anything (refused), but its processes outlive a sandgate that is killed. They are
+    // started here, on the host paths an earlier call made, for what such a leftover does.
     let mut cmd = env.sandgate_without_workspace("workspace-write");
     cmd.arg("--workspace")
         .arg(&env.ws)
         .env("HOME", &home)
-        .env("SANDGATE_DEBUG_PRETEND_MISSING", "pid-namespace")
-        .args(["--keep-background", "--", "/bin/sh", "-c", &script]);
+        .args([
+            "--",
+            "/bin/sh",
+            "-c",
+            "mkdir -p /tmp/race \"$HOME/.npm/race\"",
+        ]);
     assert_status(&output(&mut cmd), 0);
+    let temp = support::private_tmp_of(&env);
+    let layers = PathBuf::from(format!("{}.caches", temp.display()));
+    let npm_race = named_dir_beneath(&layers, ".npm/race")
+        .unwrap_or_else(|| panic!("no .npm/race in {}", layers.display()));
+    let probe = support::probe();
+    let mut racers: Vec<std::process::Child> = [temp.join("race"), npm_race]
+        .iter()
+        .map(|dir| {
+            Command::new(&probe)
+                .arg("exchange-many")
+                .arg(dir)
+                .arg("200")
+                .arg(&modcache)
+                .arg("20000")
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(500));
 
     // The user clears the workspace's private temp and layers (retrying as told to).
     let mut changed = None;
@@ -100,13 +131,9 @@ fn tmp_clean_never_follows_a_symlink_swapped_in_by_a_process_left_behind() {
             break;
         }
     }
-    for pid in std::fs::read_to_string(&pids).unwrap_or_default().lines() {
-        if let Ok(pid) = pid.trim().parse::<i32>() {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
+    for racer in &mut racers {
+        let _ = racer.kill();
+        let _ = racer.wait();
     }
     assert_eq!(
         changed, None,

@@ -179,6 +179,7 @@ fn explained(args: &mut RunArgs, caller: Caller) -> Result<Explained, Error> {
     // A run stops here when the kernel cannot hold the profile and degrading is not
     // allowed; when it is, what would not hold is said.
     let (layout, unenforced) = plan::layout(&now, &g.features)?;
+    plan::keepable(g.lifetime.keep_background, layout)?;
     let request = match &g.escalation {
         None => None,
         Some(request) => {

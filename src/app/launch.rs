@@ -23,6 +23,7 @@ impl Call<'_> {
     ) -> Result<Outcome, Error> {
         let p = self.planned;
         loop {
+            plan::keepable(p.kept.is_some(), layout)?;
             announce_degraded(&p.plan, layout.backend(), unenforced, &limits.degraded);
             let mut prepared = sandbox::prepare(&p.plan, &p.features, layout)?;
             if let Some(join) = limits.join()? {

@@ -206,6 +206,18 @@ pub(super) fn layout(plan: &Plan, features: &Features) -> Result<(Layout, Vec<Gu
     Ok((layout, missing))
 }
 
+/// Refuses `--keep-background` under a layout that leaves nothing to find and end what the
+/// call keeps (no PID namespace): kept there, it would outlive every `sandgate stop`,
+/// `tmp --clean` and time limit.
+pub(super) fn keepable(keep: bool, layout: Layout) -> Result<(), Error> {
+    match keep && !layout.bounds_what_is_kept() {
+        true => Err(Error::KeptWithoutPidNamespace {
+            backend: layout.backend(),
+        }),
+        false => Ok(()),
+    }
+}
+
 /// `missing`, when the call named every one of them; the refusal otherwise.
 pub(super) fn named_or_refused(
     plan: &Plan,

@@ -151,6 +151,13 @@ impl Layout {
             Layout::Landlock => Backend::Landlock,
         }
     }
+
+    /// Returns true when what the command leaves running stays bounded after sandgate
+    /// returns: by a PID namespace, which `sandgate ps`, `stop`, `tmp --clean` and a time
+    /// limit find and end, or by the enclosing call's.
+    pub fn bounds_what_is_kept(self) -> bool {
+        matches!(self, Layout::Namespaces { pid: true } | Layout::Enclosed)
+    }
 }
 
 /// Prepares the layers `plan` needs under `layout`.

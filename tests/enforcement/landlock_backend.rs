@@ -471,3 +471,54 @@ fn a_process_whose_leader_exited_still_ends_with_the_call() {
     std::thread::sleep(std::time::Duration::from_millis(2500));
     assert!(!file.exists(), "a thread of the call ran on after it");
 }
+
+/// Without a PID namespace nothing could find what a call kept — not `sandgate ps`,
+/// `stop`, `tmp --clean`, nor a time limit — so keeping is refused before anything runs,
+/// under the landlock backend and under namespaces refused a PID namespace alike, and
+/// `explain` says so as a run would.
+#[test]
+fn keeping_background_processes_is_refused_without_a_pid_namespace() {
+    let env = TestEnv::new();
+    let mark = unique_mark("landlock-keep");
+    let runs: [(&str, Vec<&str>); 2] = [
+        ("", vec!["--backend", "landlock"]),
+        ("pid-namespace", vec![]),
+    ];
+    for (missing, flags) in runs {
+        let mut cmd = env.sandgate("workspace-write");
+        cmd.env("SANDGATE_DEBUG_PRETEND_MISSING", missing)
+            .env("LEFTOVER_MARK", &mark)
+            .args(&flags)
+            .args([
+                "--keep-background",
+                "--",
+                "/bin/sh",
+                "-c",
+                "sleep 1019 >/dev/null 2>&1 </dev/null & echo started",
+            ]);
+        let out = output(&mut cmd);
+        let left = processes_marked(&mark);
+        kill_marked(&mark);
+        assert_status(&out, 78);
+        assert!(out.stdout.is_empty(), "{missing}: {}", show(&out));
+        assert!(left.is_empty(), "{missing}: {left:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("--keep-background needs a PID namespace")
+                && stderr.contains("\"kind\":\"unenforceable\""),
+            "{missing}: {}",
+            show(&out)
+        );
+
+        let mut explain = Command::new(sandgate());
+        env.isolate(&mut explain);
+        explain
+            .current_dir(&env.ws)
+            .env("SANDGATE_DEBUG_PRETEND_MISSING", missing)
+            .args(["explain", "--sandbox", "workspace-write"])
+            .args(&flags)
+            .args(["--keep-background", "--", "true"]);
+        let out = output(&mut explain);
+        assert_status(&out, 78);
+    }
+}
