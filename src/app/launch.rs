@@ -26,6 +26,11 @@ impl Call<'_> {
             plan::keepable(p.kept.is_some(), layout)?;
             announce_degraded(&p.plan, layout.backend(), unenforced, &limits.degraded);
             let mut prepared = sandbox::prepare(&p.plan, &p.features, layout)?;
+            if let (Some(reporter), Some(tmpdir)) = (self.reporter, prepared.temp_dir()) {
+                if let Ok(mut reporter) = reporter.lock() {
+                    reporter.temp_is_elsewhere(tmpdir);
+                }
+            }
             if let Some(join) = limits.join()? {
                 prepared = prepared.joining(join);
             }

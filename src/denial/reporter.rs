@@ -60,6 +60,9 @@ pub struct Reporter {
     count: usize,
     /// The widest mode a retry may ask for, over every denial recorded.
     widest: Option<Mode>,
+    /// The command's `TMPDIR` where the host's `/tmp` is out of its reach rather than
+    /// replaced (the landlock backend): a refusal there says where temporary files go.
+    temp_elsewhere: Option<std::path::PathBuf>,
 }
 
 impl Reporter {
@@ -82,7 +85,27 @@ impl Reporter {
             held: Vec::new(),
             count: 0,
             widest: None,
+            temp_elsewhere: None,
         }
+    }
+
+    /// Says that the command's temporary files go in `tmpdir`, not in the host's `/tmp`.
+    pub fn temp_is_elsewhere(&mut self, tmpdir: &std::path::Path) {
+        self.temp_elsewhere = Some(tmpdir.to_owned());
+    }
+
+    /// Why an operation on `path` was refused when it lies in a shared temporary
+    /// directory the command does not have.
+    fn temp_reason(&self, path: Option<&str>) -> Option<String> {
+        let tmpdir = self.temp_elsewhere.as_ref()?;
+        let path = std::path::Path::new(path?);
+        let shared = ["/tmp", "/dev/shm"]
+            .into_iter()
+            .find(|dir| path.starts_with(dir) && !path.starts_with(tmpdir))?;
+        Some(format!(
+            "the host's {shared} is out of reach here (the landlock backend, without a mount namespace): this call's temporary files go in $TMPDIR, {}",
+            tmpdir.display()
+        ))
     }
 
     /// Returns the mode a retry may ask for to allow an operation that needs `needed`:
@@ -180,7 +203,11 @@ impl Reporter {
             } else {
                 "seccomp-notify"
             },
-            message: d.reason.clone().or_else(|| protection.map(str::to_owned)),
+            message: d
+                .reason
+                .clone()
+                .or_else(|| protection.map(str::to_owned))
+                .or_else(|| self.temp_reason(d.what.path.as_deref())),
             retry: None,
             hint: None,
             allow: None,

@@ -182,7 +182,13 @@ fn the_hosts_tmp_is_out_of_reach_and_tmpdir_is_the_calls_own() {
         p = fifo.display(),
     );
     for mode in ["read-only", "workspace-write"] {
-        let out = sh(&env, mode, &script);
+        let log = env.root.join(format!("denials-{mode}.ndjson"));
+        let out = output(
+            landlock(&env, mode)
+                .arg("--denial-log")
+                .arg(&log)
+                .args(["--", "/bin/sh", "-c", &script]),
+        );
         let _ = std::fs::remove_file(Path::new("/tmp").join(format!("{mark}-new")));
         assert_eq!(
             String::from_utf8_lossy(&out.stdout).trim(),
@@ -190,6 +196,17 @@ fn the_hosts_tmp_is_out_of_reach_and_tmpdir_is_the_calls_own() {
             "{mode}: {}",
             show(&out)
         );
+        // The refusal of the write says where temporary files go.
+        if observing() {
+            let tmpdir = private_tmp_of(&env).display().to_string();
+            let said = read_markers(&log).into_iter().any(|m| {
+                m["path"] == format!("/tmp/{mark}-new")
+                    && m["message"]
+                        .as_str()
+                        .is_some_and(|msg| msg.contains(&format!("$TMPDIR, {tmpdir}")))
+            });
+            assert!(said, "{mode}: {:#?}", read_markers(&log));
+        }
     }
     std::fs::remove_file(&file).unwrap();
     std::fs::remove_file(&fifo).unwrap();
