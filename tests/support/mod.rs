@@ -478,6 +478,31 @@ pub fn doctor() -> &'static serde_json::Value {
     })
 }
 
+/// True when restricted calls here run under the landlock backend: the kernel refuses
+/// them namespaces (as under the container harness), or `SANDGATE_TEST_BACKEND` asks for
+/// it. A test of what only namespaces give asserts that backend's equivalent then.
+pub fn landlock_backend() -> bool {
+    std::env::var("SANDGATE_TEST_BACKEND").as_deref() == Ok("landlock")
+        || doctor()["backend"] == "landlock"
+}
+
+/// True when scripts/test runs the suite inside the harness's `docker` kind
+/// (`SANDGATE_TEST_CONTAINER=docker`): the supervisor cannot take a caller's descriptor
+/// there (`pidfd_getfd` is refused) nor read a non-dumpable caller's memory (no
+/// `CAP_SYS_PTRACE`), and the container refuses some calls to everyone.
+pub fn docker_harness() -> bool {
+    std::env::var("SANDGATE_TEST_CONTAINER").as_deref() == Ok("docker")
+}
+
+/// How a write outside the writable roots is refused, as the probe names the errno and as
+/// `strerror` says it: by a read-only mount, or, without a mount namespace, by landlock.
+pub fn refused_write() -> (&'static str, &'static str) {
+    match landlock_backend() {
+        true => ("EACCES", "Permission denied"),
+        false => ("EROFS", "Read-only file system"),
+    }
+}
+
 /// Fails the test when `feature` is not available, unless `SANDGATE_TEST_ALLOW_MISSING`
 /// (comma-separated) names it — then the caller gets `false` and must not assert the
 /// enforcement that depends on it.
