@@ -278,6 +278,10 @@ pub fn run(op: &str, args: &[String]) -> Res {
             }
             raw(unsafe { libc::mq_send(q, c"host-secret".as_ptr(), 11, 0) }.into())
         }
+        "mq-unlink" => {
+            let name = CString::new(arg(0)).map_err(|_| Errno::EINVAL)?;
+            raw(unsafe { libc::mq_unlink(name.as_ptr()) }.into())
+        }
         "unix-bind-abstract" => {
             // Bind NAME in the abstract namespace, say so, and hold it for MILLIS.
             let l = sock(AddressFamily::Unix, SockType::Stream)?;

@@ -277,11 +277,6 @@ pub(super) fn supervision(
         writable_roots,
         socket_roots,
         allowed_sockets: r.allowed_sockets.iter().cloned().collect(),
-        bind_roots: prepared
-            .temp_dir()
-            .map(Path::to_path_buf)
-            .into_iter()
-            .collect(),
         git_dirs: r.git_dirs.iter().cloned().collect(),
         git_writable: r.git_writable.iter().cloned().collect(),
         hook_dir_names: r.hook_dir_names.iter().cloned().collect(),

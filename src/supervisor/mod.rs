@@ -92,9 +92,6 @@ pub struct Setup {
     pub socket_roots: Vec<PathBuf>,
     /// ...or one of these sockets.
     pub allowed_sockets: Vec<PathBuf>,
-    /// Where the supervisor decides, a unix name is bound beneath these only (the private
-    /// temp).
-    pub bind_roots: Vec<PathBuf>,
     /// Guarded git directories (their top level is read-only; see `git`)...
     pub git_dirs: Vec<PathBuf>,
     /// ...and their subdirectories that stay writable.
@@ -126,7 +123,6 @@ pub struct Context {
     islands: HashSet<Inode>,
     socket_roots: HashSet<Inode>,
     allowed_sockets: HashSet<Inode>,
-    bind_roots: HashSet<Inode>,
     /// Guarded git directories, by identity, for markers.
     git_dirs: HashSet<Inode>,
     /// Writable roots and the writable subdirectories of guarded git directories.
@@ -231,7 +227,6 @@ pub fn spawn(listener: OwnedFd, root: OwnedFd, setup: Setup) -> io::Result<Runni
         islands: identify(&setup.read_only_islands),
         socket_roots: identify(&setup.socket_roots),
         allowed_sockets: identify(&setup.allowed_sockets),
-        bind_roots: identify(&setup.bind_roots),
         git_dirs: identify(&setup.git_dirs),
         writable: identify(&setup.writable_roots)
             .into_iter()

@@ -222,7 +222,8 @@ pub(super) enum Bound {
 }
 
 /// Decides one `bind` for the sandboxed caller, where the supervisor decides: a unix name
-/// only where the sandbox may make one (the private temp), on the supervisor's copy of it.
+/// only where the sandbox may make a file of that name (a writable area, past the seal
+/// rules), on the supervisor's copy of it; no abstract name.
 pub(super) fn mediate_bind(call: &Call<'_>, context: &Context) -> Result<Bound, Refused> {
     let fd = i32::try_from(call.arg(0)).map_err(|_| Errno::EBADF)?;
     let len = usize::try_from(call.arg(2)).map_err(|_| Errno::EINVAL)?;
@@ -267,11 +268,16 @@ pub(super) fn mediate_bind(call: &Call<'_>, context: &Context) -> Result<Bound, 
     let (Some(name), None) = (place.name.clone(), &place.object) else {
         return Err(Errno::EADDRINUSE.into());
     };
-    if !matches!(place.area, super::place::Area::Writable(_)) {
+    let super::place::Area::Writable(named) = place.area else {
         return Err(Errno::EACCES.into());
-    }
-    let in_temp = resolve::nearest(place.dir.as_fd(), root, &[&context.bind_roots])? == Some(0);
-    if !in_temp {
+    };
+    // A socket file is a new name like any other: the seal rules that keep `.sandgate/`,
+    // git's configuration and hooks apply (a socket in a hooks directory is refused too).
+    let ordinary = named.here(&name).is_ok_and(|here| {
+        super::seal::create(here, super::seal::Made::Node)
+            == super::seal::Decision::Perform { no_exec: false }
+    });
+    if !ordinary {
         return Err(Refused::Provenance(observe::shown_path(
             call,
             libc::AT_FDCWD,

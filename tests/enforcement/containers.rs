@@ -4,23 +4,43 @@
 //! runs the landlock backend, whose guarantees are attacked here the ways that backend
 //! could give — without `pidfd_getfd` and `unshare`, which Docker's profile refuses.
 
+use std::ffi::OsStr;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::process::{Command, Output};
 
 use crate::support::*;
 
-/// The kinds of confinement the harness reproduces.
-const KINDS: [&str; 2] = ["docker", "no-userns"];
+/// The kinds of confinement the harness reproduces: both, or, when scripts/test runs the
+/// suite inside the harness (`SANDGATE_TEST_CONTAINER`), the one around this test.
+fn kinds() -> Vec<&'static str> {
+    match std::env::var("SANDGATE_TEST_CONTAINER").as_deref() {
+        Ok("docker") => vec!["docker"],
+        Ok("no-userns") => vec!["no-userns"],
+        _ => vec!["docker", "no-userns"],
+    }
+}
+
+/// `program` run inside the harness's `kind`: through the harness, or as it is when the
+/// test already runs inside it.
+fn in_kind(env: &TestEnv, kind: &str, program: &OsStr) -> Command {
+    let mut cmd = match std::env::var_os("SANDGATE_TEST_CONTAINER") {
+        Some(_) => Command::new(program),
+        None => {
+            let mut cmd = Command::new(container());
+            cmd.args([kind, "--"]).arg(program);
+            cmd
+        }
+    };
+    env.isolate(&mut cmd);
+    cmd.current_dir(&env.ws);
+    cmd
+}
 
 /// `sandgate ARGS…` in the workspace, inside the harness's `kind`.
 fn inside(env: &TestEnv, kind: &str, mode: &str, args: &[&str]) -> Output {
     let sandgate = env.sandgate(mode);
-    let mut cmd = Command::new(container());
-    env.isolate(&mut cmd);
-    cmd.current_dir(&env.ws)
-        .args([kind, "--"])
-        .arg(sandgate.get_program());
+    let mut cmd = in_kind(env, kind, sandgate.get_program());
     cmd.args(sandgate.get_args()).args(args);
     output(&mut cmd)
 }
@@ -44,10 +64,11 @@ fn open_to_all(env: &TestEnv) {
     }
 }
 
-/// Attack: from inside the container, reach a process of the container's own (root's, as
-/// the harness's docker kind runs as root): signal it, trace it, read its environment,
-/// descriptors and working directory through `/proc`. Should fail: landlock's ptrace and signal rules hold the
-/// process boundary without a PID namespace, and the call runs without naming anything.
+/// Attack: from inside the container, reach a process of the container's own, running as
+/// the same user (root in the docker kind): signal it, trace it, read its environment,
+/// descriptors and working directory through `/proc`. Should fail: landlock's ptrace and
+/// signal rules hold the process boundary without a PID namespace, and the call runs
+/// without naming anything.
 #[test]
 fn processes_outside_the_call_are_out_of_reach_without_naming_anything() {
     let env = TestEnv::new();
@@ -66,7 +87,7 @@ fn processes_outside_the_call_are_out_of_reach_without_naming_anything() {
          '{probe}' ptrace-attach {pid}",
         probe = probe.display(),
     );
-    let (printed, out) = sh_inside(&env, "docker", &script);
+    let (printed, out) = sh_inside(&env, kinds()[0], &script);
     let alive = host.try_wait().unwrap().is_none();
     let _ = host.kill();
     let _ = host.wait();
@@ -99,7 +120,7 @@ fn unix_connects_are_mediated_without_pidfd_getfd() {
     )
     .unwrap();
     let probe = probe();
-    for kind in KINDS {
+    for kind in kinds() {
         // Bound in the private temp: the backend binds no socket in the workspace.
         let local = format!("\"$TMPDIR/local-{kind}.sock\"");
         let script = format!(
@@ -117,14 +138,8 @@ fn unix_connects_are_mediated_without_pidfd_getfd() {
 fn doctor_says_the_landlock_backend_runs_there() {
     let env = TestEnv::new();
     open_to_all(&env);
-    for kind in KINDS {
-        let mut cmd = Command::new(container());
-        env.isolate(&mut cmd);
-        let out = output(
-            cmd.args([kind, "--"])
-                .arg(sandgate())
-                .args(["doctor", "--json"]),
-        );
+    for kind in kinds() {
+        let out = output(in_kind(&env, kind, sandgate().as_os_str()).args(["doctor", "--json"]));
         assert_status(&out, 0);
         let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(report["backend"], "landlock", "{kind}: {report}");
@@ -165,7 +180,7 @@ fn the_landlock_backend_holds_where_namespaces_and_pidfd_getfd_are_refused() {
         let m = std::fs::metadata(p).unwrap();
         (m.mode(), m.size(), m.mtime(), m.mtime_nsec())
     };
-    for kind in KINDS {
+    for kind in kinds() {
         let before = (looks(&config), looks(&outside));
         let script = format!(
             "umask 027; echo made > made-{kind}; \
@@ -208,10 +223,8 @@ fn a_command_started_again_after_the_fallback_gets_the_callers_signal_mask() {
     let env = TestEnv::new();
     open_to_all(&env);
     let status = ["grep", "-E", "^Sig(Blk|Ign)", "/proc/self/status"];
-    for kind in KINDS {
-        let mut bare = Command::new(container());
-        env.isolate(&mut bare);
-        let bare = output(bare.current_dir(&env.ws).args([kind, "--"]).args(status));
+    for kind in kinds() {
+        let bare = output(in_kind(&env, kind, OsStr::new(status[0])).args(&status[1..]));
         assert_status(&bare, 0);
         let mut args = vec!["--"];
         args.extend(status);
