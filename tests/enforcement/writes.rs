@@ -562,17 +562,28 @@ fn created_files_get_the_caller_s_umask_and_the_directory_s_group() {
     let env = TestEnv::new();
     let ws = &env.ws;
     let s = |p: &Path| p.to_string_lossy().into_owned();
+    // In a container that refuses `unshare`, the supervisor shares sandgate's umask, which
+    // the kernel applies on top of the command's (a known limit: only ever narrower).
+    let sandgates = match docker_harness() {
+        true => {
+            let old = nix::sys::stat::umask(nix::sys::stat::Mode::empty());
+            nix::sys::stat::umask(old);
+            old.bits()
+        }
+        false => 0,
+    };
     for (file, mode, umask, want) in [
-        ("a", "600", "002", "600"),
-        ("b", "666", "002", "664"),
-        ("c", "666", "077", "600"),
-        ("d", "777", "022", "755"),
+        ("a", "600", "002", 0o600),
+        ("b", "666", "002", 0o664),
+        ("c", "666", "077", 0o600),
+        ("d", "777", "022", 0o755),
     ] {
         let got = env.probe(
             "workspace-write",
             &["create-mode", &*s(&ws.join(file)), mode, umask],
         );
-        assert!(got.starts_with(&format!("mode {want} ")), "{file}: {got}");
+        let want = want & !sandgates;
+        assert!(got.starts_with(&format!("mode {want:o} ")), "{file}: {got}");
     }
     // A setgid directory hands its group to what is made in it. (As root it can be any
     // group; otherwise only the caller's own.)
