@@ -69,34 +69,7 @@ impl Call<'_> {
             ExecError::Setup {
                 step: Step::MountNamespace,
                 source,
-            } => {
-                if plan.backend != BackendChoice::Auto {
-                    crate::say!("sandgate: the kernel refuses the sandbox's namespaces: {source}");
-                    let mut missing = features.missing(Backend::Namespaces);
-                    missing.extend(NAMESPACED);
-                    missing.sort();
-                    missing.dedup();
-                    return Err(Error::Unenforceable {
-                        mode: plan.mode,
-                        backend: Backend::Namespaces,
-                        missing,
-                    });
-                }
-                // Inside another sandgate's sandbox, its boundary holds for everything in
-                // it, this call included (an enclosed call counts as its namespaces).
-                let layout = match self.planned.nested {
-                    true => Layout::Enclosed,
-                    false => {
-                        crate::say!("sandgate: the kernel refuses the sandbox's namespaces ({source}): the landlock backend runs the call");
-                        Layout::Landlock
-                    }
-                };
-                let missing = features.missing(layout.backend());
-                Ok((
-                    layout,
-                    plan::named_or_refused(plan, layout.backend(), missing)?,
-                ))
-            }
+            } if refused_namespaces(&source) => self.without_namespaces(&source),
             ExecError::Setup {
                 step: Step::ProcessBoundary,
                 source,
@@ -120,6 +93,58 @@ impl Call<'_> {
             other => Err(other.into()),
         }
     }
+}
+
+impl Call<'_> {
+    /// The layout for a call whose kernel refused it namespaces: the landlock backend under
+    /// `auto` (or, nested, the enclosing sandbox's boundary); the refusal otherwise.
+    fn without_namespaces(
+        &self,
+        source: &std::io::Error,
+    ) -> Result<(Layout, Vec<Guarantee>), Error> {
+        let plan = &self.planned.plan;
+        let features = &self.planned.features;
+        if plan.backend != BackendChoice::Auto {
+            crate::say!("sandgate: the kernel refuses the sandbox's namespaces: {source}");
+            let mut missing = features.missing(Backend::Namespaces);
+            missing.extend(NAMESPACED);
+            missing.sort();
+            missing.dedup();
+            return Err(Error::Unenforceable {
+                mode: plan.mode,
+                backend: Backend::Namespaces,
+                missing,
+            });
+        }
+        // Inside another sandgate's sandbox, its boundary holds for everything in it, this
+        // call included (an enclosed call counts as its namespaces).
+        let layout = match self.planned.nested {
+            true => Layout::Enclosed,
+            false => {
+                crate::say!("sandgate: the kernel refuses the sandbox's namespaces ({source}): the landlock backend runs the call");
+                Layout::Landlock
+            }
+        };
+        let missing = features.missing(layout.backend());
+        Ok((
+            layout,
+            plan::named_or_refused(plan, layout.backend(), missing)?,
+        ))
+    }
+}
+
+/// Returns true when `e`, from making the sandbox's namespaces, is the kernel (or a
+/// container's seccomp profile, or a user namespace limit) refusing them. Anything else
+/// the child met there (a path swapped since sandgate checked it: `ESTALE`) fails the
+/// call, as it would under either backend: a race lost is never a reason to change how
+/// the call is confined.
+fn refused_namespaces(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(
+            libc::EPERM | libc::EACCES | libc::ENOSPC | libc::EUSERS | libc::EINVAL | libc::ENOSYS
+        )
+    )
 }
 
 /// What the namespaces backend holds by its namespaces alone, lost when the kernel

@@ -205,6 +205,26 @@ pub struct Running {
 /// # Errors
 /// The thread could not be started, or the signal that interrupts its workers set up.
 pub fn spawn(listener: OwnedFd, root: OwnedFd, setup: Setup) -> io::Result<Running> {
+    // What widens the sandbox (writable roots, socket roots, allowed sockets) is named by
+    // its path with no symlink in it, as sandgate checked it: a name a process swapped for
+    // a symlink since (a call still running in the workspace can) identifies nothing, and
+    // the root it named is refused, never the link's target made writable.
+    let identify_exactly = |paths: &[PathBuf]| -> HashSet<Inode> {
+        paths
+            .iter()
+            .filter_map(|p| {
+                let relative = p.strip_prefix("/").ok()?;
+                let fd =
+                    crate::no_symlinks::beneath(root.as_fd(), relative, nix::fcntl::OFlag::empty())
+                        .ok()?;
+                nix::sys::stat::fstat(fd.as_fd())
+                    .ok()
+                    .map(|st| resolve::identity(&st))
+            })
+            .collect()
+    };
+    // What narrows it (protected, frozen, read-only) is also taken where its path leads
+    // now: a restriction on a link's target as well takes nothing away.
     let identify = |paths: &[PathBuf]| -> HashSet<Inode> {
         paths
             .iter()
@@ -219,21 +239,22 @@ pub fn spawn(listener: OwnedFd, root: OwnedFd, setup: Setup) -> io::Result<Runni
                     .ok()
                     .map(|st| resolve::identity(&st))
             })
+            .chain(identify_exactly(paths))
             .collect()
     };
     seal::also_hooks(setup.hook_dir_names.clone());
     let context = Context {
         mode: setup.mode,
         islands: identify(&setup.read_only_islands),
-        socket_roots: identify(&setup.socket_roots),
-        allowed_sockets: identify(&setup.allowed_sockets),
+        socket_roots: identify_exactly(&setup.socket_roots),
+        allowed_sockets: identify_exactly(&setup.allowed_sockets),
         git_dirs: identify(&setup.git_dirs),
-        writable: identify(&setup.writable_roots)
+        writable: identify_exactly(&setup.writable_roots)
             .into_iter()
-            .chain(identify(&setup.git_writable))
+            .chain(identify_exactly(&setup.git_writable))
             .collect(),
         git: git::Regions::open(&setup.git_dirs),
-        workspace_write_roots: identify(&setup.workspace_write_roots),
+        workspace_write_roots: identify_exactly(&setup.workspace_write_roots),
         protected: identify(&setup.protected),
         pinned: identify(&setup.pinned),
         decides: setup.decides,

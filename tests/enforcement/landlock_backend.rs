@@ -551,3 +551,49 @@ fn keeping_background_processes_is_refused_without_a_pid_namespace() {
         assert_status(&out, 78);
     }
 }
+
+/// Attack: a call still running in the workspace swaps a directory the next call names as
+/// a writable root with a symlink to a host directory, over and over, while that call
+/// sets up. Should fail: whichever name the race lands on, nothing is written in the
+/// host directory (the supervisor identifies the root with no symlink in its path, as
+/// sandgate checked it), and a call that loses the race is refused rather than run
+/// another way.
+#[test]
+fn a_writable_root_raced_with_a_symlink_never_lets_the_link_target_be_written() {
+    let env = TestEnv::new();
+    let secret = env.outside.join("secret");
+    std::fs::create_dir(&secret).unwrap();
+    std::fs::create_dir(env.ws.join("build")).unwrap();
+    std::os::unix::fs::symlink(&secret, env.ws.join("build-link")).unwrap();
+    let mut flipper = landlock(&env, "workspace-write")
+        .arg("--")
+        .arg(crate::support::probe())
+        .args(["exchange-loop", "build", "build-link", "20000"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let mut ran = 0;
+    for i in 0..30 {
+        let out = output(
+            landlock(&env, "workspace-write")
+                .arg("--writable-root")
+                .arg(env.ws.join("build"))
+                .args(["--", "/bin/sh", "-c"])
+                .arg(format!(
+                    "touch '{}/raced-{i}' 2>/dev/null; true",
+                    secret.display()
+                )),
+        );
+        match out.status.code() {
+            Some(0) => ran += 1,
+            Some(78) => {}
+            other => panic!("unexpected exit {other:?}: {}", show(&out)),
+        }
+    }
+    let _ = flipper.kill();
+    let _ = flipper.wait();
+    let written: Vec<_> = std::fs::read_dir(&secret).unwrap().flatten().collect();
+    assert!(written.is_empty(), "{ran} calls ran; written: {written:?}");
+}
