@@ -23,6 +23,9 @@ const MISSING: [(&str, &str, bool); 3] = [
 fn a_missing_feature_refuses_the_command_unless_what_it_takes_is_named() {
     let env = TestEnv::new();
     for (feature, names, runs) in MISSING {
+        // The landlock backend needs landlock and seccomp for the protected paths: where
+        // it runs, a missing one leaves nothing that may run.
+        let runs = runs && !landlock_backend();
         for mode in ["read-only", "workspace-write"] {
             let mut cmd = env.sandgate(mode);
             cmd.env("SANDGATE_DEBUG_PRETEND_MISSING", feature).args([

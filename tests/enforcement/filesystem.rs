@@ -43,15 +43,17 @@ fn read_only_allows_dev_null_and_a_private_tmp_that_vanishes() {
     let out = env.sh("read-only", "f=$(mktemp \"${TMPDIR:-/tmp}/sandgate-ro.XXXXXX\") && echo data > \"$f\" && cat \"$f\" >/dev/null && echo \"$f\"");
     assert_status(&out, 0);
     let name = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    let name = std::path::Path::new(&name);
     match landlock_backend() {
-        true => assert!(name.starts_with(private_tmp_of(&env)), "{}", show(&out)),
+        true => assert!(
+            std::path::Path::new(&name).starts_with(private_tmp_of(&env)),
+            "{}",
+            show(&out)
+        ),
         false => {
             assert!(name.starts_with("/tmp/sandgate-ro."), "{}", show(&out));
             assert!(
-                !name.exists(),
-                "{} leaked onto the host /tmp",
-                name.display()
+                !std::path::Path::new(&name).exists(),
+                "{name} leaked onto the host /tmp"
             );
         }
     }

@@ -625,9 +625,7 @@ fn temp_workflows_keep_working() {
     }
     let client = "import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect('srv.sock')\nprint(s.recv(4).decode())";
     let out = env.run("workspace-write", &[python, "-c", client]);
-    if !keeps {
-        let _ = serving.wait();
-    }
+    let _ = serving.wait();
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
         "pong",

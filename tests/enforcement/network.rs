@@ -150,7 +150,7 @@ fn unix_sockets_inside_the_workspace_and_socketpairs_work() {
 /// exits.
 #[test]
 fn background_processes_stay_served_after_sandgate_returns() {
-    if !require_full_enforcement() {
+    if !require_full_enforcement() || keeping_is_refused(&TestEnv::new()) {
         return;
     }
     let env = TestEnv::new();
@@ -187,7 +187,7 @@ fn background_processes_stay_served_after_sandgate_returns() {
 /// ENOSYS — even a connect to a socket inside the workspace.
 #[test]
 fn without_any_supervisor_connects_fail_closed() {
-    if !require_full_enforcement() {
+    if !require_full_enforcement() || keeping_is_refused(&TestEnv::new()) {
         return;
     }
     let env = TestEnv::new();

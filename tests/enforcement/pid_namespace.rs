@@ -339,28 +339,6 @@ fn left_after_a_moment(mark: &str) -> Vec<i32> {
     }
 }
 
-/// Without a PID namespace (the landlock backend) nothing can be kept: a call asking to
-/// keep is refused before anything runs. Returns true when that is so here, having
-/// checked it, for a test of keeping to stop at.
-fn keeping_is_refused(env: &TestEnv) -> bool {
-    if !landlock_backend() {
-        return false;
-    }
-    let mark = unique_mark("keep-refused");
-    let out = kept_call(env, "workspace-write", &mark, "sleep 1020 & echo started");
-    let left = processes_marked(&mark);
-    kill_marked(&mark);
-    assert_status(&out, 78);
-    assert!(out.stdout.is_empty(), "{}", show(&out));
-    assert!(left.is_empty(), "{left:?}");
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("--keep-background needs a PID namespace"),
-        "{}",
-        show(&out)
-    );
-    true
-}
-
 /// Runs `script` under `mode` with `--keep-background`, its processes marked with `mark`.
 fn kept_call(env: &TestEnv, mode: &str, mark: &str, script: &str) -> std::process::Output {
     let mut cmd = env.sandgate(mode);

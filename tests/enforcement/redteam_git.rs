@@ -171,7 +171,7 @@ fn redteam_creat_race_on_a_removed_directory_makes_an_executable_hook() {
 /// hand, and the workspace's git directory is guarded.
 #[test]
 fn redteam_second_supervisor_swaps_a_directory_for_configuration_during_a_rename() {
-    if !require_full_enforcement() {
+    if !require_full_enforcement() || keeping_is_refused(&TestEnv::new()) {
         return;
     }
     let r = Repo::new();

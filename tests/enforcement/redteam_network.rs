@@ -34,7 +34,9 @@ fn redteam_the_proxy_refuses_6to4_and_teredo_forms_of_closed_addresses() {
             .args(["--", "/bin/sh", "-c", &script]);
         let out = output(&mut cmd);
         let code = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-        if code != "403" {
+        // The landlock backend runs no proxy (a known limit): nothing answers at all.
+        let refused = if landlock_backend() { "000" } else { "403" };
+        if code != refused {
             failures.push(format!(
                 "{host}: the proxy answered {code} (it tried to connect), not 403"
             ));

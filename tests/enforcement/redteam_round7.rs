@@ -308,7 +308,12 @@ fn redteam_round7_proc_and_fd_paths_lead_no_watch_to_a_host_directory() {
             env.sandgate(mode).args(["--", "/bin/sh", "-c", &script]),
             || host_activity(&outside),
         );
-        if mode == "workspace-write" && !watched(&out).iter().any(|l| l.starts_with("../src ")) {
+        // (In a default container no watch can be taken at all: the supervisor cannot
+        // reach the caller's inotify instance.)
+        if mode == "workspace-write"
+            && !docker_harness()
+            && !watched(&out).iter().any(|l| l.starts_with("../src "))
+        {
             failures.push(format!(
                 "control: no watch on the workspace: {}",
                 show(&out)
@@ -466,7 +471,7 @@ fn redteam_round7_racing_names_land_no_watch_on_a_host_directory() {
     );
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
-        text.contains("armed") && !text.contains("taken 0"),
+        text.contains("armed") && (docker_harness() || !text.contains("taken 0")),
         "control: the race took no watch at all: {}",
         show(&out)
     );
@@ -565,7 +570,8 @@ def expect(wd, act, what):
             w, mask, c, ln = struct.unpack("iIII", b[:16]); got.add(w); b = b[16 + ln:]
     if wd >= 0 and wd not in got:
         bad.append("no event for " + what)
-for d in ("/tmp", "/dev/shm"):
+tmp = os.environ.get("TMPDIR", "/tmp")
+for d in (tmp, "/dev/shm") if tmp == "/tmp" else (tmp,):
     wd = add(d)
     expect(wd, lambda: open(d + "/made", "w").close(), d)
 if sys.argv[1:] == ["ws"]:
@@ -609,6 +615,13 @@ fn redteam_round7_legitimate_watchers_keep_working() {
     for (mode, arg) in [("read-only", "tmp"), ("workspace-write", "ws")] {
         let out = output(env.sandgate(mode).args(["--", "python3", "-c", LEGIT, arg]));
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        // A default container lets no watch be taken (a known limit): each is refused.
+        if docker_harness() {
+            if !text.contains("Bad file descriptor") {
+                failures.push(format!("{mode}: {}", show(&out)));
+            }
+            continue;
+        }
         if !text.contains("bad []") {
             failures.push(format!("{mode}: {}", show(&out)));
         }
@@ -652,8 +665,14 @@ fn redteam_round7_a_file_the_command_may_write_in_a_frozen_home_can_be_watched()
         "control: the home's file is not writable: {}",
         show(&out)
     );
+    // A default container lets no watch be taken (a known limit).
+    let watched = if docker_harness() {
+        "Bad file descriptor"
+    } else {
+        "watched"
+    };
     assert!(
-        text.contains(&format!("{notes} watched")) && text.contains(&format!("{h} watched")),
+        text.contains(&format!("{notes} {watched}")) && text.contains(&format!("{h} {watched}")),
         "a file the command may write (and the workspace root) cannot be watched: {}",
         show(&out)
     );
@@ -689,6 +708,19 @@ except OSError as e:
             .args(["--", "python3", "-c", script]),
     );
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    // In a default container sandgate has no CAP_SYS_PTRACE: it cannot read a
+    // non-dumpable caller's memory, so everything it would perform is refused (a known
+    // limit), and nothing is done unchecked.
+    if docker_harness() {
+        assert!(
+            text.contains("watch Operation not permitted")
+                && text.contains("write Operation not permitted")
+                && !env.ws.join("written").exists(),
+            "{}",
+            show(&out)
+        );
+        return;
+    }
     assert!(
         text.contains("watch ok") && text.contains("write ok"),
         "a non-dumpable process can neither watch nor write in the workspace: {}",

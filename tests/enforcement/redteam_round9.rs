@@ -251,6 +251,9 @@ fn comm(pid: i32) -> String {
 /// session of its own, and gone once `sandgate stop` ended the kept processes.
 #[test]
 fn redteam_round9_sandgates_own_leftovers_have_their_own_session_and_end_with_the_kept() {
+    if keeping_is_refused(&TestEnv::new()) {
+        return;
+    }
     let env = TestEnv::new();
     let mark = unique_mark("round9-leftovers");
     let callers = session_of(std::process::id() as i32).unwrap_or_else(|| panic!("no sid"));
@@ -390,6 +393,9 @@ fn redteam_round9_a_flooded_linked_dot_entry_costs_later_calls_nothing_of_the_ho
 /// of sandgate's is left.
 #[test]
 fn redteam_round9_a_reader_that_closes_early_leaves_no_copier_or_writer_running() {
+    if keeping_is_refused(&TestEnv::new()) {
+        return;
+    }
     let env = TestEnv::new();
     let mark = unique_mark("round9-early-close");
     let mut child = env

@@ -494,6 +494,36 @@ pub fn docker_harness() -> bool {
     std::env::var("SANDGATE_TEST_CONTAINER").as_deref() == Ok("docker")
 }
 
+/// Without a PID namespace (the landlock backend) nothing can be kept: a call asking to
+/// keep is refused before anything runs. Returns true when that is so here, having
+/// checked it, for a test of keeping to stop at.
+pub fn keeping_is_refused(env: &TestEnv) -> bool {
+    if !landlock_backend() {
+        return false;
+    }
+    let mark = unique_mark("keep-refused");
+    let mut cmd = env.sandgate("workspace-write");
+    cmd.env("LEFTOVER_MARK", &mark).args([
+        "--keep-background",
+        "--",
+        "/bin/sh",
+        "-c",
+        "sleep 1020 & echo started",
+    ]);
+    let out = output(&mut cmd);
+    let left = processes_marked(&mark);
+    kill_marked(&mark);
+    assert_status(&out, 78);
+    assert!(out.stdout.is_empty(), "{}", show(&out));
+    assert!(left.is_empty(), "{left:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--keep-background needs a PID namespace"),
+        "{}",
+        show(&out)
+    );
+    true
+}
+
 /// How a write outside the writable roots is refused, as the probe names the errno and as
 /// `strerror` says it: by a read-only mount, or, without a mount namespace, by landlock.
 pub fn refused_write() -> (&'static str, &'static str) {
