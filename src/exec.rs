@@ -363,10 +363,12 @@ pub fn run(mut launch: Launch<'_>) -> Result<Outcome, ExecError> {
     }
     // Single-threaded again (the supervisor's threads are joined): the relay may fork.
     let timed_out = matches!(ended.outcome, Outcome::TimedOut(_));
-    relay.finish(
-        ended.kept || clone_flags.is_none(),
-        (!timed_out).then_some(&waited),
-    );
+    // Without a PID namespace, processes of the call outlive it only where nothing ended
+    // them (a nested call's, which end with its parent's); sandgate ended the rest, so
+    // whoever still holds a pipe then is another call's process it was handed to.
+    let outlived =
+        ended.kept || (clone_flags.is_none() && orphans != wait::Orphans::EndedWithTheCommand);
+    relay.finish(outlived, (!timed_out).then_some(&waited));
     Ok(ended.outcome)
 }
 

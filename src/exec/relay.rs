@@ -211,7 +211,7 @@ impl Relay {
     /// not got out by then is lost, as its own blocked write would have been), or one of
     /// the `waited` signals comes meanwhile (the user gives up on a reader that does not
     /// read). When processes of the call may still hold a pipe (`outlived`: it kept them,
-    /// or had no PID namespace to end them), a detached process of sandgate's copies on
+    /// or nothing of sandgate's ended them), a detached process of sandgate's copies on
     /// until the last of them is gone; sandgate must be single-threaded by then (see
     /// [`sys::fork`]). Otherwise, and should the fork fail, whoever still holds a pipe (a
     /// process of another call it was passed to) finds it closed (`EPIPE`).
