@@ -272,6 +272,13 @@ fn each_denial_class_yields_exactly_one_marker() {
         ),
     ];
     for (mode, args, op, target, syscalls, needed) in cases {
+        // A default container refuses these itself, before sandgate's filter is asked:
+        // refused all the same, but with no marker of sandgate's.
+        if docker_harness() && ["io_uring", "namespace", "mount"].contains(&op) {
+            let (verdict, _, out) = observed(&env, mode, &args);
+            assert!(verdict.starts_with("err:"), "{args:?}: {}", show(&out));
+            continue;
+        }
         let (verdict, markers, out) = observed(&env, mode, &args);
         assert!(
             verdict.starts_with("err:"),
@@ -330,7 +337,7 @@ fn allowed_work_yields_no_marker() {
     std::fs::write(env.ws.join("Makefile"), "app: main.c\n\tcc -o app main.c\n").unwrap();
     let id = "git -c user.name=t -c user.email=t@example.com";
     let script = format!(
-        "git init -q && {id} add . && {id} commit -qm one && make -s && ./app && echo data > /dev/null && mktemp /tmp/sg.XXXXXX | xargs rm -f && {id} status --short >/dev/null"
+        "git init -q && {id} add . && {id} commit -qm one && make -s && ./app && echo data > /dev/null && mktemp \"${{TMPDIR:-/tmp}}/sg.XXXXXX\" | xargs rm -f && {id} status --short >/dev/null"
     );
     let mut cmd = env.sandgate("workspace-write");
     cmd.arg("--denial-log")
@@ -534,9 +541,20 @@ fn a_link_planted_at_the_denial_log_path_is_not_followed() {
             assert_eq!(std::fs::read(&bashrc).unwrap_or_default(), b"keep\n");
         }
     }
-    // Control: once the link is gone, the same call runs and logs its marker there.
+    // Control: once the link is gone, the same call runs and logs its marker there. (The
+    // landlock backend cannot keep a log inside a writable root from the sandbox: there
+    // the call is refused, naming it.)
     std::fs::remove_file(env.ws.join("denials.ndjson")).unwrap();
     let out = next("workspace-write", &env.ws.join("denials.ndjson"));
+    if landlock_backend() {
+        assert_status(&out, 78);
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("denials.ndjson from the sandbox"),
+            "{}",
+            show(&out)
+        );
+        return;
+    }
     assert_command_failed(&out);
     assert!(env.ws.join("ran").exists(), "{}", show(&out));
     let markers = read_log(&env.ws.join("denials.ndjson"));

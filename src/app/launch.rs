@@ -118,12 +118,10 @@ impl Call<'_> {
         }
         // Inside another sandgate's sandbox, its boundary holds for everything in it, this
         // call included (an enclosed call counts as its namespaces).
+        // Said by `doctor` and `explain`, not by every call: where one is refused, all are.
         let layout = match self.planned.nested {
             true => Layout::Enclosed,
-            false => {
-                crate::say!("sandgate: the kernel refuses the sandbox's namespaces ({source}): the landlock backend runs the call");
-                Layout::Landlock
-            }
+            false => Layout::Landlock,
         };
         let missing = features.missing(layout.backend());
         Ok((

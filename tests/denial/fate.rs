@@ -105,7 +105,7 @@ fn a_closed_stderr_never_decides_the_commands_fate() {
 
 #[test]
 fn the_detached_supervisor_logs_a_background_processs_refusals() {
-    if !require_full_enforcement() {
+    if !require_full_enforcement() || keeping_is_refused(&TestEnv::new()) {
         return;
     }
     let env = TestEnv::new();
@@ -246,7 +246,7 @@ fn a_full_terminal_that_cannot_be_reopened_holds_sandgate_two_seconds_at_most() 
 
 #[test]
 fn the_detached_supervisor_does_not_hold_the_callers_stderr() {
-    if !require_full_enforcement() {
+    if !require_full_enforcement() || keeping_is_refused(&TestEnv::new()) {
         return;
     }
     // sandgate writes to stderr before the command ends (the --no-observe note), and the

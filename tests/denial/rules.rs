@@ -250,7 +250,7 @@ fn every_marker_line_fits_in_one_atomic_pipe_write() {
 
 #[test]
 fn a_background_writer_cannot_splice_fields_into_a_tagged_marker() {
-    if !require_full_enforcement() || !observing() {
+    if !require_full_enforcement() || !observing() || keeping_is_refused(&TestEnv::new()) {
         return;
     }
     // The command leaves a process behind (kept) that keeps writing a JSON fragment to the
