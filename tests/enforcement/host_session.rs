@@ -564,7 +564,7 @@ fn temp_workflows_keep_working() {
         let out = env.sh(
             mode,
             &format!(
-                "s=\"${{TMPDIR:-/tmp}}/suite.sock\"; '{}' unix-listen-connect \"$s\" \"$s\"",
+                "s=\"${{TMPDIR:-/tmp}}/suite-{mode}.sock\"; '{}' unix-listen-connect \"$s\" \"$s\"",
                 probe().display()
             ),
         );

@@ -377,7 +377,7 @@ true
             )
             .replace(
                 r#"*) echo "entry $e" ;;"#,
-                r#"*) ( exec 3<"$e" ) 2>/dev/null && echo "opened $e" ;;"#,
+                r#"*) [ -d "$e" ] || { ( exec 3<"$e" ) 2>/dev/null && echo "opened $e"; } ;;"#,
             ),
         false => script.to_owned(),
     };

@@ -184,7 +184,7 @@ if os.fork() == 0:
 /// the host's later output reaches its reader, none of it the kept process.
 #[test]
 fn redteam_a_kept_process_cannot_read_what_the_host_writes_to_the_pipe_later() {
-    if !require_full_enforcement() {
+    if !require_full_enforcement() || keeping_is_refused(&TestEnv::new()) {
         return;
     }
     let env = TestEnv::new();
@@ -390,7 +390,7 @@ print("flags:", "nonblocking" if fcntl.fcntl(0, fcntl.F_GETFL) & os.O_NONBLOCK e
 /// (and keeps its mode).
 #[test]
 fn redteam_a_terminal_made_unopenable_is_not_handed_over_next_time() {
-    if !require_full_enforcement() {
+    if !require_full_enforcement() || keeping_is_refused(&TestEnv::new()) {
         return;
     }
     let env = TestEnv::new();
@@ -433,7 +433,7 @@ if os.fork() == 0:
 /// unlocked.
 #[test]
 fn redteam_another_descriptor_of_stdout_is_not_the_callers() {
-    if !require_full_enforcement() {
+    if !require_full_enforcement() || keeping_is_refused(&TestEnv::new()) {
         return;
     }
     let env = TestEnv::new();

@@ -528,8 +528,9 @@ s.bind("sock")
 s.listen(1)
 c = socket.socket(socket.AF_UNIX)
 c.connect("sock")
-shm = os.open("/dev/shm/sandgate-test", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-os.write(shm, b"s")
+if os.environ.get("NO_SHM") is None:
+    shm = os.open("/dev/shm/sandgate-test", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(shm, b"s")
 EOF
 '{probe}' tmpfile-link . named-tmpfile proc 600 >/dev/null
 '{probe}' tmpfile-link . named-tmpfile-2 empty 600 >/dev/null
@@ -547,6 +548,10 @@ echo done
         .create(true)
         .open(ws.join("stdout.txt"))
         .unwrap();
+    // (The landlock backend has no private /dev/shm: a known limit.)
+    if landlock_backend() {
+        cmd.env("NO_SHM", "1");
+    }
     cmd.args(["--", "/bin/sh", "-c", &script]).stdout(stdout);
     let out = output(&mut cmd);
     assert_status(&out, 0);
