@@ -34,6 +34,7 @@ use crate::policy::host_rules::HostRules;
 use crate::sandbox::{Applied, Prepared, Step};
 use crate::{kept, network, supervisor, sys};
 
+mod ender;
 mod fresh;
 mod init;
 mod relay;
@@ -256,12 +257,22 @@ pub fn run(mut launch: Launch<'_>) -> Result<Outcome, ExecError> {
     };
 
     // sandgate is single-threaded here: the supervisor thread is only started below.
-    let pid = match clone_flags {
-        Some(flags) => sys::fork_into(flags).map_err(|source| ExecError::Setup {
-            step: crate::sandbox::failed_clone_step(flags),
-            source,
-        })?,
-        None => sys::fork()?,
+    let (pid, ender) = match clone_flags {
+        Some(flags) => (
+            sys::fork_into(flags).map_err(|source| ExecError::Setup {
+                step: crate::sandbox::failed_clone_step(flags),
+                source,
+            })?,
+            None,
+        ),
+        // What sandgate ends itself, an ender ends all at once (see `ender`).
+        None if orphans == wait::Orphans::EndedWithTheCommand && ender::available() => {
+            match ender::fork()? {
+                ender::Forked::Command => (0, None),
+                ender::Forked::Sandgate(ender, pid) => (pid, Some(ender)),
+            }
+        }
+        None => (sys::fork()?, None),
     };
     if pid == 0 {
         match clone_flags {
@@ -338,7 +349,11 @@ pub fn run(mut launch: Launch<'_>) -> Result<Outcome, ExecError> {
     };
     let target = match clone_flags {
         Some(_) => wait::Target::Init { pid, report: ours },
-        None => wait::Target::Command { pid, orphans },
+        None => wait::Target::Command {
+            pid,
+            orphans,
+            ender,
+        },
     };
     let ended = wait::until_ended(target, &waited, launch.timeout, &mut relay)?;
     if let Some(why) = proxy
@@ -464,6 +479,7 @@ fn unconfined_with_time_limit(
     let target = wait::Target::Command {
         pid,
         orphans: wait::Orphans::EndedAtTheLimit,
+        ender: None,
     };
     Ok(wait::until_ended(target, &waited, Some(limit), &mut relay::Relay::none())?.outcome)
 }

@@ -17,12 +17,16 @@ pub struct Entry {
 
 /// Reads `/proc/PID/stat` of `pid`; `None` once the process is gone.
 pub fn entry(pid: libc::pid_t) -> Option<Entry> {
-    parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+    parse_stat(&std::fs::read(format!("/proc/{pid}/stat")).ok()?)
 }
 
-fn parse_stat(stat: &str) -> Option<Entry> {
-    // The name (field 2) may hold spaces and parentheses: fields count from its last ')'.
-    let (_, rest) = stat.rsplit_once(')')?;
+/// Parses a `stat` line as bytes: the name (field 2) is whatever the process set it to
+/// (`PR_SET_NAME`), not necessarily UTF-8, and a process whose name could hide it from
+/// this table would hide it from everything that ends a call's processes.
+fn parse_stat(stat: &[u8]) -> Option<Entry> {
+    // The name may hold spaces and parentheses: fields count from its last ')'.
+    let close = stat.iter().rposition(|b| *b == b')')?;
+    let rest = std::str::from_utf8(&stat[close + 1..]).ok()?;
     let fields: Vec<&str> = rest.split_whitespace().collect();
     Some(Entry {
         zombie: *fields.first()? == "Z",
@@ -82,16 +86,17 @@ mod tests {
 
     #[test]
     fn stat_fields_count_from_the_end_of_the_name() {
-        let stat = "42 (a) b (c)) S 7 42 42 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 987654 0 0";
-        assert_eq!(
-            parse_stat(stat),
-            Some(Entry {
-                parent: 7,
-                start: 987654,
-                zombie: false
-            })
-        );
-        assert_eq!(parse_stat("42 (x) Z 1").map(|e| e.zombie), None);
+        let stat = b"42 (a) b (c)) S 7 42 42 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 987654 0 0";
+        let entry = Some(Entry {
+            parent: 7,
+            start: 987654,
+            zombie: false,
+        });
+        assert_eq!(parse_stat(stat), entry);
+        assert_eq!(parse_stat(b"42 (x) Z 1").map(|e| e.zombie), None);
+        // A name that is no UTF-8 at all hides nothing.
+        let odd = b"42 (\xff\xfe) S 7 42 42 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 987654 0 0";
+        assert_eq!(parse_stat(odd), entry);
     }
 
     #[test]

@@ -278,6 +278,44 @@ pub fn run(op: &str, args: &[String]) -> Res {
             }
             raw(unsafe { libc::mq_send(q, c"host-secret".as_ptr(), 11, 0) }.into())
         }
+        "outrun" => {
+            // Leaves, and says `ok`: one process named by bytes that are no UTF-8, asleep
+            // for four times SECS, and CHAINS chains of processes that each fork and exit
+            // at once for SECS, each link appending a byte to FILE (opened here, before the
+            // call ends).
+            let (secs, chains): (u64, usize) = (num(&arg(0))?, num(&arg(1))?);
+            let file = std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(arg(2))
+                .map_err(|_| Errno::EIO)?;
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+            // As daemons do: nothing of the caller's output held.
+            let detach = || {
+                for fd in 0..3 {
+                    unsafe { libc::close(fd) };
+                }
+            };
+            if unsafe { libc::fork() } == 0 {
+                detach();
+                unsafe { libc::prctl(libc::PR_SET_NAME, c"\xff\xfe-hidden".as_ptr()) };
+                std::thread::sleep(std::time::Duration::from_secs(4 * secs));
+                unsafe { libc::_exit(0) };
+            }
+            for _ in 0..chains {
+                if unsafe { libc::fork() } == 0 {
+                    detach();
+                    while std::time::Instant::now() < until {
+                        if unsafe { libc::fork() } != 0 {
+                            unsafe { libc::_exit(0) };
+                        }
+                        let _ = std::io::Write::write(&mut &file, b"x");
+                    }
+                    unsafe { libc::_exit(0) };
+                }
+            }
+            Ok(())
+        }
         "mq-unlink" => {
             let name = CString::new(arg(0)).map_err(|_| Errno::EINVAL)?;
             raw(unsafe { libc::mq_unlink(name.as_ptr()) }.into())

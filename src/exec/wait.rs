@@ -34,8 +34,13 @@ pub(super) enum Target {
     /// pid 1 of the call's PID namespace, and sandgate's end of the channel on which it
     /// reports the command's end.
     Init { pid: libc::pid_t, report: OwnedFd },
-    /// The command itself, and what becomes of the processes it leaves.
-    Command { pid: libc::pid_t, orphans: Orphans },
+    /// The command itself, what becomes of the processes it leaves, and what ends them
+    /// all at once (`EndedWithTheCommand`).
+    Command {
+        pid: libc::pid_t,
+        orphans: Orphans,
+        ender: Option<super::ender::Ender>,
+    },
 }
 
 /// What becomes of the processes a command without a PID namespace leaves behind.
@@ -72,9 +77,13 @@ pub(super) fn until_ended(
     relay: &mut Relay,
 ) -> Result<Ended, ExecError> {
     let signals = SignalFd::with_flags(waited, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)?;
-    let (pid, mut channel, orphans) = match target {
-        Target::Init { pid, report } => (pid, Some(report), Orphans::Left),
-        Target::Command { pid, orphans } => (pid, None, orphans),
+    let (pid, mut channel, orphans, mut ender) = match target {
+        Target::Init { pid, report } => (pid, Some(report), Orphans::Left, None),
+        Target::Command {
+            pid,
+            orphans,
+            ender,
+        } => (pid, None, orphans, ender),
     };
     let adopts_orphans = orphans != Orphans::Left;
     let mut clock = Clock::new(limit);
@@ -96,6 +105,7 @@ pub(super) fn until_ended(
             if orphans == Orphans::EndedWithTheCommand
                 || (adopts_orphans && clock.expired().is_some())
             {
+                drop(ender.take());
                 end_adopted(&signals);
             }
             let outcome = match clock.expired() {

@@ -225,19 +225,8 @@ fn own_name() -> io::Result<String> {
 /// The start time of process `pid` (field 22 of `/proc/PID/stat`), `None` when there is
 /// no such process.
 fn start_time(pid: u32) -> io::Result<Option<u64>> {
-    let stat = match fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    // The command name may hold anything, parentheses included: fields resume after the
-    // last `)`, with the state (field 3) first.
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    rest.split_whitespace()
-        .nth(22 - 3)
-        .and_then(|f| f.parse().ok())
-        .map(Some)
-        .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))
+    let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    Ok(crate::process_table::entry(pid).map(|e| e.start))
 }
 
 /// Whether the sandgate that made cgroup `name` has exited.

@@ -58,10 +58,10 @@ impl Features {
             (Guarantee::SyscallFilter, _) => supervisor,
             (Guarantee::Scopes, Backend::Namespaces) => self.landlock_abi >= 6,
             (Guarantee::Network, Backend::Namespaces) => namespaces || self.seccomp,
-            // A PID namespace, or landlock's ptrace rule with sandgate ending what the
-            // call leaves (`exec::wait::Orphans`).
+            // A PID namespace, or landlock's ptrace rule and signal scope with an ender
+            // that ends every process of the call at once (`exec::ender`).
             (Guarantee::ProcessBoundary, Backend::Namespaces) => {
-                namespaces && (self.pid_namespace_allowed || self.landlock_abi >= 1)
+                namespaces && (self.pid_namespace_allowed || self.landlock_abi >= 6)
             }
             (Guarantee::ProtectedPaths, Backend::Namespaces) => namespaces && supervisor,
             (Guarantee::ReadOnlyOutside, Backend::Namespaces) => namespaces && landlock_fs,
@@ -82,9 +82,9 @@ impl Features {
             // supervisor, which binds no abstract name.
             (Guarantee::Scopes, Backend::Landlock) => self.landlock_abi >= 6 && supervisor,
             // Landlock's ptrace rule: no process outside the call can be traced or have its
-            // memory, environment or descriptors read (through `/proc` either); sandgate
-            // ends what the call leaves.
-            (Guarantee::ProcessBoundary, Backend::Landlock) => self.landlock_abi >= 1,
+            // memory, environment or descriptors read (through `/proc` either); its signal
+            // scope lets the ender end all the call leaves at once (`exec::ender`).
+            (Guarantee::ProcessBoundary, Backend::Landlock) => self.landlock_abi >= 6,
         }
     }
 }
@@ -121,7 +121,7 @@ impl Features {
                 "a PID namespace with its own /proc"
             }
             (Guarantee::ProcessBoundary, _) => {
-                "landlock's ptrace rule, and sandgate ending what the call leaves (host processes' names and command lines stay visible)"
+                "landlock's ptrace rule and signal scope, and an ender that ends every process of the call at once (host processes' names and command lines stay visible)"
             }
             (Guarantee::Ipc, Backend::Namespaces) => "an IPC namespace of its own",
             (Guarantee::Ipc, Backend::Landlock) => "SysV IPC calls refused by seccomp",

@@ -597,3 +597,47 @@ fn a_writable_root_raced_with_a_symlink_never_lets_the_link_target_be_written() 
     let written: Vec<_> = std::fs::read_dir(&secret).unwrap().flatten().collect();
     assert!(written.is_empty(), "{ran} calls ran; written: {written:?}");
 }
+
+/// Attack: leave processes sandgate cannot follow by walking the process table: one whose
+/// name is not UTF-8 (`PR_SET_NAME`), and chains of processes that each fork and exit at
+/// once, faster than a walk can catch them, writing into a file through a descriptor
+/// opened during the call. Should fail: nothing of the call runs after it, and the file
+/// stops changing when sandgate returns.
+#[test]
+fn leftovers_that_hide_or_outrun_a_process_walk_still_end_with_the_call() {
+    let env = TestEnv::new();
+    let mark = unique_mark("landlock-outrun");
+    for mode in ["read-only", "workspace-write"] {
+        // Where each mode may write: its private temp, the workspace.
+        let (inside, log) = match mode {
+            "read-only" => ("$TMPDIR/log".to_owned(), private_tmp_of(&env).join("log")),
+            _ => ("log".to_owned(), env.ws.join("log")),
+        };
+        let script = format!(
+            "'{}' outrun 8 4 \"{inside}\"",
+            crate::support::probe().display()
+        );
+        let out = output(
+            landlock(&env, mode)
+                .env("LEFTOVER_MARK", &mark)
+                .args(["--", "/bin/sh", "-c", &script]),
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            "ok",
+            "{mode}: {}",
+            show(&out)
+        );
+        let size = || std::fs::metadata(&log).map_or(0, |m| m.len());
+        let after_return = size();
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        let left = processes_marked(&mark);
+        kill_marked(&mark);
+        assert!(left.is_empty(), "{mode}: left running: {left:?}");
+        assert_eq!(
+            size(),
+            after_return,
+            "{mode}: written after the call returned"
+        );
+    }
+}
