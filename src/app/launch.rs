@@ -22,6 +22,18 @@ impl Call<'_> {
         limits: &mut limits::CallLimits,
     ) -> Result<Outcome, Error> {
         let p = self.planned;
+        // A run that says what it lacks says it once, for the backend it runs: where `auto`
+        // would only learn from a failed attempt that namespaces are refused, it asks a
+        // throwaway child first.
+        let degraded = !unenforced.is_empty() || !limits.degraded.is_empty();
+        if degraded
+            && p.plan.backend == BackendChoice::Auto
+            && matches!(layout, Layout::Namespaces { .. })
+            && !sandbox::probe_namespace(false, true)
+        {
+            let refused = std::io::Error::from_raw_os_error(libc::EPERM);
+            (layout, *unenforced) = self.without_namespaces(&refused)?;
+        }
         loop {
             plan::keepable(p.kept.is_some(), layout)?;
             announce_degraded(&p.plan, layout.backend(), unenforced, &limits.degraded);

@@ -708,10 +708,10 @@ except OSError as e:
             .args(["--", "python3", "-c", script]),
     );
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    // In a default container sandgate has no CAP_SYS_PTRACE: it cannot read a
-    // non-dumpable caller's memory, so everything it would perform is refused (a known
-    // limit), and nothing is done unchecked.
-    if docker_harness() {
+    // In a default container, or unprivileged without user namespaces, sandgate has no
+    // CAP_SYS_PTRACE: it cannot read a non-dumpable caller's memory, so everything it
+    // would perform is refused (a known limit), and nothing is done unchecked.
+    if supervisor_cannot_read_undumpable() {
         assert!(
             text.contains("watch Operation not permitted")
                 && text.contains("write Operation not permitted")

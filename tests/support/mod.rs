@@ -524,6 +524,19 @@ pub fn keeping_is_refused(env: &TestEnv) -> bool {
     true
 }
 
+/// True when scripts/test runs the suite inside the container harness, of either kind
+/// (`SANDGATE_TEST_CONTAINER`): both refuse a user namespace to everyone.
+pub fn harnessed() -> bool {
+    std::env::var_os("SANDGATE_TEST_CONTAINER").is_some()
+}
+
+/// True when the supervisor cannot read the memory of a caller that made itself
+/// non-dumpable: without a user namespace of the call's own it needs `CAP_SYS_PTRACE`,
+/// which a default container and an unprivileged user do not have.
+pub fn supervisor_cannot_read_undumpable() -> bool {
+    landlock_backend() && (docker_harness() || !is_root())
+}
+
 /// How a write outside the writable roots is refused, as the probe names the errno and as
 /// `strerror` says it: by a read-only mount, or, without a mount namespace, by landlock.
 pub fn refused_write() -> (&'static str, &'static str) {
