@@ -397,16 +397,7 @@ fn a_root_raced_between_a_directory_and_a_symlink_never_becomes_the_links_target
     // A call still running swaps the two while later calls set up. It swaps for 20 s at
     // most; the calls go on until enough have raced it (a loaded machine starts fewer
     // calls a second), and then it is stopped.
-    let mut flipper = env
-        .sandgate("workspace-write")
-        .arg("--")
-        .arg(probe())
-        .args(["exchange-loop", "build", "build-link", "20000"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(200));
+    let mut flipper = flipping(env.sandgate("workspace-write"), "build", "build-link");
     let (mut refused, mut ran) = (0, 0);
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(18_000);
     while ran + refused <= 20 && std::time::Instant::now() < deadline {

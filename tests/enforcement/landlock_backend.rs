@@ -565,15 +565,7 @@ fn a_writable_root_raced_with_a_symlink_never_lets_the_link_target_be_written() 
     std::fs::create_dir(&secret).unwrap();
     std::fs::create_dir(env.ws.join("build")).unwrap();
     std::os::unix::fs::symlink(&secret, env.ws.join("build-link")).unwrap();
-    let mut flipper = landlock(&env, "workspace-write")
-        .arg("--")
-        .arg(crate::support::probe())
-        .args(["exchange-loop", "build", "build-link", "20000"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(200));
+    let mut flipper = flipping(landlock(&env, "workspace-write"), "build", "build-link");
     let mut ran = 0;
     for i in 0..30 {
         let out = output(

@@ -130,24 +130,32 @@ fn super_options(mountinfo: &str, point: &str) -> String {
         .to_owned()
 }
 
+/// The landlock backend makes no tmpfs: nothing the command writes can fill memory there,
+/// since /tmp and /dev/shm are out of its reach (its temp is a host directory). Returns
+/// true, having checked that, when the calls here run it.
+fn no_tmpfs_to_bound(env: &TestEnv) -> bool {
+    if !landlock_backend() {
+        return false;
+    }
+    for dir in ["/tmp", "/dev/shm"] {
+        let out = probe_with(
+            env,
+            "read-only",
+            &["--tmpfs-size", "1M"],
+            &["fill", &format!("{dir}/big")],
+        );
+        assert_eq!(stdout(&out), "err:EACCES", "{dir}: {}", show(&out));
+    }
+    true
+}
+
 #[test]
 fn a_private_tmpfs_refuses_writes_and_files_past_its_bound() {
     if !require_full_enforcement() {
         return;
     }
     let env = TestEnv::new();
-    // The landlock backend makes no tmpfs: nothing the command writes can fill memory
-    // there, since /tmp and /dev/shm are out of its reach (its temp is a host directory).
-    if landlock_backend() {
-        for dir in ["/tmp", "/dev/shm"] {
-            let out = probe_with(
-                &env,
-                "read-only",
-                &["--tmpfs-size", "1M"],
-                &["fill", &format!("{dir}/big")],
-            );
-            assert_eq!(stdout(&out), "err:EACCES", "{dir}: {}", show(&out));
-        }
+    if no_tmpfs_to_bound(&env) {
         return;
     }
     // workspace-write's /tmp is a directory on the host (bounded by its filesystem): only
@@ -204,18 +212,7 @@ fn mount_and_df_inside_show_the_bound_and_every_tmpfs_sandgate_makes_has_one() {
         return;
     }
     let env = TestEnv::new();
-    // The landlock backend makes no tmpfs: nothing the command writes can fill memory
-    // there, since /tmp and /dev/shm are out of its reach (its temp is a host directory).
-    if landlock_backend() {
-        for dir in ["/tmp", "/dev/shm"] {
-            let out = probe_with(
-                &env,
-                "read-only",
-                &["--tmpfs-size", "1M"],
-                &["fill", &format!("{dir}/big")],
-            );
-            assert_eq!(stdout(&out), "err:EACCES", "{dir}: {}", show(&out));
-        }
+    if no_tmpfs_to_bound(&env) {
         return;
     }
     // A hidden file, so that the masks' tmpfs is made too.
@@ -270,18 +267,7 @@ fn a_project_may_lower_the_tmpfs_bound_but_not_raise_it() {
         return;
     }
     let env = TestEnv::new();
-    // The landlock backend makes no tmpfs: nothing the command writes can fill memory
-    // there, since /tmp and /dev/shm are out of its reach (its temp is a host directory).
-    if landlock_backend() {
-        for dir in ["/tmp", "/dev/shm"] {
-            let out = probe_with(
-                &env,
-                "read-only",
-                &["--tmpfs-size", "1M"],
-                &["fill", &format!("{dir}/big")],
-            );
-            assert_eq!(stdout(&out), "err:EACCES", "{dir}: {}", show(&out));
-        }
+    if no_tmpfs_to_bound(&env) {
         return;
     }
     let project = env.ws.join(".sandgate");

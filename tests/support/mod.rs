@@ -537,6 +537,22 @@ pub fn supervisor_cannot_read_undumpable() -> bool {
     landlock_backend() && (docker_harness() || !is_root())
 }
 
+/// Starts `sandgate` (a call for the workspace) running the probe's `exchange-loop` on
+/// `a` and `b` for up to 20 s: a call still running that swaps a directory and a symlink
+/// while later calls set up. Kill it when done.
+pub fn flipping(mut sandgate: Command, a: &str, b: &str) -> std::process::Child {
+    let flipper = sandgate
+        .arg("--")
+        .arg(probe())
+        .args(["exchange-loop", a, b, "20000"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    flipper
+}
+
 /// How a write outside the writable roots is refused, as the probe names the errno and as
 /// `strerror` says it: by a read-only mount, or, without a mount namespace, by landlock.
 pub fn refused_write() -> (&'static str, &'static str) {
