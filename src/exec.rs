@@ -245,6 +245,10 @@ pub fn run(mut launch: Launch<'_>) -> Result<Outcome, ExecError> {
         None if launch.timeout.is_some() => wait::Orphans::EndedAtTheLimit,
         None => wait::Orphans::Left,
     };
+    let spared = match orphans {
+        wait::Orphans::Left => Default::default(),
+        _ => wait::children_now(),
+    };
     if orphans != wait::Orphans::Left {
         nix::sys::prctl::set_child_subreaper(true)?;
     }
@@ -353,6 +357,7 @@ pub fn run(mut launch: Launch<'_>) -> Result<Outcome, ExecError> {
             pid,
             orphans,
             ender,
+            spared,
         },
     };
     let ended = wait::until_ended(target, &waited, launch.timeout, &mut relay)?;
@@ -461,6 +466,7 @@ fn unconfined_with_time_limit(
     let (err_r, err_w) = pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
     let waited = waited_signals();
     let old_mask = waited.thread_swap_mask(SigmaskHow::SIG_BLOCK)?;
+    let spared = wait::children_now();
     nix::sys::prctl::set_child_subreaper(true)?;
     let parent = getpid();
     let pid = sys::fork()?;
@@ -480,6 +486,7 @@ fn unconfined_with_time_limit(
         pid,
         orphans: wait::Orphans::EndedAtTheLimit,
         ender: None,
+        spared,
     };
     Ok(wait::until_ended(target, &waited, Some(limit), &mut relay::Relay::none())?.outcome)
 }

@@ -52,7 +52,10 @@ pub(super) fn fork() -> io::Result<Forked> {
         drop((go_w, pid_r));
         let word = match own_domain().and_then(|()| sys::fork_into(libc::CLONE_PARENT)) {
             Ok(0) => return Ok(Forked::Command),
-            Ok(pid) => pid,
+            Ok(pid) => {
+                out_of_reach();
+                pid
+            }
             Err(e) => -e.raw_os_error().unwrap_or(libc::EIO),
         };
         let _ = nix::unistd::write(&pid_w, &word.to_ne_bytes());
@@ -88,6 +91,19 @@ impl Drop for Ender {
     fn drop(&mut self) {
         let _ = nix::unistd::write(&self.go, b"k");
         let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(self.pid), None);
+    }
+}
+
+/// Takes the ender out of what the kernel signals as a whole, once the command (which
+/// stays in the caller's session and process group, on its terminal) is started: a
+/// session of its own, so that a signal to the caller's process group (`timeout -s
+/// KILL`, `kill -9 %1`) ends sandgate but not the ender, which then ends the call; and
+/// the terminal's stop signals ignored, so that no read of the terminal by the call's
+/// processes can stop it.
+fn out_of_reach() {
+    let _ = nix::unistd::setsid();
+    for signo in [libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU] {
+        sys::ignore(signo);
     }
 }
 

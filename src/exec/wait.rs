@@ -13,6 +13,7 @@
 //! their subreaper) are killed until none is left. The call then ends with
 //! [`Outcome::TimedOut`], also when the command ended on the SIGTERM.
 
+use std::collections::HashSet;
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
 
@@ -40,6 +41,8 @@ pub(super) enum Target {
         pid: libc::pid_t,
         orphans: Orphans,
         ender: Option<super::ender::Ender>,
+        /// sandgate's children from before the call ([`children_now`]).
+        spared: HashSet<libc::pid_t>,
     },
 }
 
@@ -77,13 +80,14 @@ pub(super) fn until_ended(
     relay: &mut Relay,
 ) -> Result<Ended, ExecError> {
     let signals = SignalFd::with_flags(waited, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)?;
-    let (pid, mut channel, orphans, mut ender) = match target {
-        Target::Init { pid, report } => (pid, Some(report), Orphans::Left, None),
+    let (pid, mut channel, orphans, mut ender, spared) = match target {
+        Target::Init { pid, report } => (pid, Some(report), Orphans::Left, None, HashSet::new()),
         Target::Command {
             pid,
             orphans,
             ender,
-        } => (pid, None, orphans, ender),
+            spared,
+        } => (pid, None, orphans, ender, spared),
     };
     let adopts_orphans = orphans != Orphans::Left;
     let mut clock = Clock::new(limit);
@@ -106,7 +110,7 @@ pub(super) fn until_ended(
                 || (adopts_orphans && clock.expired().is_some())
             {
                 drop(ender.take());
-                end_adopted(&signals);
+                end_adopted(&signals, &spared);
             }
             let outcome = match clock.expired() {
                 Some(limit) => Outcome::TimedOut(limit),
@@ -186,11 +190,23 @@ fn reap_adopted(
     }
 }
 
+/// The children sandgate has now: processes its caller started before it executed
+/// sandgate (`sh -c 'job & exec sandgate …'`), which are no part of any call.
+pub(super) fn children_now() -> HashSet<libc::pid_t> {
+    let me = nix::unistd::getpid().as_raw();
+    process_table::table()
+        .into_iter()
+        .filter(|(_, entry)| entry.parent == me)
+        .map(|(pid, _)| pid)
+        .collect()
+}
+
 /// Kills every process sandgate adopted from the command's tree, round after round (one
 /// killed hands its children to sandgate in turn), until none is left or five seconds
-/// have passed. Whatever survives that is no longer served: sandgate hands no supervisor
-/// over for a call that does not keep its processes.
-fn end_adopted(signals: &SignalFd) {
+/// have passed; `spared` (see [`children_now`]) are neither killed nor waited for.
+/// Whatever survives that is no longer served: sandgate hands no supervisor over for a
+/// call that does not keep its processes.
+fn end_adopted(signals: &SignalFd, spared: &HashSet<libc::pid_t>) {
     let me = nix::unistd::getpid().as_raw();
     let give_up = Instant::now() + Duration::from_secs(5);
     loop {
@@ -203,10 +219,16 @@ fn end_adopted(signals: &SignalFd) {
         }
         // A zombie too: a thread group whose leader exited shows its leader's state,
         // and its other threads run on until the group is killed.
-        for (pid, entry) in process_table::table() {
-            if entry.parent == me {
-                let _ = sys::kill(pid, libc::SIGKILL);
-            }
+        let adopted: Vec<libc::pid_t> = process_table::table()
+            .into_iter()
+            .filter(|(pid, entry)| entry.parent == me && !spared.contains(pid))
+            .map(|(pid, _)| pid)
+            .collect();
+        if adopted.is_empty() {
+            return;
+        }
+        for pid in adopted {
+            let _ = sys::kill(pid, libc::SIGKILL);
         }
         if Instant::now() >= give_up {
             return;

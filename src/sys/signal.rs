@@ -168,11 +168,16 @@ pub fn signal_thread<T>(handle: &std::thread::JoinHandle<T>, signo: libc::c_int)
     }
 }
 
+/// Ignores signal `signo` (a stop signal, for a helper no terminal may stop).
+pub fn ignore(signo: libc::c_int) {
+    // SAFETY: installing SIG_IGN involves no handler code.
+    unsafe { libc::signal(signo, libc::SIG_IGN) };
+}
+
 /// Ignores SIGXFSZ: a write past the caller's file size limit (`ulimit -f`) then fails with
 /// `EFBIG` instead of killing sandgate, which writes the command's output files itself.
 pub fn ignore_file_size_signal() {
-    // SAFETY: installing SIG_IGN involves no handler code.
-    unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
+    ignore(libc::SIGXFSZ);
 }
 
 /// Restores the default action of signal `signo` (not possible for SIGKILL and SIGSTOP,

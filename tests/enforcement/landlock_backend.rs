@@ -633,3 +633,63 @@ fn leftovers_that_hide_or_outrun_a_process_walk_still_end_with_the_call() {
         );
     }
 }
+
+/// Attack: one process of the call leaves the caller's process group (`setsid`), and then
+/// the whole group is killed (`timeout -s KILL`, `kill -9 %1`), sandgate with it. Should
+/// fail: the call's ender is in no group of the caller's; it sees sandgate gone and ends
+/// what the call left.
+#[test]
+fn killing_the_callers_process_group_leaves_nothing_of_the_call() {
+    use std::os::unix::process::CommandExt;
+    let env = TestEnv::new();
+    let mark = unique_mark("landlock-group");
+    let mut call = landlock(&env, "workspace-write");
+    call.env("LEFTOVER_MARK", &mark)
+        .args([
+            "--",
+            "/bin/sh",
+            "-c",
+            "setsid sleep 1031 </dev/null >/dev/null 2>&1 & sleep 100",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0);
+    let mut child = call.spawn().unwrap();
+    let started = (0..100).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        processes_marked(&mark).len() >= 3
+    });
+    let group = nix::unistd::Pid::from_raw(child.id() as i32);
+    let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+    let _ = child.wait();
+    let gone = (0..60).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        processes_marked(&mark).is_empty()
+    });
+    let left = processes_marked(&mark);
+    kill_marked(&mark);
+    assert!(started, "control: the call's processes never showed");
+    assert!(gone, "left running: {left:?}");
+}
+
+/// What sandgate's caller started before it executed sandgate (`sh -c 'job & exec
+/// sandgate …'`) becomes sandgate's child, but is no part of the call: it is neither
+/// ended nor waited for.
+#[test]
+fn a_child_sandgate_had_before_the_call_is_left_alone() {
+    let env = TestEnv::new();
+    let mark = unique_mark("landlock-before");
+    let mut sandgate = landlock(&env, "read-only");
+    sandgate.args(["--", "true"]);
+    let mut wrapper = std::process::Command::new("/bin/sh");
+    wrapper.env("LEFTOVER_MARK", &mark).args([
+        "-c",
+        r#"sleep 1032 >/dev/null 2>&1 & exec "$@""#,
+        "sh",
+    ]);
+    let out = output(&mut behind(wrapper, &sandgate));
+    let left = processes_marked(&mark);
+    kill_marked(&mark);
+    assert_status(&out, 0);
+    assert_eq!(left.len(), 1, "the caller's own job: {left:?}");
+}

@@ -258,7 +258,10 @@ fn terminal_takeover_and_redirection_requests_are_refused() {
 /// terminal (so job control no longer stops its reads) and then reads the terminal; the
 /// session's shell then reads the line the user types. Returns what the terminal showed.
 fn background_reader(env: &TestEnv, mode: &str) -> String {
-    let inner = format!("{} detach-and-read 2500 &", probe().display());
+    // (Without a PID namespace nothing outlives the call: it lasts until the attempts to
+    // leave the session have been made, and the reader is ended before it can read.)
+    let linger = if landlock_backend() { " sleep 0.5" } else { "" };
+    let inner = format!("{} detach-and-read 2500 &{linger}", probe().display());
     let mut session = Session::start(
         env,
         mode,
