@@ -194,11 +194,16 @@ fn reap_adopted(
 /// sandgate (`sh -c 'job & exec sandgate …'`), which are no part of any call.
 pub(super) fn children_now() -> HashSet<libc::pid_t> {
     let me = nix::unistd::getpid().as_raw();
-    process_table::table()
-        .into_iter()
-        .filter(|(_, entry)| entry.parent == me)
-        .map(|(pid, _)| pid)
-        .collect()
+    // The kernel's own list (sandgate is single-threaded here: its one task's children are
+    // all of them); the whole process table where the kernel keeps no such list.
+    match std::fs::read_to_string(format!("/proc/self/task/{me}/children")) {
+        Ok(list) => list.split_whitespace().filter_map(|p| p.parse().ok()).collect(),
+        Err(_) => process_table::table()
+            .into_iter()
+            .filter(|(_, entry)| entry.parent == me)
+            .map(|(pid, _)| pid)
+            .collect(),
+    }
 }
 
 /// Kills every process sandgate adopted from the command's tree, round after round (one
