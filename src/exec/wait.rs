@@ -197,7 +197,10 @@ pub(super) fn children_now() -> HashSet<libc::pid_t> {
     // The kernel's own list (sandgate is single-threaded here: its one task's children are
     // all of them); the whole process table where the kernel keeps no such list.
     match std::fs::read_to_string(format!("/proc/self/task/{me}/children")) {
-        Ok(list) => list.split_whitespace().filter_map(|p| p.parse().ok()).collect(),
+        Ok(list) => list
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect(),
         Err(_) => process_table::table()
             .into_iter()
             .filter(|(_, entry)| entry.parent == me)
